@@ -1,0 +1,50 @@
+"""Simulator speed: events per second, bert-large on four generations, llama-3-8b decode.
+
+Run: .venv/bin/python bench/bench_sim.py        (targets: < 1 s for the four generations,
+>= 1,000,000 scheduled events per second)
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from sim.lowering import _lower_cached
+from sim.run import RunConfig, simulate
+
+
+def timed(cfg: RunConfig, repeats: int = 3) -> tuple[float, int]:
+    """Median wall time of ``simulate(cfg)`` from a cold lowering cache, and its event count."""
+    times, events = [], 0
+    for _ in range(repeats):
+        _lower_cached.cache_clear()
+        t = time.perf_counter()
+        trace = simulate(cfg)
+        times.append(time.perf_counter() - t)
+        events = trace.n_events
+    return statistics.median(times), events
+
+
+def main() -> None:
+    simulate(RunConfig(model="bert-base", chip="trn1"))  # imports and data files
+    total = 0.0
+    for chip in ("inf1", "inf2", "trn1", "trn2"):
+        secs, events = timed(RunConfig(model="bert-large", chip=chip))
+        total += secs
+        print(f"bert-large b1 s128 on {chip}: {secs * 1e3:7.1f} ms, {events:8d} events")
+    print(f"bert-large on four generations: {total:.3f} s (target < 1 s, ratio {total / 1.0:.2f})")
+
+    secs, events = timed(RunConfig(model="bert-large", chip="trn1", batch=64, seq=512), repeats=1)
+    print(f"bert-large b64 s512 on trn1: {secs:.3f} s, {events} events, {events / secs / 1e6:.2f} M events/s "
+          f"(target >= 1 M/s, ratio {events / secs / 1e6:.2f})")
+    secs, events = timed(RunConfig(model="bert-large", chip="trn1", mode="training", batch=16, seq=512), repeats=1)
+    print(f"bert-large training b16 s512 on trn1: {secs:.3f} s, {events} events, {events / secs / 1e6:.2f} M events/s")
+    for chip in ("inf2", "trn2"):
+        secs, events = timed(RunConfig(model="llama-3-8b", chip=chip, mode="decode", seq=128, new_tokens=128),
+                             repeats=1)
+        print(f"llama-3-8b decode 128+128 tokens on {chip}: {secs:.3f} s, {events} events, "
+              f"{events / secs / 1e6:.2f} M events/s")
+
+
+if __name__ == "__main__":
+    main()

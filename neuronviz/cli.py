@@ -1,0 +1,143 @@
+"""The ``neuronviz`` command line. Bad input ends with a one-line error and exit code 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+
+from neuronviz.report import run_record, runs_table
+from sim.errors import SimError
+from sim.hardware.chip import all_chips
+from sim.hardware.instances import instances_of
+from sim.run import DTYPE_BYTES, MODES, RunConfig, simulate
+from sim.trace import Trace
+from sim.workloads import get_model, preset_names
+
+EXIT_USAGE = 2
+DEFAULT_CHIPS = "inf1,inf2,trn1,trn2"
+
+
+class UserError(Exception):
+    """A problem with the user's input, reported as one line."""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {value}")
+    return value
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    print(f"{'model':16s} {'type':12s} {'family':20s} {'params':>10s}  source")
+    for name in preset_names():
+        spec = get_model(name)
+        from sim.workloads import Phase, build_program
+
+        params = sum(op.params for op in build_program(spec, Phase(1, spec.default_seq, spec.default_seq), 2).ops)
+        print(f"{name:16s} {spec.model_type:12s} {spec.family:20s} {params / 1e6:9.1f}M  {spec.source}")
+    print("\nAny Hugging Face config.json of these model types works too: --model path/to/config.json")
+    return 0
+
+
+def cmd_chips(args: argparse.Namespace) -> int:
+    print(f"{'chip':5s} {'name':12s} {'core':14s} {'cores':>5s} {'BF16 TFLOPS':>11s} {'memory':>12s}  instances")
+    for chip in all_chips().values():
+        mem = f"{chip.memory_bytes / 2**30:.0f} GiB {chip.memory_kind}"
+        insts = ", ".join(
+            f"{i.name} ({i.chips}x, " + (f"${i.price_usd_per_hour:.2f}/h)" if i.price_usd_per_hour else "no price)")
+            for i in instances_of(chip))
+        print(f"{chip.key:5s} {chip.name:12s} {chip.core_version:14s} {chip.cores:5d} "
+              f"{chip.peak_flops('bf16') / 1e12:11.0f} {mem:>12s}  {insts}")
+    return 0
+
+
+def simulate_runs(args: argparse.Namespace) -> list[Trace]:
+    """The traces ``neuronviz simulate`` asks for, one per chip, in the order given."""
+    if args.instance:
+        chips = [None]
+        if args.chips:
+            chips = [c.strip() for c in args.chips.split(",") if c.strip()]
+    else:
+        chips = [c.strip() for c in (args.chips or DEFAULT_CHIPS).split(",") if c.strip()]
+        if not chips:
+            raise UserError("--chips names no chip")
+    return [simulate(RunConfig(model=args.model, chip=chip, instance=args.instance, mode=args.mode,
+                               batch=args.batch, seq=args.seq, new_tokens=args.new_tokens, dtype=args.dtype,
+                               cores=args.cores)) for chip in chips]
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    traces = simulate_runs(args)
+    if args.output:
+        from sim.io.native import save_traces
+
+        save_traces(args.output, traces)
+    if args.json:
+        json.dump({"runs": [run_record(t) for t in traces]}, sys.stdout, indent=1)
+        print()
+    else:
+        print(runs_table(traces))
+        if args.output:
+            print(f"saved {len(traces)} run(s) to {args.output}")
+    return 0
+
+
+def _add_simulate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("simulate", help="simulate a model on one or more chips")
+    p.add_argument("--model", required=True, help="preset name (see `neuronviz models`) or a config.json path")
+    p.add_argument("--chips", help=f"comma-separated chip generations (default {DEFAULT_CHIPS}; trn3 too)")
+    p.add_argument("--instance", help="instance type, e.g. inf2.48xlarge (its chip is implied)")
+    p.add_argument("--mode", choices=MODES, default="inference")
+    p.add_argument("--batch", type=_positive_int, default=1)
+    p.add_argument("--seq", type=_positive_int, help="sequence length, prompt length (decode) or image size")
+    p.add_argument("--new-tokens", type=_positive_int, default=128, help="tokens to generate in decode mode")
+    p.add_argument("--dtype", choices=sorted(DTYPE_BYTES), default="bf16")
+    p.add_argument("--cores", type=_positive_int, help="NeuronCores one model copy spans (tensor parallel)")
+    p.add_argument("-o", "--output", help="save the runs to a trace file (.nvtrace)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.set_defaults(func=cmd_simulate)
+
+
+COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
+    "simulate": _add_simulate,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="neuronviz",
+        description="Simulate AWS Neuron chips and watch what their engines do. "
+                    "Without a command, opens the app (on a demo comparison when no file is given).")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("models", help="list the model presets").set_defaults(func=cmd_models)
+    sub.add_parser("chips", help="list the chip generations and instances").set_defaults(func=cmd_chips)
+    for add in COMMANDS.values():
+        add(sub)
+    return parser
+
+
+def _fail(message: str) -> int:
+    print(f"neuronviz: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not argv or (argv[0] not in ("models", "chips", *COMMANDS) and not argv[0].startswith("-")):
+        from neuronviz.app import run_app
+
+        return run_app(argv)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (SimError, UserError) as exc:
+        return _fail(str(exc))
+    except BrokenPipeError:
+        return 0

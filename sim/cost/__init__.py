@@ -1,0 +1,1 @@
+"""Cost models: one small module per engine or link, each turning work into seconds."""

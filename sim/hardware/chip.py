@@ -1,0 +1,222 @@
+"""Frozen descriptions of Neuron chips, read from the TOML data files beside this module.
+
+Every number in a data file is a table ``{ value = ..., source = "..." }``; the loader keeps
+the value and checks that a source is given, so no spec number lives in code.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from sim.errors import UnknownNameError
+
+DATA_DIR = Path(__file__).with_name("data")
+COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
+
+
+def sourced(table: Mapping[str, Any], key: str, where: str) -> Any:
+    """Return ``table[key]["value"]``, insisting that the entry names its source."""
+    entry = table[key]
+    if not isinstance(entry, Mapping) or "value" not in entry or not entry.get("source"):
+        raise ValueError(f"{where}.{key}: every number needs {{ value = ..., source = ... }}")
+    return entry["value"]
+
+
+def _sourced_map(table: Mapping[str, Any], where: str) -> Mapping[str, float]:
+    return MappingProxyType({k: float(sourced(table, k, where)) for k in table})
+
+
+@dataclass(frozen=True, eq=False)
+class TensorEngine:
+    """The systolic matmul array: ``rows`` contraction partitions by ``cols`` stationary columns."""
+
+    clock_hz: float
+    rows: int
+    cols: int
+    moving_free_max: int
+    mm_init_cycles: int
+    load_stationary_cycles: int
+    rate: Mapping[str, float]
+
+    def peak_flops(self, dtype: str) -> float:
+        """Dense peak FLOP/s of one core's TensorE for ``dtype``."""
+        return 2.0 * self.rows * self.cols * self.clock_hz * self.rate[dtype]
+
+
+@dataclass(frozen=True, eq=False)
+class StreamEngine:
+    """Vector, Scalar or GpSimd engine: processes ``elems_per_cycle`` elements per cycle."""
+
+    name: str
+    clock_hz: float
+    instr_overhead_cycles: int
+    elems_per_cycle: Mapping[str, float]
+
+    def elems_per_s(self, dtype: str) -> float:
+        return self.clock_hz * self.elems_per_cycle[dtype]
+
+
+@dataclass(frozen=True, eq=False)
+class Dma:
+    engines: int
+    engine_bytes_per_s: float
+    latency_s: float
+    saturation_bytes_per_partition: int
+
+    @property
+    def bytes_per_s(self) -> float:
+        """Peak DMA bandwidth of one NeuronCore (all its DMA engines)."""
+        return self.engines * self.engine_bytes_per_s
+
+
+@dataclass(frozen=True, eq=False)
+class Efficiency:
+    """Calibrated physical parameters: achievable fractions of peak and fixed overheads."""
+
+    tensor_fraction: float
+    memory_fraction: float
+    launch_overhead_s: float
+    collective_latency_s: float
+    stream_free_elems: float
+
+
+@dataclass(frozen=True, eq=False)
+class Chip:
+    """One Neuron chip generation: its cores' engines and memories, and the chip's links."""
+
+    key: str
+    name: str
+    core_version: str
+    aliases: tuple[str, ...]
+    memory_kind: str
+    dtypes: tuple[str, ...]
+    sparsity: bool
+    cores: int
+    lnc_default: int
+    memory_bytes: int
+    memory_bytes_per_s: float
+    neuronlink_bytes_per_s: float
+    intra_chip_link_bytes_per_s: float
+    tensor: TensorEngine
+    vector: StreamEngine
+    scalar: StreamEngine
+    gpsimd: StreamEngine | None
+    sbuf_bytes: int
+    sbuf_partitions: int
+    psum_bytes: int
+    psum_banks: int
+    dma: Dma
+    efficiency: Efficiency
+
+    @property
+    def logical_cores(self) -> int:
+        """NeuronCores as the runtime sees them (physical cores grouped by the default LNC)."""
+        return self.cores // self.lnc_default
+
+    def peak_flops(self, dtype: str) -> float:
+        """Dense TensorE peak FLOP/s of the whole chip."""
+        return self.tensor.peak_flops(dtype) * self.cores
+
+
+def _stream(table: Mapping[str, Any], name: str, where: str) -> StreamEngine:
+    return StreamEngine(
+        name=name,
+        clock_hz=float(sourced(table, "clock_hz", where)),
+        instr_overhead_cycles=int(sourced(table, "instr_overhead_cycles", where)),
+        elems_per_cycle=_sourced_map(table["elems_per_cycle"], f"{where}.elems_per_cycle"),
+    )
+
+
+def _tensor(t: Mapping[str, Any]) -> TensorEngine:
+    keys = ("rows", "cols", "moving_free_max", "mm_init_cycles", "load_stationary_cycles")
+    ints = {k: int(sourced(t, k, "tensor")) for k in keys}
+    return TensorEngine(
+        clock_hz=float(sourced(t, "clock_hz", "tensor")),
+        rate=_sourced_map(t["rate"], "tensor.rate"),
+        **ints,
+    )
+
+
+def parse_chip(doc: Mapping[str, Any], efficiency: Mapping[str, Any]) -> Chip:
+    """Build a :class:`Chip` from a parsed chip data file and the efficiency table."""
+    c = doc["chip"]
+    key = doc["key"]
+    eff = {**efficiency.get("default", {}), **efficiency.get(key, {})}
+    chip = Chip(
+        key=key,
+        name=doc["name"],
+        core_version=doc["core_version"],
+        aliases=tuple(doc.get("aliases", ())),
+        memory_kind=doc["memory_kind"],
+        dtypes=tuple(doc["dtypes"]),
+        sparsity=bool(doc.get("sparsity", False)),
+        cores=int(sourced(c, "cores", "chip")),
+        lnc_default=int(sourced(c, "lnc_default", "chip")),
+        memory_bytes=int(sourced(c, "memory_bytes", "chip")),
+        memory_bytes_per_s=float(sourced(c, "memory_bytes_per_s", "chip")),
+        neuronlink_bytes_per_s=float(sourced(c, "neuronlink_bytes_per_s", "chip")),
+        intra_chip_link_bytes_per_s=float(sourced(c, "intra_chip_link_bytes_per_s", "chip")),
+        tensor=_tensor(doc["tensor"]),
+        vector=_stream(doc["vector"], "vector", "vector"),
+        scalar=_stream(doc["scalar"], "scalar", "scalar"),
+        gpsimd=_stream(doc["gpsimd"], "gpsimd", "gpsimd") if "gpsimd" in doc else None,
+        sbuf_bytes=int(sourced(doc["sbuf"], "bytes", "sbuf")),
+        sbuf_partitions=int(sourced(doc["sbuf"], "partitions", "sbuf")),
+        psum_bytes=int(sourced(doc["psum"], "bytes", "psum")),
+        psum_banks=int(sourced(doc["psum"], "banks", "psum")),
+        dma=Dma(
+            engines=int(sourced(doc["dma"], "engines", "dma")),
+            engine_bytes_per_s=float(sourced(doc["dma"], "engine_bytes_per_s", "dma")),
+            latency_s=float(sourced(doc["dma"], "latency_s", "dma")),
+            saturation_bytes_per_partition=int(
+                sourced(doc["dma"], "saturation_bytes_per_partition", "dma")
+            ),
+        ),
+        efficiency=Efficiency(**{k: float(sourced(eff, k, "efficiency")) for k in eff}),
+    )
+    _check_dtypes(chip)
+    return chip
+
+
+def _check_dtypes(chip: Chip) -> None:
+    engines = [chip.tensor.rate, chip.vector.elems_per_cycle, chip.scalar.elems_per_cycle]
+    if chip.gpsimd is not None:
+        engines.append(chip.gpsimd.elems_per_cycle)
+    for dtype in chip.dtypes:
+        if any(dtype not in table for table in engines):
+            raise ValueError(f"{chip.key}: dtype {dtype} lacks a rate on some engine")
+
+
+def load_toml(name: str) -> dict[str, Any]:
+    with open(DATA_DIR / name, "rb") as f:
+        return tomllib.load(f)
+
+
+@cache
+def all_chips() -> Mapping[str, Chip]:
+    """Every chip generation in the data directory, by key, oldest first."""
+    efficiency = load_toml("efficiency.toml")
+    chips = [
+        parse_chip(load_toml(p.name), efficiency)
+        for p in sorted(DATA_DIR.glob("*.toml"))
+        if p.name not in ("instances.toml", "efficiency.toml")
+    ]
+    order = {"inf1": 0, "inf2": 1, "trn1": 2, "trn2": 3, "trn3": 4}
+    chips.sort(key=lambda ch: (order.get(ch.key, 99), ch.key))
+    return MappingProxyType({ch.key: ch for ch in chips})
+
+
+def get_chip(name: str) -> Chip:
+    """Look a chip up by key or alias (case-insensitive): ``trn2``, ``trainium2``, ``inf1``..."""
+    wanted = name.strip().lower()
+    for chip in all_chips().values():
+        if wanted == chip.key or wanted in chip.aliases or wanted == chip.name.lower():
+            return chip
+    known = ", ".join(all_chips())
+    raise UnknownNameError(f"unknown chip '{name}': choose one of {known}")

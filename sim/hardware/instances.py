@@ -1,0 +1,69 @@
+"""EC2 instances built on Neuron chips: how many chips, and what an hour costs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from types import MappingProxyType
+
+from sim.errors import UnknownNameError
+from sim.hardware.chip import Chip, get_chip, load_toml, sourced
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One instance type (or UltraServer) and its on-demand price, when one is published."""
+
+    name: str
+    chip: Chip
+    chips: int
+    vcpus: int
+    default: bool
+    price_usd_per_hour: float | None
+    price_note: str
+
+    @property
+    def logical_cores(self) -> int:
+        return self.chips * self.chip.logical_cores
+
+
+def _parse(entry: Mapping) -> Instance:
+    where = f"instance {entry['name']}"
+    price = entry.get("price_usd_per_hour")
+    return Instance(
+        name=entry["name"],
+        chip=get_chip(entry["chip"]),
+        chips=int(sourced(entry, "chips", where)),
+        vcpus=int(sourced(entry, "vcpus", where)),
+        default=bool(entry.get("default", False)),
+        price_usd_per_hour=None if price is None else float(sourced(entry, "price_usd_per_hour", where)),
+        price_note=entry.get("price_note", ""),
+    )
+
+
+@cache
+def all_instances() -> Mapping[str, Instance]:
+    """Every instance in ``instances.toml``, by name, in file order."""
+    entries = load_toml("instances.toml")["instance"]
+    return MappingProxyType({e["name"]: _parse(e) for e in entries})
+
+
+def get_instance(name: str) -> Instance:
+    wanted = name.strip().lower()
+    if wanted in all_instances():
+        return all_instances()[wanted]
+    known = ", ".join(all_instances())
+    raise UnknownNameError(f"unknown instance '{name}': choose one of {known}")
+
+
+def instances_of(chip: Chip) -> list[Instance]:
+    """The instances built on ``chip``, smallest first."""
+    return sorted((i for i in all_instances().values() if i.chip.key == chip.key), key=lambda i: i.chips)
+
+
+def default_instance(chip: Chip) -> Instance:
+    for inst in instances_of(chip):
+        if inst.default:
+            return inst
+    raise UnknownNameError(f"no default instance for chip '{chip.key}' in instances.toml")

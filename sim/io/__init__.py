@@ -1,0 +1,1 @@
+"""Trace files: the native ``.nvtrace`` format and Chrome/Perfetto JSON interchange."""

@@ -1,0 +1,245 @@
+"""The native ``.nvtrace`` file: a zip of a JSON manifest and ``.npy`` columns, no pickle.
+
+One file holds one or more runs (a whole side-by-side comparison). Saving writes a temporary
+file beside the target and renames it into place, so an interrupted save never damages an
+existing file. Loading trusts nothing: member names, sizes, the format version, every array's
+dtype and length, and the values (finite times, non-negative durations, valid references) are
+checked, and any problem becomes a one-line :class:`TraceFileError`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sim.errors import TraceFileError
+from sim.trace import EVENT_COLUMNS, TRACE_FORMAT_VERSION, Counter, Trace, Track
+
+FORMAT_NAME = "nvtrace"
+MANIFEST = "manifest.json"
+MAX_MEMBER_BYTES = 4 << 30  # one column of a billion-event trace still fits
+MAX_TOTAL_BYTES = 16 << 30
+MAX_MANIFEST_BYTES = 256 << 20
+MAX_RATIO = 200  # uncompressed/compressed above this is treated as a zip bomb
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(array), allow_pickle=False)
+    return buf.getvalue()
+
+
+def _run_manifest(trace: Trace, prefix: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    arrays = {f"{prefix}/events/{k}.npy": v for k, v in trace.events.items()}
+    arrays[f"{prefix}/op_layer.npy"] = trace.op_layer
+    arrays[f"{prefix}/layer_start_ns.npy"] = trace.layer_start_ns
+    arrays[f"{prefix}/layer_end_ns.npy"] = trace.layer_end_ns
+    counters = []
+    for i, c in enumerate(trace.counters.values()):
+        arrays[f"{prefix}/counters/{i}/t_ns.npy"] = c.t_ns
+        arrays[f"{prefix}/counters/{i}/value.npy"] = c.value
+        counters.append({"name": c.name, "unit": c.unit})
+    manifest = {
+        "path": prefix, "meta": dict(trace.meta), "tracks": [[t.name, t.kind, t.core] for t in trace.tracks],
+        "op_names": list(trace.op_names), "layer_names": list(trace.layer_names),
+        "layer_kinds": list(trace.layer_kinds), "counters": counters,
+        "arrays": {name: {"dtype": a.dtype.str, "length": len(a)} for name, a in arrays.items()},
+    }
+    return manifest, arrays
+
+
+def save_traces(path: str | os.PathLike, traces: Sequence[Trace]) -> None:
+    """Write ``traces`` to ``path`` atomically (temporary file, then rename)."""
+    target = Path(path)
+    runs, members = [], {}
+    for i, trace in enumerate(traces):
+        manifest, arrays = _run_manifest(trace, f"run{i}")
+        runs.append(manifest)
+        members.update(arrays)
+    manifest = {"format": FORMAT_NAME, "version": TRACE_FORMAT_VERSION, "runs": runs}
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    except OSError as exc:
+        raise TraceFileError(f"cannot write {target}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as zf:
+                zf.writestr(MANIFEST, json.dumps(manifest, allow_nan=False))
+                for name, array in members.items():
+                    zf.writestr(name, _npy_bytes(array))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise TraceFileError(f"cannot write {target}: {exc.strerror or exc}") from None
+        raise
+
+
+class _Reader:
+    """Validated access to the members of one open file."""
+
+    def __init__(self, zf: zipfile.ZipFile, label: str) -> None:
+        self.zf, self.label = zf, label
+        infos = zf.infolist()
+        total = 0
+        for info in infos:
+            name = info.filename
+            if name.startswith(("/", "\\")) or ".." in name.split("/") or "\\" in name or ":" in name:
+                self.fail(f"unsafe member name '{name}'")
+            ratio = info.file_size / info.compress_size if info.compress_size else 1.0
+            if info.file_size > MAX_MEMBER_BYTES or (ratio > MAX_RATIO and info.file_size > 1 << 20):
+                self.fail(f"member '{name}' is implausibly large")
+            total += info.file_size
+        if total > MAX_TOTAL_BYTES:
+            self.fail("contents are implausibly large")
+        self.names = {i.filename for i in infos}
+
+    def fail(self, problem: str):
+        raise TraceFileError(f"{self.label}: {problem}")
+
+    def read(self, name: str, limit: int = MAX_MEMBER_BYTES) -> bytes:
+        if name not in self.names:
+            self.fail(f"missing member '{name}'")
+        try:
+            data = self.zf.read(name)
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as exc:
+            self.fail(f"member '{name}' is damaged ({exc})")
+        if len(data) > limit:
+            self.fail(f"member '{name}' is implausibly large")
+        return data
+
+    def array(self, name: str, spec: dict) -> np.ndarray:
+        try:
+            a = np.load(io.BytesIO(self.read(name)), allow_pickle=False)
+        except ValueError as exc:
+            self.fail(f"member '{name}' is not a plain array ({exc})")
+        except (OSError, EOFError):
+            self.fail(f"member '{name}' is truncated or not an .npy array")
+        if a.ndim != 1 or a.dtype.str != spec.get("dtype") or len(a) != spec.get("length"):
+            self.fail(f"array '{name}' does not match the manifest (dtype {a.dtype}, shape {a.shape})")
+        return a
+
+
+def _check_version(manifest: dict, fail) -> None:
+    if manifest.get("format") != FORMAT_NAME:
+        fail("not a neuronviz trace (no nvtrace manifest)")
+    version = str(manifest.get("version", ""))
+    major = version.split(".")[0]
+    if not major.isdigit():
+        fail(f"unreadable format version '{version}'")
+    ours = int(TRACE_FORMAT_VERSION.split(".")[0])
+    if int(major) > ours:
+        fail(f"written by a newer neuronviz (format {version}, this one reads {ours}.x): upgrade neuronviz")
+
+
+def _validate_trace(trace: Trace, fail) -> None:
+    ev = trace.events
+    n_tracks, n_ops, n_layers = len(trace.tracks), len(trace.op_names), len(trace.layer_names)
+    if not (np.all(np.isfinite(ev["start_ns"])) and np.all(np.isfinite(ev["dur_ns"]))):
+        fail("event times are not finite numbers")
+    if np.any(ev["dur_ns"] < 0):
+        fail("an event has a negative duration")
+    if len(ev["track"]) and (ev["track"].min() < 0 or ev["track"].max() >= n_tracks):
+        fail("an event refers to a track that does not exist")
+    if len(ev["op"]) and (ev["op"].min() < 0 or ev["op"].max() >= n_ops):
+        fail("an event refers to an op that does not exist")
+    for name, col in (("event", ev["layer"]), ("op", trace.op_layer)):
+        if len(col) and (col.min() < 0 or col.max() >= n_layers):
+            fail(f"an {name} refers to a layer that does not exist")
+    if len(trace.op_layer) != n_ops or len(trace.layer_start_ns) != n_layers or len(trace.layer_kinds) != n_layers:
+        fail("op and layer tables have inconsistent lengths")
+    if not (np.all(np.isfinite(trace.layer_start_ns)) and np.all(trace.layer_end_ns >= trace.layer_start_ns)):
+        fail("a layer span is not a valid interval")
+    for c in trace.counters.values():
+        if len(c.t_ns) != len(c.value) or not np.all(np.isfinite(c.value)) or np.any(np.diff(c.t_ns) < 0):
+            fail(f"counter '{c.name}' is not a valid time series")
+
+
+def _strings(value: Any, fail, what: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+        fail(f"{what} must be a list of strings")
+    return tuple(value)
+
+
+def _run(reader: _Reader, run: Any) -> Trace:
+    fail = reader.fail
+    if not isinstance(run, dict) or not isinstance(run.get("arrays"), dict) or not isinstance(run.get("meta"), dict):
+        fail("a run entry of the manifest is malformed")
+    prefix, specs = run.get("path"), run["arrays"]
+    if not isinstance(prefix, str):
+        fail("a run entry has no path")
+
+    def arr(name: str) -> np.ndarray:
+        full = f"{prefix}/{name}.npy"
+        if not isinstance(specs.get(full), dict):
+            fail(f"the manifest does not describe '{full}'")
+        return reader.array(full, specs[full])
+
+    tracks_raw = run.get("tracks")
+    if not isinstance(tracks_raw, list) or not all(
+            isinstance(t, list) and len(t) == 3 and isinstance(t[0], str) and isinstance(t[1], str)
+            and isinstance(t[2], int) for t in tracks_raw):
+        fail("the track table is malformed")
+    counters_raw = run.get("counters")
+    if not isinstance(counters_raw, list) or not all(isinstance(c, dict) for c in counters_raw):
+        fail("the counter table is malformed")
+    counters = {}
+    for i, c in enumerate(counters_raw):
+        name, unit = c.get("name"), c.get("unit")
+        if not isinstance(name, str) or not isinstance(unit, str):
+            fail("a counter has no name or unit")
+        counters[name] = Counter(name, unit, arr(f"counters/{i}/t_ns"), arr(f"counters/{i}/value"))
+    events = {k: arr(f"events/{k}") for k in EVENT_COLUMNS}
+    for k, dtype in EVENT_COLUMNS.items():
+        if events[k].dtype != np.dtype(dtype):
+            fail(f"event column '{k}' has dtype {events[k].dtype}, expected {np.dtype(dtype)}")
+    if len({len(v) for v in events.values()}) > 1:
+        fail("event columns have different lengths")
+    trace = Trace(
+        meta=run["meta"], tracks=tuple(Track(*t) for t in tracks_raw), events=events,
+        op_names=_strings(run.get("op_names"), fail, "op names"), op_layer=arr("op_layer"),
+        layer_names=_strings(run.get("layer_names"), fail, "layer names"),
+        layer_kinds=_strings(run.get("layer_kinds"), fail, "layer kinds"),
+        layer_start_ns=arr("layer_start_ns"), layer_end_ns=arr("layer_end_ns"), counters=counters,
+    )
+    _validate_trace(trace, fail)
+    return trace
+
+
+def load_traces(path: str | os.PathLike) -> list[Trace]:
+    """Read every run of a ``.nvtrace`` file; any problem raises a one-line :class:`TraceFileError`."""
+    label = str(path)
+    try:
+        with zipfile.ZipFile(path) as zf:
+            reader = _Reader(zf, label)
+            try:
+                manifest = json.loads(reader.read(MANIFEST, MAX_MANIFEST_BYTES))
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                reader.fail("the manifest is not valid JSON")
+            if not isinstance(manifest, dict):
+                reader.fail("the manifest is not a JSON object")
+            _check_version(manifest, reader.fail)
+            runs = manifest.get("runs")
+            if not isinstance(runs, list) or not runs:
+                reader.fail("the file holds no runs")
+            return [_run(reader, r) for r in runs]
+    except FileNotFoundError:
+        raise TraceFileError(f"{label}: no such file") from None
+    except IsADirectoryError:
+        raise TraceFileError(f"{label}: is a directory, not a trace file") from None
+    except PermissionError:
+        raise TraceFileError(f"{label}: permission denied") from None
+    except (zipfile.BadZipFile, EOFError):
+        raise TraceFileError(f"{label}: not a neuronviz trace file (damaged or truncated zip)") from None
+    except OSError as exc:
+        raise TraceFileError(f"{label}: cannot read ({exc.strerror or exc})") from None

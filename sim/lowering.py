@@ -1,0 +1,213 @@
+"""Lowering: each op of a core's program becomes pipelined stages of engine instructions.
+
+An op is cut into ``chunks`` (groups of tiles) that flow through its stages: a DMA read of
+weights (or a KV cache, or saved activations) into SBUF, TensorE matmuls into PSUM, the PSUM evacuation on
+ScalarE (with a fused activation) or VectorE, or Vector/Scalar/GpSimd passes, then DMA writes
+of results that must go back to device memory. Between stages a bounded number of buffers
+(SBUF weight buffers, PSUM banks) lets a producer run ahead of its consumer.
+
+SBUF is split in two halves so the next op's weights can be prefetched while this op runs.
+Within its half an op keeps at most a quarter of SBUF of weights (larger weights stream through
+two buffers) and a quarter of activations. Activations larger than that are processed in
+blocks of sequences, fused across consecutive ops as the Neuron compiler tiles the batch
+dimension, so they never leave SBUF; a matmul whose weights do not fit then streams its
+weights once per block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from sim.cost.collective import allreduce_seconds
+from sim.cost.dma import core_bytes_per_s, transfer_efficiency
+from sim.cost.stream import layout, stream_seconds
+from sim.cost.tensor import ceil_div, plan_matmul
+from sim.hardware.chip import Chip, StreamEngine
+from sim.workloads.graph import Op, OpKind
+
+# Resources (trace tracks) of one NeuronCore.
+TENSOR, VECTOR, SCALAR, GPSIMD, DMA_READ, DMA_WRITE, COLLECTIVE = range(7)
+EVAC = -1  # PSUM evacuation: the scheduler picks ScalarE or VectorE, whichever frees first
+RESOURCE_NAMES = ("tensor", "vector", "scalar", "gpsimd", "dma_read", "dma_write", "collective")
+
+CHUNK_BYTES = 2 << 20  # DMA chunk a weight stream is cut into (large enough to saturate DMA)
+MAX_CHUNKS = 128
+STREAM_BUFFERS = 2  # double-buffered weight stream when weights exceed the op's SBUF half
+
+
+@dataclass(frozen=True)
+class Stage:
+    """``chunks`` identical instructions groups on one resource."""
+
+    resource: int
+    dur_s: float  # per chunk
+    flops: float  # per chunk
+    nbytes: float  # per chunk (DMA stages)
+    buffers: int = 0  # chunks that may be in flight towards the next stage (0: unlimited)
+    latency_s: float = 0.0  # delay before the next stage may use a chunk
+    alt_dur_s: float = 0.0  # EVAC only: duration on VectorE (dur_s is ScalarE)
+
+
+@dataclass(frozen=True)
+class LoweredOp:
+    chunks: int
+    read: Stage | None
+    compute: tuple[Stage, ...]
+    write: Stage | None
+    read_after_deps: bool  # the read needs the op's inputs (a gather by index)
+    sbuf_bytes: float  # working set held from the op's first read to its last compute
+    psum_bytes: float  # PSUM held per chunk between matmul and evacuation
+    weight_refetch_bytes: float  # weight bytes streamed again, once per block of activations
+
+
+@dataclass(frozen=True)
+class CoreContext:
+    """What lowering needs to know about the core an op runs on."""
+
+    chip: Chip
+    dtype: str
+    active_cores: int  # physical cores of the chip sharing its memory bandwidth
+    ranks_per_chip: int  # shards of one model copy on the same chip
+
+    @property
+    def dtype_bytes(self) -> int:
+        return 4 if self.dtype == "fp32" else (1 if self.dtype in ("fp8", "int8") else 2)
+
+    def op_dtype(self, op: Op) -> str:
+        return "fp32" if op.dtype_bytes == 4 else self.dtype
+
+
+def _stream_engine(ctx: CoreContext, kind: OpKind) -> tuple[int, StreamEngine]:
+    chip = ctx.chip
+    if kind is OpKind.SCALAR:
+        return SCALAR, chip.scalar
+    if kind is OpKind.GPSIMD and chip.gpsimd is not None:
+        return GPSIMD, chip.gpsimd
+    return VECTOR, chip.vector  # NeuronCore-v1 has no GpSimd: custom ops run on VectorE
+
+
+def _stream(ctx: CoreContext, engine: StreamEngine, elems: int, rows: int, passes: float, dtype: str) -> float:
+    parts = ctx.chip.sbuf_partitions
+    free, instructions = layout(elems, rows, parts, int(ctx.chip.efficiency.stream_free_elems))
+    return stream_seconds(engine, parts, free, instructions, passes, dtype)
+
+
+def _dma(ctx: CoreContext, nbytes: float, chunks: int, bytes_per_partition: float | None = None) -> Stage:
+    per_chunk = nbytes / chunks
+    # the compiler coalesces a tensor's DMA into large transfers spread over all partitions:
+    # only small tensors, or row-by-row gathers, pay the per-descriptor overhead
+    if bytes_per_partition is None:
+        bytes_per_partition = min(nbytes, CHUNK_BYTES) / ctx.chip.sbuf_partitions
+    eff = transfer_efficiency(ctx.chip, bytes_per_partition)
+    bw = core_bytes_per_s(ctx.chip, ctx.active_cores) * eff
+    return Stage(DMA_READ, per_chunk / bw, 0.0, per_chunk, latency_s=ctx.chip.dma.latency_s)
+
+
+def _chunks(read_bytes: float, minimum: int) -> int:
+    return max(1, min(MAX_CHUNKS, max(ceil_div(int(read_bytes), CHUNK_BYTES), minimum)))
+
+
+def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
+    chip, dt = ctx.chip, ctx.dtype_bytes
+    plan = plan_matmul(chip.tensor, op.m, op.k, op.n, op.count, ctx.op_dtype(op))
+    quarter = chip.sbuf_bytes / 4
+    act_in = op.m * op.k * op.count * dt + (0 if op.params else op.k * op.n * op.count * dt - op.hbm_elems * dt)
+    out = op.out_elems * dt
+    weights = op.hbm_elems * dt
+    blocks = max(1, ceil_div(int(act_in + out), int(quarter))) if weights > quarter else 1
+    reads = weights * blocks
+    writes = op.hbm_write_elems * dt
+    chunks = _chunks(reads, plan.psum_tiles)
+    # two consecutive matmuls may overlap, so each uses at most half of the PSUM banks; a chunk
+    # with more tiles than that interleaves matmuls and evacuations bank by bank
+    tiles_per_chunk = max(1, plan.psum_tiles // chunks)
+    banks = max(1, chip.psum_banks // 2)
+    psum_bufs = max(1, banks // tiles_per_chunk)
+    tensor_s = plan.cycles / chip.tensor.clock_hz / chip.efficiency.tensor_fraction
+    # one evacuation instruction per PSUM tile; PSUM holds FP32, so engines run at their FP32 rate
+    evac_free = plan.moving * plan.s_tiles * op.count
+    parts = chip.sbuf_partitions
+    scalar_s = stream_seconds(chip.scalar, parts, evac_free, plan.psum_tiles, 1, "fp32")
+    vector_s = stream_seconds(chip.vector, parts, evac_free, plan.psum_tiles, 1, "fp32")
+    streaming = weights > quarter
+    read = _dma(ctx, reads, chunks) if reads else None
+    if read is not None and streaming:
+        read = Stage(read.resource, read.dur_s, 0.0, read.nbytes, STREAM_BUFFERS, read.latency_s)
+    evac = Stage(SCALAR if op.act else EVAC, scalar_s / chunks, 0.0, 0.0,
+                 alt_dur_s=0.0 if op.act else vector_s / chunks)
+    compute = (Stage(TENSOR, tensor_s / chunks, op.flops / chunks, 0.0, buffers=psum_bufs), evac)
+    psum = min(tiles_per_chunk, banks) * chip.psum_bytes / chip.psum_banks
+    return LoweredOp(
+        chunks=chunks, read=read, compute=compute, write=_write(ctx, writes, chunks), read_after_deps=False,
+        sbuf_bytes=min(weights, quarter) + min(act_in + out, quarter), psum_bytes=psum,
+        weight_refetch_bytes=weights * (blocks - 1),
+    )
+
+
+def _write(ctx: CoreContext, nbytes: float, chunks: int) -> Stage | None:
+    if nbytes <= 0:
+        return None
+    st = _dma(ctx, nbytes, chunks)
+    return Stage(DMA_WRITE, st.dur_s, 0.0, st.nbytes)
+
+
+def _elementwise(ctx: CoreContext, op: Op) -> LoweredOp:
+    chip = ctx.chip
+    resource, engine = _stream_engine(ctx, op.kind)
+    data = op.elems * op.dtype_bytes
+    reads = op.hbm_elems * op.dtype_bytes
+    writes = op.hbm_write_elems * op.dtype_bytes
+    chunks = _chunks(max(reads, data), 1)
+    secs = _stream(ctx, engine, op.elems, op.rows, op.passes, ctx.op_dtype(op))
+    compute = (Stage(resource, secs / chunks, op.flops / chunks, 0.0),)
+    return LoweredOp(
+        chunks=chunks, read=_dma(ctx, reads, chunks) if reads else None, compute=compute,
+        write=_write(ctx, writes, chunks), read_after_deps=False,
+        sbuf_bytes=min(data * 2 + reads, chip.sbuf_bytes / 2), psum_bytes=0.0, weight_refetch_bytes=0.0,
+    )
+
+
+def _gather(ctx: CoreContext, op: Op) -> LoweredOp:
+    """An embedding lookup: one descriptor per row, so small rows are overhead-bound."""
+    nbytes = op.hbm_elems * op.dtype_bytes
+    row_bytes = nbytes / max(op.rows, 1)
+    chunks = _chunks(nbytes, 1)
+    read = _dma(ctx, nbytes, chunks, bytes_per_partition=row_bytes)
+    return LoweredOp(chunks, read, (), None, True, min(nbytes, ctx.chip.sbuf_bytes / 2), 0.0, 0.0)
+
+
+def _copy(ctx: CoreContext, op: Op) -> LoweredOp:
+    reads, writes = op.hbm_elems * op.dtype_bytes, op.hbm_write_elems * op.dtype_bytes
+    chunks = _chunks(max(reads, writes), 1)
+    read = _dma(ctx, reads, chunks) if reads else None
+    return LoweredOp(chunks, read, (), _write(ctx, writes, chunks), False,
+                     min(reads + writes, ctx.chip.sbuf_bytes / 2), 0.0, 0.0)
+
+
+def _allreduce(ctx: CoreContext, op: Op) -> LoweredOp:
+    nbytes = op.elems * op.dtype_bytes
+    secs = allreduce_seconds(ctx.chip, nbytes, op.rows, ctx.ranks_per_chip)
+    stage = Stage(COLLECTIVE, secs, 0.0, nbytes)
+    return LoweredOp(1, None, (stage,), None, False, 0.0, 0.0, 0.0)
+
+
+@lru_cache(maxsize=65536)
+def _lower_cached(ctx: CoreContext, shape: Op) -> LoweredOp:
+    if shape.kind is OpKind.MATMUL:
+        return _matmul(ctx, shape)
+    if shape.kind is OpKind.GATHER:
+        return _gather(ctx, shape)
+    if shape.kind is OpKind.COPY:
+        return _copy(ctx, shape)
+    if shape.kind is OpKind.ALLREDUCE:
+        return _allreduce(ctx, shape)
+    return _elementwise(ctx, shape)
+
+
+def lower(ctx: CoreContext, op: Op) -> LoweredOp:
+    """Stages of ``op`` (cached by its shape: identical layers are lowered once)."""
+    shape = Op(name="", kind=op.kind, m=op.m, k=op.k, n=op.n, count=op.count, elems=op.elems,
+               passes=op.passes, rows=op.rows, hbm_elems=op.hbm_elems, hbm_write_elems=op.hbm_write_elems,
+               params=op.params, act=op.act, dtype_bytes=op.dtype_bytes)
+    return _lower_cached(ctx, shape)

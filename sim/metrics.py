@@ -1,0 +1,72 @@
+"""Metrics derived from a Trace: latency, throughput, utilization, FLOP/s, traffic and cost.
+
+Names follow ``neuron-profile`` summaries where the meaning is the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.trace import Trace
+
+ENGINES = ("tensor", "vector", "scalar", "gpsimd")
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    latency_s: float
+    throughput_per_s: float
+    cost_per_million_usd: float | None
+    engine_utilization: dict[str, float]
+    flops: float
+    achieved_flops_per_s: float
+    hbm_read_bytes: float
+    hbm_write_bytes: float
+    time_to_first_token_s: float | None = None
+    per_token_s: float | None = None
+
+
+def engine_utilization(trace: Trace) -> dict[str, float]:
+    """Busy fraction of each compute engine of core 0 over the run's duration."""
+    span = trace.duration_ns or 1.0
+    out = {}
+    for kind in ENGINES:
+        idx = trace.track_index(kind)
+        out[kind] = trace.busy_ns(idx) / span if idx >= 0 else 0.0
+    return out
+
+
+def _dma_bytes(trace: Trace, kind: str) -> float:
+    idx = trace.track_index(kind)
+    if idx < 0:
+        return 0.0
+    return float(trace.events["bytes"][trace.events["track"] == idx].sum())
+
+
+def compute_metrics(trace: Trace) -> RunMetrics:
+    """Everything the summary table and the CLI print, from the trace alone."""
+    m = trace.meta
+    shards = m["cores_per_copy"] * m.get("lnc", 1)
+    overhead = m["launch_overhead_s"]
+    latency = trace.duration_ns * 1e-9 + overhead
+    items = m["batch"]
+    ttft = per_token = None
+    if m["mode"] == "decode":
+        ttft = m["prefill_ns"] * 1e-9 + overhead
+        per_token = m["per_token_ns"] * 1e-9
+        throughput = m["copies"] * items / per_token
+    else:
+        throughput = m["copies"] * items / latency
+    price = m.get("price_usd_per_hour")
+    cost = None if price is None else price / (throughput * 3600.0) * 1e6
+    flops = float(np.sum(trace.events["flops"])) * shards
+    return RunMetrics(
+        latency_s=latency, throughput_per_s=throughput, cost_per_million_usd=cost,
+        engine_utilization=engine_utilization(trace), flops=flops,
+        achieved_flops_per_s=flops / latency if latency else 0.0,
+        hbm_read_bytes=_dma_bytes(trace, "dma_read") * shards,
+        hbm_write_bytes=_dma_bytes(trace, "dma_write") * shards,
+        time_to_first_token_s=ttft, per_token_s=per_token,
+    )

@@ -1,0 +1,247 @@
+"""``simulate``: from a model, a chip and a configuration to a :class:`Trace`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from sim import __version__
+from sim.deploy import Deployment, memory_needed, plan_deployment
+from sim.errors import ConfigError
+from sim.hardware.chip import Chip, get_chip
+from sim.hardware.instances import Instance, get_instance
+from sim.lowering import GPSIMD, RESOURCE_NAMES, CoreContext, lower
+from sim.scheduler import CoreScheduler, log_mark, repeat_tail
+from sim.trace import Counter, Trace, Track
+from sim.workloads import ModelSpec, Phase, Program, build_program, get_model, training_program
+from sim.workloads.models import DECODER
+
+MODES = ("inference", "decode", "training")
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp32": 4}
+MIN_DECODE_BUCKET = 128  # NxD Inference token-generation buckets: powers of two from 128
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What to simulate. ``seq`` is the sequence length, the prompt length in decode mode, or
+    the image size of a vision model; ``None`` takes the model's default."""
+
+    model: str
+    chip: str | None = None
+    instance: str | None = None
+    mode: str = "inference"
+    batch: int = 1
+    seq: int | None = None
+    new_tokens: int = 128
+    dtype: str = "bf16"
+    cores: int | None = None
+
+
+def _resolve_chip(cfg: RunConfig) -> tuple[Chip, Instance | None]:
+    inst = get_instance(cfg.instance) if cfg.instance else None
+    if cfg.chip is None:
+        if inst is None:
+            raise ConfigError("name a chip (--chips) or an instance (--instance)")
+        return inst.chip, inst
+    chip = get_chip(cfg.chip)
+    if inst is not None and inst.chip.key != chip.key:
+        raise ConfigError(f"instance {inst.name} has {inst.chip.name} chips, not {chip.name}")
+    return chip, inst
+
+
+def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
+    if cfg.mode not in MODES:
+        raise ConfigError(f"unknown mode '{cfg.mode}': choose one of {', '.join(MODES)}")
+    if cfg.mode == "decode" and spec.family != DECODER:
+        raise ConfigError(f"decode mode needs a GPT-style decoder; {spec.name} is a {spec.family} model")
+    for name, value in (("batch", cfg.batch), ("new tokens", cfg.new_tokens), ("cores", cfg.cores or 1)):
+        if not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name} must be a positive integer, got {value}")
+    seq = spec.default_seq if cfg.seq is None else cfg.seq
+    if not isinstance(seq, int) or seq < 1:
+        raise ConfigError(f"sequence length must be a positive integer, got {seq}")
+    limit = spec.max_positions
+    total = seq + (cfg.new_tokens if cfg.mode == "decode" else 0)
+    if limit and not spec.is_vision and total > limit:
+        raise ConfigError(f"{spec.name} handles at most {limit} positions; asked for {total}")
+    if spec.is_vision and seq % (spec.patch_size if spec.family == "vision-transformer" else 1):
+        raise ConfigError(f"image size {seq} must be a multiple of the patch size {spec.patch_size}")
+    if cfg.dtype not in chip.dtypes:
+        raise ConfigError(f"{chip.name} does not run {cfg.dtype}: choose one of {', '.join(chip.dtypes)}")
+    return seq
+
+
+def _decode_buckets(prompt: int, new_tokens: int) -> list[tuple[int, int]]:
+    """(context bucket, steps) for the ``new_tokens - 1`` token steps after the prefill."""
+    out: list[tuple[int, int]] = []
+    for length in range(prompt + 1, prompt + new_tokens):
+        bucket = max(MIN_DECODE_BUCKET, 1 << (length - 1).bit_length())
+        if out and out[-1][0] == bucket:
+            out[-1] = (bucket, out[-1][1] + 1)
+        else:
+            out.append((bucket, 1))
+    return out
+
+
+def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int) -> list[tuple[str, Program, int]]:
+    tp = dep.shards
+    if cfg.mode == "training":
+        fwd = build_program(spec, Phase(cfg.batch, seq, seq, tp, training=True), dt)
+        return [("training step", training_program(fwd, fwd.params_per_layer(), dep.copies), 1)]
+    first = build_program(spec, Phase(cfg.batch, seq, seq, tp), dt)
+    if cfg.mode == "inference":
+        return [("inference", first, 1)]
+    out = [("prefill", first, 1)]
+    for bucket, steps in _decode_buckets(seq, cfg.new_tokens):
+        prog = build_program(spec, Phase(cfg.batch, 1, bucket, tp, decode_step=True), dt)
+        out.append((f"decode ctx {bucket}", prog, steps))
+    return out
+
+
+def _memory_need(cfg: RunConfig, spec: ModelSpec, seq: int, dt: int) -> float:
+    probe = build_program(spec, Phase(cfg.batch, seq, seq), dt)
+    params = sum(op.params for op in probe.ops)
+    state = 0.0
+    if cfg.mode == "decode":
+        state = 2.0 * spec.layers * spec.kv_heads * spec.head_dim * (seq + cfg.new_tokens) * cfg.batch * dt
+    elif cfg.mode == "training":
+        state = float(sum(op.out_elems for op in probe.ops)) * dt
+    return memory_needed(params * dt, state, cfg.mode == "training", params)
+
+
+def simulate(cfg: RunConfig) -> Trace:
+    """Simulate ``cfg`` and return its trace. Raises :class:`sim.errors.SimError` on bad input."""
+    spec = get_model(cfg.model)
+    chip, inst = _resolve_chip(cfg)
+    seq = _validate(cfg, spec, chip)
+    dt = DTYPE_BYTES[cfg.dtype]
+    dep = plan_deployment(chip, inst, _memory_need(cfg, spec, seq, dt), cfg.cores, spec.name)
+    ctx = CoreContext(chip, cfg.dtype, dep.active_cores_per_chip, dep.ranks_per_chip)
+    sched = CoreScheduler()
+    tables = _Tables()
+    t0, phase_spans = 0.0, []
+    for name, prog, repeat in _phases(cfg, spec, seq, dep, dt):
+        mark = log_mark(sched.log)
+        first_op = len(tables.op_names)
+        sched.run(prog, [lower(ctx, op) for op in prog.ops], first_op, t0)
+        end = max(sched.free.max(), t0)
+        period = end - t0
+        for r in range(repeat):
+            tables.add_program(prog, f"{name} #{r + 1}" if repeat > 1 else name)
+        repeat_tail(sched.log, mark, repeat - 1, period, len(prog.ops))
+        phase_spans.append((name, t0, t0 + period * repeat, repeat))
+        t0 += period * repeat
+        sched.free[:] = t0
+    return _build_trace(cfg, spec, seq, dep, sched, tables, phase_spans)
+
+
+class _Tables:
+    """Op and layer tables, grown program by program."""
+
+    def __init__(self) -> None:
+        self.op_names: list[str] = []
+        self.op_layer: list[int] = []
+        self.layer_names: list[str] = []
+        self.layer_kinds: list[str] = []
+
+    def add_program(self, prog: Program, phase: str) -> None:
+        base = len(self.layer_names)
+        layer_of = prog.layer_of_op()
+        self.op_names.extend(op.name for op in prog.ops)
+        self.op_layer.extend(base + li for li in layer_of)
+        self.layer_names.extend(f"{phase}/{la.name}" if phase not in ("inference",) else la.name
+                                for la in prog.layers)
+        self.layer_kinds.extend(la.kind for la in prog.layers)
+
+
+def _step(starts: np.ndarray, ends: np.ndarray, amounts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A step function from spans that each add ``amount`` while open."""
+    if not len(starts):
+        return np.zeros(1), np.zeros(1)
+    t = np.concatenate([starts, ends])
+    d = np.concatenate([amounts, -amounts])
+    order = np.argsort(t, kind="stable")
+    t, v = t[order], np.cumsum(d[order])
+    last = np.append(t[1:] != t[:-1], True)
+    v = v[last]
+    v[np.abs(v) < 1e-6 * max(1.0, float(np.abs(amounts).max()))] = 0.0
+    return t[last], v
+
+
+def _build_trace(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, sched: CoreScheduler,
+                 tables: _Tables, phases: list) -> Trace:
+    log = sched.log
+    track = np.concatenate(log.track)
+    start_ns = np.concatenate(log.start) * 1e9
+    dur_ns = np.concatenate(log.dur) * 1e9
+    op = np.concatenate(log.op)
+    order = np.lexsort((start_ns, track))
+    track, start_ns, dur_ns, op = track[order], start_ns[order], dur_ns[order], op[order]
+    op_layer = np.asarray(tables.op_layer, np.int32)
+    layer = op_layer[op]
+    n_layers = len(tables.layer_names)
+    lstart = np.full(n_layers, np.inf)
+    lend = np.zeros(n_layers)
+    np.minimum.at(lstart, layer, start_ns)
+    np.maximum.at(lend, layer, start_ns + dur_ns)
+    lstart[np.isinf(lstart)] = 0.0
+    events = {"track": track, "start_ns": start_ns, "dur_ns": dur_ns, "op": op, "layer": layer,
+              "flops": np.concatenate(log.flops)[order], "bytes": np.concatenate(log.nbytes)[order]}
+    tracks = tuple(Track(f"NC0 {name}", name, 0) for i, name in enumerate(RESOURCE_NAMES)
+                   if i != GPSIMD or dep.chip.gpsimd is not None)
+    remap = np.array([tracks.index(next(t for t in tracks if t.kind == n)) if any(t.kind == n for t in tracks)
+                      else -1 for n in RESOURCE_NAMES], np.int16)
+    events["track"] = remap[track]
+    return Trace(meta=_meta(cfg, spec, seq, dep, sched, phases), tracks=tracks, events=events,
+                 op_names=tuple(tables.op_names), op_layer=op_layer, layer_names=tuple(tables.layer_names),
+                 layer_kinds=tuple(tables.layer_kinds), layer_start_ns=lstart, layer_end_ns=lend,
+                 counters=_counters(log, events, tracks))
+
+
+def _counters(log, events: dict, tracks: tuple[Track, ...]) -> dict[str, Counter]:
+    out = {}
+    for name, spans in (("sbuf_bytes", log.sbuf), ("psum_bytes", None)):
+        if spans is None:
+            continue
+        a = np.array(spans, dtype=np.float64).reshape(-1, 3)
+        t, v = _step(a[:, 0] * 1e9, a[:, 1] * 1e9, a[:, 2])
+        out[name] = Counter(name, "B", t, v)
+    if log.psum:
+        s = np.concatenate([p[0] for p in log.psum]) * 1e9
+        e = np.concatenate([p[1] for p in log.psum]) * 1e9
+        amt = np.concatenate([np.full(len(p[0]), p[2]) for p in log.psum])
+        t, v = _step(s, e, amt)
+    else:
+        t, v = np.zeros(1), np.zeros(1)
+    out["psum_bytes"] = Counter("psum_bytes", "B", t, v)
+    for kind, name in (("dma_read", "hbm_read_bytes_per_s"), ("dma_write", "hbm_write_bytes_per_s")):
+        idx = next(i for i, tr in enumerate(tracks) if tr.kind == kind)
+        sel = (events["track"] == idx) & (events["dur_ns"] > 0)
+        s, d, b = events["start_ns"][sel], events["dur_ns"][sel], events["bytes"][sel]
+        t, v = _step(s, s + d, b / (d * 1e-9)) if len(s) else (np.zeros(1), np.zeros(1))
+        out[name] = Counter(name, "B/s", t, v)
+    return out
+
+
+def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, sched: CoreScheduler, phases: list) -> dict:
+    chip, inst = dep.chip, dep.instance
+    meta = {
+        "simulator_version": __version__, "config": asdict(cfg) | {"seq": seq},
+        "chip": chip.key, "chip_name": chip.name, "core_version": chip.core_version,
+        "instance": inst.name, "chips_per_instance": inst.chips, "price_usd_per_hour": inst.price_usd_per_hour,
+        "model": spec.name, "model_type": spec.model_type, "mode": cfg.mode, "batch": cfg.batch,
+        "seq": seq, "dtype": cfg.dtype, "cores_per_copy": dep.cores_per_copy, "lnc": dep.lnc,
+        "copies": dep.copies, "cores_active": dep.active_cores_per_chip,
+        "launch_overhead_s": chip.efficiency.launch_overhead_s,
+        "weight_refetch_bytes": sched.weight_refetch_bytes,
+        "units": {"time": "ns", "bytes": "B", "flops": "FLOP"},
+        "phases": [{"name": n, "start_ns": a * 1e9, "end_ns": b * 1e9, "repeat": r} for n, a, b, r in phases],
+    }
+    if cfg.mode == "decode":
+        meta["new_tokens"] = cfg.new_tokens
+        prefill = phases[0]
+        meta["prefill_ns"] = (prefill[2] - prefill[1]) * 1e9
+        steps = sum(p[3] for p in phases[1:])
+        meta["per_token_ns"] = (phases[-1][2] - prefill[2]) * 1e9 / steps if steps else meta["prefill_ns"]
+    return meta

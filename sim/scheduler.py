@@ -1,0 +1,185 @@
+"""The only code that owns a clock: places lowered ops on one NeuronCore's engines and queues.
+
+Every engine and the DMA pipe run their instructions in program order, as NeuronCore engines
+do (each has its own instruction stream, synchronised by semaphores). A chunk starts when its
+resource is free, its producer chunk has finished (plus the producer's latency) and, when
+buffers are bounded, when the consumer has freed the buffer it will write. For one resource
+with ready times ``r`` and durations ``d``, in-order issue gives
+``end_i = max(end_{i-1}, r_i) + d_i``, which NumPy evaluates as a prefix maximum; bounded
+buffers couple neighbouring stages and are resolved by iterating to the fixed point.
+
+Writes back to device memory are deferred behind the next op's reads on the shared DMA pipe,
+as a compiler hoists prefetches above stores, so weights stream in while results stream out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sim.lowering import COLLECTIVE, DMA_READ, DMA_WRITE, EVAC, SCALAR, VECTOR, LoweredOp, Stage
+from sim.workloads.graph import Program
+
+MAX_FIXPOINT_ITERATIONS = 64
+
+
+def in_order(free_at: float, ready: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end times of instructions issued in order on one resource."""
+    csum = np.cumsum(dur)
+    before = csum - dur
+    base = np.maximum.accumulate(np.maximum(ready - before, free_at))
+    start = base + before
+    return start, start + dur
+
+
+@dataclass
+class EventLog:
+    """Columns of events and occupancy spans, appended op by op."""
+
+    track: list[np.ndarray] = field(default_factory=list)
+    start: list[np.ndarray] = field(default_factory=list)
+    dur: list[np.ndarray] = field(default_factory=list)
+    op: list[np.ndarray] = field(default_factory=list)
+    flops: list[np.ndarray] = field(default_factory=list)
+    nbytes: list[np.ndarray] = field(default_factory=list)
+    sbuf: list[tuple[float, float, float]] = field(default_factory=list)
+    psum: list[tuple[np.ndarray, np.ndarray, float]] = field(default_factory=list)
+
+    def add(self, track: int, start: np.ndarray, stage: Stage, op_id: int) -> None:
+        n = len(start)
+        self.track.append(np.full(n, track, np.int16))
+        self.start.append(start)
+        self.dur.append(np.full(n, stage.dur_s))
+        self.op.append(np.full(n, op_id, np.int32))
+        self.flops.append(np.full(n, stage.flops))
+        self.nbytes.append(np.full(n, stage.nbytes))
+
+
+@dataclass
+class _PendingWrite:
+    op_id: int
+    stage: Stage
+    ready: np.ndarray
+
+
+class CoreScheduler:
+    """Schedules programs one after another on a single core, keeping engine clocks between them."""
+
+    def __init__(self) -> None:
+        self.free = np.zeros(COLLECTIVE + 1)
+        self.log = EventLog()
+        self.weight_refetch_bytes = 0.0
+
+    def _slot(self, resource: int) -> int:
+        return DMA_READ if resource == DMA_WRITE else resource  # reads and writes share one pipe
+
+    def _resolve_evac(self, stage: Stage, chunks: int) -> Stage:
+        if stage.resource != EVAC:
+            return stage
+        scalar_done = self.free[SCALAR] + chunks * stage.dur_s
+        vector_done = self.free[VECTOR] + chunks * stage.alt_dur_s
+        if scalar_done <= vector_done:
+            return Stage(SCALAR, stage.dur_s, stage.flops, stage.nbytes, stage.buffers, stage.latency_s)
+        return Stage(VECTOR, stage.alt_dur_s, stage.flops, stage.nbytes, stage.buffers, stage.latency_s)
+
+    def _solve(self, stages: list[Stage], n: int, ready0: list[float]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Start/end arrays of every stage of one op, honouring bounded buffers."""
+        bounded = any(0 < st.buffers < n for st in stages[:-1])
+        out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(stages)
+        for _ in range(MAX_FIXPOINT_ITERATIONS):
+            changed = False
+            for s, st in enumerate(stages):
+                ready = np.full(n, ready0[s])
+                if s > 0:
+                    np.maximum(ready, out[s - 1][1] + stages[s - 1].latency_s, out=ready)
+                nxt = out[s + 1] if s + 1 < len(stages) else None
+                if nxt is not None and 0 < st.buffers < n:
+                    np.maximum(ready[st.buffers:], nxt[1][:-st.buffers], out=ready[st.buffers:])
+                res = in_order(self.free[self._slot(st.resource)], ready, np.full(n, st.dur_s))
+                if out[s] is None or not np.array_equal(res[1], out[s][1]):
+                    changed = True
+                out[s] = res
+            if not bounded or not changed:
+                break
+        for st, (_, end) in zip(stages, out, strict=True):
+            self.free[self._slot(st.resource)] = end[-1]
+        return out  # type: ignore[return-value]
+
+    def _flush(self, pending: _PendingWrite | None) -> None:
+        if pending is None:
+            return
+        start, _ = in_order(self.free[DMA_READ], pending.ready, np.full(len(pending.ready), pending.stage.dur_s))
+        self.free[DMA_READ] = start[-1] + pending.stage.dur_s
+        self.log.add(DMA_WRITE, start, pending.stage, pending.op_id)
+
+    def run(self, program: Program, lowered: list[LoweredOp], first_op_id: int, t0: float) -> np.ndarray:
+        """Schedule ``program`` starting no earlier than ``t0``; return each op's end time."""
+        n_ops = len(program.ops)
+        op_end = np.empty(n_ops)
+        settled = np.empty(n_ops)  # prefix maximum of op ends: every op up to i has finished
+        pending: _PendingWrite | None = None
+        for i, (op, lo) in enumerate(zip(program.ops, lowered, strict=True)):
+            op_id = first_op_id + i
+            dep_end = max((op_end[d] for d in op.deps), default=t0)
+            if lo.read_after_deps:
+                self._flush(pending)
+                pending = None
+            stages = ([lo.read] if lo.read else []) + [self._resolve_evac(s, lo.chunks) for s in lo.compute]
+            # SBUF holds two ops' working sets (each at most half of it): an op starts once every
+            # op two or more places before it has finished; its weight reads need nothing else
+            gate = max(t0, settled[i - 2]) if i >= 2 else t0
+            ready0 = [max(dep_end, gate)] * len(stages)
+            if lo.read and not lo.read_after_deps:
+                ready0[0] = gate
+            if not stages:
+                stages, ready0 = [lo.write], [max(dep_end, gate)]
+            times = self._solve(stages, lo.chunks, ready0)
+            for st, (start, _) in zip(stages, times, strict=True):
+                self.log.add(st.resource, start, st, op_id)
+            last = stages[-1]
+            op_end[i] = times[-1][1][-1] + last.latency_s
+            settled[i] = max(op_end[i], settled[i - 1]) if i else op_end[i]
+            first_start = min(t[0][0] for t in times)
+            self.log.sbuf.append((first_start, op_end[i], lo.sbuf_bytes))
+            if lo.psum_bytes:
+                tensor_at = 1 if lo.read else 0
+                self.log.psum.append((times[tensor_at][0], times[tensor_at + 1][1], lo.psum_bytes))
+            self.weight_refetch_bytes += lo.weight_refetch_bytes
+            if lo.compute:
+                self._flush(pending)
+                pending = _PendingWrite(op_id, lo.write, times[-1][1]) if lo.write else None
+        self._flush(pending)
+        return op_end
+
+
+def _concat(parts: list[np.ndarray], dtype) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.empty(0, dtype)
+
+
+def repeat_tail(log: EventLog, mark: tuple[int, int, int], times: int, period_s: float, op_stride: int) -> None:
+    """Append ``times`` copies of everything logged since ``mark``, each shifted by ``period_s``
+    and with op ids advanced by ``op_stride`` (identical program executions back to back)."""
+    if times <= 0:
+        return
+    ev, sb, ps = mark
+    cols = {name: _concat(getattr(log, name)[ev:], np.float64) for name in ("start", "dur", "flops", "nbytes")}
+    track = _concat(log.track[ev:], np.int16)
+    op = _concat(log.op[ev:], np.int32)
+    reps = np.arange(1, times + 1)
+    shifts = np.repeat(reps * period_s, len(track))
+    log.track.append(np.tile(track, times))
+    log.start.append(np.tile(cols["start"], times) + shifts)
+    log.dur.append(np.tile(cols["dur"], times))
+    log.flops.append(np.tile(cols["flops"], times))
+    log.nbytes.append(np.tile(cols["nbytes"], times))
+    log.op.append(np.tile(op, times) + np.repeat(reps * op_stride, len(op)).astype(np.int32))
+    sbuf, psum = log.sbuf[sb:], log.psum[ps:]
+    for r in reps:
+        dt = r * period_s
+        log.sbuf.extend((a + dt, b + dt, c) for a, b, c in sbuf)
+        log.psum.extend((a + dt, b + dt, c) for a, b, c in psum)
+
+
+def log_mark(log: EventLog) -> tuple[int, int, int]:
+    return len(log.start), len(log.sbuf), len(log.psum)

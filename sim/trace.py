@@ -1,0 +1,100 @@
+"""The Trace: an immutable, columnar record of one simulated run, and what is derived from it.
+
+Times are nanoseconds (float64) from the start of the run. Events are one row per engine or
+DMA instruction group: ``track`` indexes :attr:`Trace.tracks`, ``op`` indexes the op table and
+``layer`` the layer table. Counters are step functions sampled at their change points.
+Only one NeuronCore is simulated when every core runs the same program (data-parallel copies,
+tensor-parallel shards); ``meta["cores_active"]`` says how many cores it stands for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+TRACE_FORMAT_VERSION = "1.0"
+
+EVENT_COLUMNS = {
+    "track": np.int16, "start_ns": np.float64, "dur_ns": np.float64, "op": np.int32,
+    "layer": np.int32, "flops": np.float64, "bytes": np.float64,
+}
+
+
+@dataclass(frozen=True)
+class Counter:
+    """A step function: ``value[i]`` holds from ``t_ns[i]`` until ``t_ns[i+1]``."""
+
+    name: str
+    unit: str
+    t_ns: np.ndarray
+    value: np.ndarray
+
+    def at(self, t_ns: float) -> float:
+        """Value of the counter at time ``t_ns`` (0 before the first sample)."""
+        i = int(np.searchsorted(self.t_ns, t_ns, side="right")) - 1
+        return float(self.value[i]) if i >= 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Track:
+    """One row of the timeline: an engine or queue of one NeuronCore (or a foreign thread)."""
+
+    name: str
+    kind: str  # tensor, vector, scalar, gpsimd, dma_read, dma_write, collective, or other
+    core: int
+
+
+def _freeze(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One run: events, counters, layer spans, op table and metadata. Arrays are read-only."""
+
+    meta: Mapping[str, Any]
+    tracks: tuple[Track, ...]
+    events: Mapping[str, np.ndarray]
+    op_names: tuple[str, ...]
+    op_layer: np.ndarray
+    layer_names: tuple[str, ...]
+    layer_kinds: tuple[str, ...]
+    layer_start_ns: np.ndarray
+    layer_end_ns: np.ndarray
+    counters: Mapping[str, Counter] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        events = {k: _freeze(np.asarray(self.events[k], dtype=t)) for k, t in EVENT_COLUMNS.items()}
+        object.__setattr__(self, "events", MappingProxyType(events))
+        object.__setattr__(self, "meta", MappingProxyType(dict(self.meta)))
+        object.__setattr__(self, "counters", MappingProxyType(dict(self.counters)))
+        for name in ("op_layer", "layer_start_ns", "layer_end_ns"):
+            object.__setattr__(self, name, _freeze(getattr(self, name)))
+
+    @property
+    def n_events(self) -> int:
+        return len(self.events["start_ns"])
+
+    @property
+    def duration_ns(self) -> float:
+        """Time from the first event's start to the last event's end."""
+        if not self.n_events:
+            return 0.0
+        ends = self.events["start_ns"] + self.events["dur_ns"]
+        return float(ends.max() - self.events["start_ns"].min())
+
+    def track_index(self, kind: str, core: int = 0) -> int:
+        for i, t in enumerate(self.tracks):
+            if t.kind == kind and t.core == core:
+                return i
+        return -1
+
+    def busy_ns(self, track: int) -> float:
+        """Time ``track`` was busy (its events never overlap each other)."""
+        return float(self.events["dur_ns"][self.events["track"] == track].sum())

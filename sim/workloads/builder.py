@@ -1,0 +1,82 @@
+"""Appends ops to a :class:`Program` with readable dependency handling."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sim.workloads.graph import Layer, Op, OpKind, Program
+
+
+class ProgramBuilder:
+    """Builds one core's program. Each op depends on the previous one unless ``deps`` is given."""
+
+    def __init__(self, dtype_bytes: int) -> None:
+        self.program = Program()
+        self.dtype_bytes = dtype_bytes
+        self._layer: tuple[str, str, int] | None = None
+
+    @property
+    def last(self) -> int:
+        """Index of the most recently added op (-1 before the first)."""
+        return len(self.program.ops) - 1
+
+    @contextmanager
+    def layer(self, name: str, kind: str) -> Iterator[None]:
+        start = len(self.program.ops)
+        yield
+        n_ops = len(self.program.ops) - start
+        if n_ops:
+            self.program.layers.append(Layer(name=name, kind=kind, first_op=start, n_ops=n_ops))
+
+    def add(self, name: str, kind: OpKind, deps: tuple[int, ...] | None = None, **fields) -> int:
+        if deps is None:
+            deps = (self.last,) if self.last >= 0 else ()
+        fields.setdefault("dtype_bytes", self.dtype_bytes)
+        self.program.ops.append(Op(name=name, kind=kind, deps=tuple(d for d in deps if d >= 0), **fields))
+        return self.last
+
+    def matmul(self, name: str, m: int, k: int, n: int, *, count: int = 1, weights: bool = True,
+               hbm_elems: int | None = None, act: str = "", deps: tuple[int, ...] | None = None,
+               shared_weights: bool = False) -> int:
+        """``count`` x ``[m,k] @ [k,n]``; with ``weights`` the ``[k,n]`` operand comes from memory.
+
+        ``shared_weights``: the weights belong to another op (tied embeddings) and are not
+        counted again as parameters, though they are still read.
+        """
+        if hbm_elems is None:
+            hbm_elems = k * n * count if weights else 0
+        owned = k * n * count if weights and not shared_weights else 0
+        return self.add(name, OpKind.MATMUL, deps, m=m, k=k, n=n, count=count, rows=m,
+                        hbm_elems=hbm_elems, params=owned, act=act)
+
+    def vector(self, name: str, elems: int, rows: int, passes: float = 1.0,
+               deps: tuple[int, ...] | None = None, **fields) -> int:
+        return self.add(name, OpKind.VECTOR, deps, elems=elems, rows=rows, passes=passes, **fields)
+
+    def scalar(self, name: str, elems: int, rows: int, act: str = "",
+               deps: tuple[int, ...] | None = None) -> int:
+        return self.add(name, OpKind.SCALAR, deps, elems=elems, rows=rows, act=act)
+
+    def gpsimd(self, name: str, elems: int, rows: int, deps: tuple[int, ...] | None = None) -> int:
+        return self.add(name, OpKind.GPSIMD, deps, elems=elems, rows=rows)
+
+    def gather(self, name: str, rows: int, row_elems: int, table_rows: int,
+               deps: tuple[int, ...] | None = None) -> int:
+        """Look ``rows`` rows up in a ``[table_rows, row_elems]`` table held in device memory."""
+        return self.add(name, OpKind.GATHER, deps, elems=rows * row_elems, rows=rows,
+                        hbm_elems=rows * row_elems, params=table_rows * row_elems)
+
+    def copy_in(self, name: str, elems: int, rows: int, deps: tuple[int, ...] | None = None) -> int:
+        """Load ``elems`` from device memory into SBUF."""
+        return self.add(name, OpKind.COPY, deps, elems=elems, rows=rows, hbm_elems=elems)
+
+    def copy_out(self, name: str, elems: int, rows: int, deps: tuple[int, ...] | None = None) -> int:
+        """Store ``elems`` from SBUF to device memory."""
+        return self.add(name, OpKind.COPY, deps, elems=elems, rows=rows, hbm_write_elems=elems)
+
+    def allreduce(self, name: str, elems: int, ranks: int, deps: tuple[int, ...] | None = None) -> int:
+        """Sum ``elems`` across ``ranks`` cores; a no-op when the copy runs on one core."""
+        if ranks <= 1:
+            return self.last
+        return self.add(name, OpKind.ALLREDUCE, deps, elems=elems, rows=ranks)

@@ -1,0 +1,119 @@
+"""Model graphs as data: a model is a list of layers, each a short list of ops with shapes.
+
+Ops carry what the lowering needs (matmul dimensions, element counts, bytes that live in device
+memory) and nothing about engines or time. Shapes are those of one NeuronCore's shard.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class OpKind(StrEnum):
+    MATMUL = "matmul"        # TensorE, operands in SBUF, accumulation in PSUM
+    VECTOR = "vector"        # many-input ops: reductions, normalisation, pooling, binary ops
+    SCALAR = "scalar"        # one-input elementwise ops and activation functions
+    GPSIMD = "gpsimd"        # custom ops: index computation, masks, sampling
+    GATHER = "gather"        # indirect loads from device memory (embedding lookups)
+    ALLREDUCE = "allreduce"  # collective over the cores one model copy spans
+    COPY = "copy"            # plain transfers between device memory and SBUF (KV cache, saved activations)
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation of a core's program.
+
+    Parameters
+    ----------
+    name : str
+        Short name, unique inside its layer (``qkv``, ``softmax``...).
+    kind : OpKind
+    m, k, n, count : int
+        Matmul ``count`` times ``[m, k] @ [k, n]``.
+    elems : int
+        Elements processed per pass by a Vector/Scalar/GpSimd op; for copies and gathers the
+        elements moved.
+    passes : float
+        Passes over ``elems`` (a layer norm reads its input twice, for statistics and scaling).
+    rows : int
+        Rows of the op's 2-D view, to tell how many of the 128 partitions the data spans.
+    hbm_elems : int
+        Elements this op must read from device memory besides activations: weights of a
+        matmul, the KV cache read by attention, the parameters an optimizer updates.
+    hbm_write_elems : int
+        Elements written back to device memory (KV cache appends, optimizer state).
+    params : int
+        Parameters this op owns (a matmul's weights, an embedding table).
+    act : str
+        Activation function fused into the PSUM evacuation of a matmul (``gelu``, ``silu``...).
+    dtype_bytes : int
+        Bytes per element of this op's data (the run's dtype unless the op needs FP32).
+    deps : tuple[int, ...]
+        Indices (in the program) of the ops whose outputs this op reads.
+    """
+
+    name: str
+    kind: OpKind
+    m: int = 0
+    k: int = 0
+    n: int = 0
+    count: int = 1
+    elems: int = 0
+    passes: float = 1.0
+    rows: int = 0
+    hbm_elems: int = 0
+    hbm_write_elems: int = 0
+    params: int = 0
+    act: str = ""
+    dtype_bytes: int = 2
+    deps: tuple[int, ...] = ()
+
+    @property
+    def flops(self) -> float:
+        """Useful floating-point operations (2 per multiply-accumulate for matmuls)."""
+        if self.kind is OpKind.MATMUL:
+            return 2.0 * self.m * self.k * self.n * self.count
+        if self.kind in (OpKind.VECTOR, OpKind.SCALAR, OpKind.GPSIMD):
+            return float(self.elems) * self.passes
+        return 0.0
+
+    @property
+    def out_elems(self) -> int:
+        """Elements this op produces (its activation output)."""
+        if self.kind is OpKind.MATMUL:
+            return self.m * self.n * self.count
+        return self.elems
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A named group of consecutive ops (one transformer sub-block, one conv, the LM head)."""
+
+    name: str
+    kind: str
+    first_op: int
+    n_ops: int
+
+
+@dataclass
+class Program:
+    """The ops one NeuronCore runs for one execution, in program order, grouped into layers."""
+
+    ops: list[Op] = field(default_factory=list)
+    layers: list[Layer] = field(default_factory=list)
+
+    @property
+    def flops(self) -> float:
+        return sum(op.flops for op in self.ops)
+
+    def params_per_layer(self) -> list[int]:
+        return [sum(op.params for op in self.ops[la.first_op:la.first_op + la.n_ops]) for la in self.layers]
+
+    def layer_of_op(self) -> list[int]:
+        """For each op, the index of its layer."""
+        out = [0] * len(self.ops)
+        for li, layer in enumerate(self.layers):
+            for i in range(layer.first_op, layer.first_op + layer.n_ops):
+                out[i] = li
+        return out

@@ -1,0 +1,217 @@
+"""Model descriptions read from Hugging Face style ``config.json`` files.
+
+The presets in ``presets/`` are such files (with a ``_source`` key naming where their numbers
+come from), so a preset and a user's own ``config.json`` go through the same code.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from sim.errors import ConfigError, UnknownNameError
+
+PRESET_DIR = Path(__file__).with_name("presets")
+
+ENCODER, DECODER, VISION_TRANSFORMER, CNN = "encoder", "decoder", "vision-transformer", "cnn"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Architecture hyper-parameters of one model, whatever its family.
+
+    ``family`` selects the graph builder: ``encoder`` (BERT-like, optionally with an MLP
+    tower), ``decoder`` (GPT-2 / Llama), ``vision-transformer`` (ViT) or ``cnn`` (ResNet).
+    """
+
+    name: str
+    model_type: str
+    family: str
+    hidden: int = 0
+    layers: int = 0
+    heads: int = 0
+    kv_heads: int = 0
+    head_dim: int = 0
+    intermediate: int = 0
+    vocab: int = 0
+    act: str = "gelu"
+    gated_mlp: bool = False
+    max_positions: int = 0
+    embedding_size: int = 0
+    image_size: int = 224
+    patch_size: int = 16
+    channels: int = 3
+    num_labels: int = 2
+    stage_widths: tuple[int, ...] = ()
+    stage_depths: tuple[int, ...] = ()
+    bottleneck: bool = True
+    stem_width: int = 64
+    mlp_tower: tuple[int, ...] = ()
+    tied_embeddings: bool = False  # the LM head reuses the token embedding matrix
+    source: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def default_seq(self) -> int:
+        """Sequence length (image size for vision models) used when none is given."""
+        return self.image_size if self.family in (VISION_TRANSFORMER, CNN) else 128
+
+    @property
+    def is_vision(self) -> bool:
+        return self.family in (VISION_TRANSFORMER, CNN)
+
+
+def _need(cfg: Mapping[str, Any], *keys: str) -> list[Any]:
+    missing = [k for k in keys if k not in cfg]
+    if missing:
+        raise ConfigError(f"config.json lacks {', '.join(missing)} for model_type '{cfg.get('model_type')}'")
+    return [cfg[k] for k in keys]
+
+
+def _bert(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    hidden, layers, heads, inter, vocab = _need(
+        cfg, "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+    return ModelSpec(
+        name=name, model_type=cfg["model_type"], family=ENCODER, hidden=hidden, layers=layers,
+        heads=heads, kv_heads=heads, head_dim=hidden // heads, intermediate=inter, vocab=vocab,
+        act=cfg.get("hidden_act", "gelu"), max_positions=cfg.get("max_position_embeddings", 512),
+        embedding_size=cfg.get("embedding_size", hidden), num_labels=cfg.get("num_labels", 2),
+        mlp_tower=tuple(cfg.get("mlp_tower_sizes", ())),
+    )
+
+
+def _distilbert(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    dim, layers, heads, inter, vocab = _need(cfg, "dim", "n_layers", "n_heads", "hidden_dim", "vocab_size")
+    return ModelSpec(
+        name=name, model_type="distilbert", family=ENCODER, hidden=dim, layers=layers, heads=heads,
+        kv_heads=heads, head_dim=dim // heads, intermediate=inter, vocab=vocab,
+        act=cfg.get("activation", "gelu"), max_positions=cfg.get("max_position_embeddings", 512),
+        embedding_size=dim,
+    )
+
+
+def _gpt2(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    embd, layers, heads, vocab = _need(cfg, "n_embd", "n_layer", "n_head", "vocab_size")
+    return ModelSpec(
+        name=name, model_type="gpt2", family=DECODER, hidden=embd, layers=layers, heads=heads,
+        kv_heads=heads, head_dim=embd // heads, intermediate=cfg.get("n_inner") or 4 * embd,
+        vocab=vocab, act=cfg.get("activation_function", "gelu_new"),
+        max_positions=cfg.get("n_positions", 1024), embedding_size=embd,
+        tied_embeddings=cfg.get("tie_word_embeddings", True),
+    )
+
+
+def _llama(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    hidden, layers, heads, inter, vocab = _need(
+        cfg, "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+    return ModelSpec(
+        name=name, model_type=cfg["model_type"], family=DECODER, hidden=hidden, layers=layers,
+        heads=heads, kv_heads=cfg.get("num_key_value_heads", heads),
+        head_dim=cfg.get("head_dim") or hidden // heads, intermediate=inter, vocab=vocab,
+        act=cfg.get("hidden_act", "silu"), gated_mlp=True,
+        max_positions=cfg.get("max_position_embeddings", 4096), embedding_size=hidden,
+        tied_embeddings=cfg.get("tie_word_embeddings", False),
+    )
+
+
+def _vit(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    hidden, layers, heads, inter = _need(
+        cfg, "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+    return ModelSpec(
+        name=name, model_type="vit", family=VISION_TRANSFORMER, hidden=hidden, layers=layers,
+        heads=heads, kv_heads=heads, head_dim=hidden // heads, intermediate=inter,
+        act=cfg.get("hidden_act", "gelu"), image_size=cfg.get("image_size", 224),
+        patch_size=cfg.get("patch_size", 16), channels=cfg.get("num_channels", 3),
+        num_labels=cfg.get("num_labels", 1000), embedding_size=hidden,
+    )
+
+
+def _resnet(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    widths, depths = _need(cfg, "hidden_sizes", "depths")
+    if len(widths) != len(depths):
+        raise ConfigError("config.json: hidden_sizes and depths must have the same length")
+    return ModelSpec(
+        name=name, model_type="resnet", family=CNN, stage_widths=tuple(widths),
+        stage_depths=tuple(depths), bottleneck=cfg.get("layer_type", "bottleneck") == "bottleneck",
+        stem_width=cfg.get("embedding_size", 64), channels=cfg.get("num_channels", 3),
+        num_labels=cfg.get("num_labels", 1000), act=cfg.get("hidden_act", "relu"),
+        image_size=cfg.get("image_size", 224),
+    )
+
+
+PARSERS: Mapping[str, Callable[[str, Mapping[str, Any]], ModelSpec]] = {
+    "bert": _bert, "roberta": _bert, "xlm-roberta": _bert, "electra": _bert, "albert": _bert,
+    "encoder-mlp": _bert, "distilbert": _distilbert, "gpt2": _gpt2, "llama": _llama,
+    "mistral": _llama, "vit": _vit, "resnet": _resnet,
+}
+
+
+def spec_from_config(name: str, cfg: Mapping[str, Any], source: str = "") -> ModelSpec:
+    """Build a :class:`ModelSpec` from a parsed ``config.json``."""
+    model_type = cfg.get("model_type")
+    if model_type not in PARSERS:
+        supported = ", ".join(sorted(PARSERS))
+        raise ConfigError(f"unsupported model_type '{model_type}' in {name}: supported are {supported}")
+    spec = PARSERS[model_type](name, cfg)
+    _check_positive(spec)
+    return _with_source(spec, source or cfg.get("_source", ""))
+
+
+def _with_source(spec: ModelSpec, source: str) -> ModelSpec:
+    return ModelSpec(**{**spec.__dict__, "source": source})
+
+
+def _check_positive(spec: ModelSpec) -> None:
+    numbers = {"hidden": spec.hidden, "layers": spec.layers, "heads": spec.heads,
+               "intermediate": spec.intermediate}
+    if spec.family == CNN:
+        numbers = {"hidden_sizes": min(spec.stage_widths, default=0), "depths": min(spec.stage_depths, default=0)}
+    bad = [k for k, v in numbers.items() if not isinstance(v, int) or v <= 0]
+    if bad:
+        raise ConfigError(f"{spec.name}: {', '.join(bad)} must be positive integers")
+    if spec.family != CNN and spec.hidden % spec.heads:
+        raise ConfigError(f"{spec.name}: hidden size {spec.hidden} is not divisible by {spec.heads} heads")
+
+
+@cache
+def preset_names() -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in PRESET_DIR.glob("*.json")))
+
+
+def load_config_file(path: Path) -> dict[str, Any]:
+    """Read a ``config.json``: a one-line :class:`ConfigError` for anything unreadable."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read model config {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"model config {path} is not UTF-8 text") from None
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"model config {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"model config {path} must hold a JSON object")
+    return cfg
+
+
+@cache
+def get_model(name: str) -> ModelSpec:
+    """A preset by name (``bert-large``) or a ``config.json`` path."""
+    if name in preset_names():
+        path = PRESET_DIR / f"{name}.json"
+        return spec_from_config(name, load_config_file(path))
+    path = Path(name)
+    if path.suffix == ".json" or path.exists():
+        if path.is_dir():
+            path = path / "config.json"
+        if not path.exists():
+            raise ConfigError(f"model config {path} does not exist")
+        cfg = load_config_file(path)
+        return spec_from_config(cfg.get("_name_or_path") or path.parent.name or path.stem, cfg)
+    known = ", ".join(preset_names())
+    raise UnknownNameError(f"unknown model '{name}': choose one of {known}, or give a config.json path")

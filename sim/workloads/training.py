@@ -1,0 +1,81 @@
+"""Training step: the forward program, its backward pass, gradient all-reduce and optimizer.
+
+Follows how teams train on Trainium: BF16 auto-cast compute, activations saved to device memory
+in the forward pass and re-read in the backward pass, per-layer gradient all-reduce across
+data-parallel workers overlapping the backward pass, and AdamW on FP32 master weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sim.workloads.graph import Op, OpKind, Program
+
+FP32_BYTES = 4
+ADAMW_PASSES = 12.0  # elementwise steps of one AdamW update (moments, bias correction, sqrt, div, decay)
+ADAMW_READ_WORDS = 4  # master weight, gradient, first and second moment
+ADAMW_WRITE_WORDS = 3  # master weight, first and second moment
+
+
+def _save_activation(op: Op) -> Op:
+    if op.kind in (OpKind.MATMUL, OpKind.VECTOR, OpKind.SCALAR):
+        return replace(op, hbm_write_elems=op.hbm_write_elems + op.out_elems)
+    return op
+
+
+def _backward_ops(op: Op) -> list[Op]:
+    """Gradient ops of one forward op (their deps are filled in by the caller)."""
+    saved = op.out_elems
+    if op.kind is OpKind.MATMUL:
+        weights = op.params > 0
+        grad_in = replace(op, name=f"{op.name}.grad_input", m=op.m, k=op.n, n=op.k, act="",
+                          hbm_elems=op.hbm_elems + saved, hbm_write_elems=0, deps=())
+        grad_w = replace(op, name=f"{op.name}.grad_weight", m=op.k, k=op.m, n=op.n, act="",
+                         hbm_elems=0, hbm_write_elems=op.k * op.n * op.count if weights else 0, deps=())
+        return [grad_in, grad_w]
+    if op.kind in (OpKind.VECTOR, OpKind.SCALAR, OpKind.GPSIMD):
+        return [replace(op, name=f"{op.name}.grad", passes=op.passes * 2, hbm_elems=saved,
+                        hbm_write_elems=0, deps=())]
+    if op.kind is OpKind.GATHER:
+        return [replace(op, name=f"{op.name}.grad", kind=OpKind.GPSIMD, hbm_elems=0,
+                        hbm_write_elems=op.elems, deps=())]
+    if op.kind is OpKind.ALLREDUCE:
+        return [replace(op, name=f"{op.name}.grad", deps=())]
+    return []
+
+
+def training_program(forward: Program, params_per_layer: list[int], dp: int) -> Program:
+    """Append backward, data-parallel gradient all-reduce and AdamW to ``forward``."""
+    prog = Program(ops=[_save_activation(op) for op in forward.ops], layers=list(forward.layers))
+    allreduces: list[int] = []
+    prev = len(prog.ops) - 1  # the backward chain; all-reduces hang off it without blocking it
+    for li in range(len(forward.layers) - 1, -1, -1):
+        layer = forward.layers[li]
+        start = len(prog.ops)
+        for fi in range(layer.first_op + layer.n_ops - 1, layer.first_op - 1, -1):
+            for op in _backward_ops(forward.ops[fi]):
+                prog.ops.append(replace(op, deps=(prev,)))
+                prev = len(prog.ops) - 1
+        params = params_per_layer[li]
+        if dp > 1 and params:
+            prog.ops.append(Op(name="grad_allreduce", kind=OpKind.ALLREDUCE, elems=params, rows=dp,
+                               dtype_bytes=FP32_BYTES, deps=(prev,)))
+            allreduces.append(len(prog.ops) - 1)
+        prog.layers.append(replace(layer, name=f"{layer.name}.backward", first_op=start,
+                                   n_ops=len(prog.ops) - start))
+    _optimizer(prog, forward, params_per_layer, tuple(allreduces) + (prev,))
+    return prog
+
+
+def _optimizer(prog: Program, forward: Program, params_per_layer: list[int], deps: tuple[int, ...]) -> None:
+    start = len(prog.ops)
+    for li, params in enumerate(params_per_layer):
+        if not params:
+            continue
+        prog.ops.append(Op(name=f"adamw.{forward.layers[li].name}", kind=OpKind.VECTOR, elems=params,
+                           rows=params, passes=ADAMW_PASSES, dtype_bytes=FP32_BYTES,
+                           hbm_elems=params * ADAMW_READ_WORDS, hbm_write_elems=params * ADAMW_WRITE_WORDS,
+                           deps=deps))
+    if len(prog.ops) > start:
+        prog.layers.append(replace(forward.layers[0], name="optimizer", kind="optimizer", first_op=start,
+                                   n_ops=len(prog.ops) - start))

@@ -1,0 +1,139 @@
+"""Transformer graphs (BERT family, GPT-2, Llama, ViT, encoder + MLP tower) for one core's shard."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.workloads.builder import ProgramBuilder
+from sim.workloads.models import DECODER, VISION_TRANSFORMER, ModelSpec
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One execution of a model on a core.
+
+    ``seq`` tokens per sequence enter this execution; attention spans ``context`` positions
+    (equal to ``seq`` except in a decode step, where one new token attends to the KV cache).
+    ``tp`` is how many cores share the model (tensor-parallel shards).
+    """
+
+    batch: int
+    seq: int
+    context: int
+    tp: int = 1
+    decode_step: bool = False
+    training: bool = False
+
+
+def _shard(n: int, tp: int) -> int:
+    return -(-n // tp)
+
+
+def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> None:
+    """Self-attention sub-block: fused QKV projection, scores, softmax, context, output."""
+    hd, heads, kv = spec.head_dim, _shard(spec.heads, ph.tp), _shard(spec.kv_heads, ph.tp)
+    tokens, ctx = ph.batch * ph.seq, ph.context
+    b.vector("layernorm", elems=tokens * spec.hidden, rows=tokens, passes=2)
+    qkv = b.matmul("qkv", tokens, spec.hidden, (heads + 2 * kv) * hd)
+    cache_elems = ph.batch * kv * ctx * hd if ph.decode_step else 0
+    ready = qkv
+    if spec.family == DECODER:
+        ready = b.vector("rope", elems=tokens * (heads + kv) * hd, rows=tokens, passes=1)
+        b.copy_out("kv_append", elems=2 * tokens * kv * hd, rows=tokens)
+    b.matmul("scores", ph.seq, hd, ctx, count=ph.batch * heads, weights=False,
+             hbm_elems=cache_elems, deps=(ready,))
+    score_elems = ph.batch * heads * ph.seq * ctx
+    if causal:
+        b.gpsimd("causal_mask", elems=score_elems, rows=ph.batch * heads * ph.seq)
+    b.vector("softmax_max", elems=score_elems, rows=ph.batch * heads * ph.seq)
+    b.scalar("softmax_exp", elems=score_elems, rows=ph.batch * heads * ph.seq, act="exp")
+    b.vector("softmax_norm", elems=score_elems, rows=ph.batch * heads * ph.seq)
+    b.matmul("context", ph.seq, ctx, hd, count=ph.batch * heads, weights=False, hbm_elems=cache_elems)
+    b.matmul("out_proj", tokens, heads * hd, spec.hidden)
+    b.allreduce("attn_allreduce", elems=tokens * spec.hidden, ranks=ph.tp)
+    b.vector("residual", elems=tokens * spec.hidden, rows=tokens)
+
+
+def mlp(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
+    """Feed-forward sub-block; gated (SwiGLU) for Llama-style models."""
+    tokens, inter = ph.batch * ph.seq, _shard(spec.intermediate, ph.tp)
+    b.vector("layernorm", elems=tokens * spec.hidden, rows=tokens, passes=2)
+    if spec.gated_mlp:
+        b.matmul("gate_up", tokens, spec.hidden, 2 * inter, act=spec.act)
+        b.vector("gate_mul", elems=tokens * inter, rows=tokens)
+    else:
+        b.matmul("up", tokens, spec.hidden, inter, act=spec.act)
+    b.matmul("down", tokens, inter, spec.hidden)
+    b.allreduce("mlp_allreduce", elems=tokens * spec.hidden, ranks=ph.tp)
+    b.vector("residual", elems=tokens * spec.hidden, rows=tokens)
+
+
+def _blocks(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> None:
+    for i in range(spec.layers):
+        with b.layer(f"layer{i}.attention", "attention"):
+            attention(b, spec, ph, causal)
+        with b.layer(f"layer{i}.mlp", "mlp"):
+            mlp(b, spec, ph)
+
+
+def _token_embedding(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
+    tokens = ph.batch * ph.seq
+    with b.layer("embedding", "embedding"):
+        b.gpsimd("token_index", elems=tokens, rows=tokens)
+        b.gather("token_gather", rows=tokens, row_elems=spec.embedding_size, table_rows=_shard(spec.vocab, ph.tp))
+        if spec.family != DECODER or spec.model_type == "gpt2":
+            b.gather("position_gather", rows=tokens, row_elems=spec.embedding_size,
+                     table_rows=spec.max_positions, deps=())
+            b.vector("position_add", elems=tokens * spec.embedding_size, rows=tokens,
+                     deps=(b.last - 1, b.last))
+        if spec.embedding_size != spec.hidden:
+            b.matmul("projection", tokens, spec.embedding_size, spec.hidden)
+
+
+def encoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
+    """BERT-family encoder with a classification head, or an MLP tower on the pooled output."""
+    _token_embedding(b, spec, ph)
+    _blocks(b, spec, ph, causal=False)
+    with b.layer("head", "head"):
+        b.matmul("pooler", ph.batch, spec.hidden, spec.hidden, act="tanh")
+        width = spec.hidden
+        for i, size in enumerate(spec.mlp_tower):
+            b.matmul(f"tower{i}", ph.batch, width, size, act="relu")
+            width = size
+        b.matmul("classifier", ph.batch, width, spec.num_labels)
+
+
+def decoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
+    """GPT-style decoder: causal blocks, final norm, LM head on the last token, sampling."""
+    _token_embedding(b, spec, ph)
+    _blocks(b, spec, ph, causal=True)
+    with b.layer("lm_head", "head"):
+        logits_rows = ph.batch * ph.seq if ph.training else ph.batch
+        vocab = _shard(spec.vocab, ph.tp)
+        b.vector("final_norm", elems=logits_rows * spec.hidden, rows=logits_rows, passes=2)
+        b.matmul("lm_head", logits_rows, spec.hidden, vocab, shared_weights=spec.tied_embeddings)
+        b.gpsimd("sample", elems=logits_rows * vocab, rows=logits_rows)
+
+
+def vit_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
+    """ViT: patch embedding as a matmul, encoder blocks, classifier on the CLS token."""
+    grid = ph.seq // spec.patch_size
+    patches = ph.batch * grid * grid
+    with b.layer("patch_embedding", "embedding"):
+        b.copy_in("image", elems=ph.batch * spec.channels * ph.seq * ph.seq, rows=ph.batch * spec.channels)
+        b.matmul("patch_proj", patches, spec.channels * spec.patch_size ** 2, spec.hidden)
+        b.vector("position_add", elems=patches * spec.hidden, rows=patches)
+    tokens_ph = Phase(ph.batch, grid * grid + 1, grid * grid + 1, ph.tp, training=ph.training)
+    _blocks(b, spec, tokens_ph, causal=False)
+    with b.layer("head", "head"):
+        b.vector("final_norm", elems=ph.batch * spec.hidden, rows=ph.batch, passes=2)
+        b.matmul("classifier", ph.batch, spec.hidden, spec.num_labels)
+
+
+def transformer_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
+    if spec.family == DECODER:
+        decoder_program(b, spec, ph)
+    elif spec.family == VISION_TRANSFORMER:
+        vit_program(b, spec, ph)
+    else:
+        encoder_program(b, spec, ph)

@@ -1,0 +1,94 @@
+"""The command line: listings, simulate (table and JSON), and one-line errors with exit code 2."""
+
+import json
+
+import pytest
+
+from neuronviz.cli import main
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_models_lists_every_preset_with_its_size(capsys):
+    code, out, _ = run_cli(capsys, "models")
+    assert code == 0
+    for name in ("bert-large", "electra-large", "llama-3-8b", "resnet50", "encoder-mlp"):
+        assert name in out
+    llama = next(line for line in out.splitlines() if line.startswith("llama-3-8b"))
+    assert abs(float(llama.split()[3].rstrip("M")) - 8030.3) < 8  # model card: 8.03 B parameters
+
+
+def test_chips_lists_five_generations_with_prices(capsys):
+    code, out, _ = run_cli(capsys, "chips")
+    assert code == 0
+    for key in ("inf1", "inf2", "trn1", "trn2", "trn3"):
+        assert f"\n{key} " in out
+    assert "inf2.48xlarge (12x, $12.98/h)" in out
+
+
+def test_simulate_json_has_one_run_per_chip_in_order(capsys):
+    code, out, _ = run_cli(capsys, "simulate", "--model", "bert-large", "--chips", "trn2,inf1,trn3",
+                           "--batch", "2", "--seq", "128", "--json")
+    assert code == 0
+    runs = json.loads(out)["runs"]
+    assert [r["chip"] for r in runs] == ["trn2", "inf1", "trn3"]
+    keys = {"chip", "instance", "model", "mode", "batch", "seq", "dtype", "latency_ms", "throughput_per_s",
+            "cost_per_million_usd", "engine_utilization", "hbm_read_bytes", "hbm_write_bytes", "flops", "events"}
+    for r in runs:
+        assert keys <= set(r)
+        assert set(r["engine_utilization"]) == {"tensor", "vector", "scalar", "gpsimd"}
+        assert (r["model"], r["batch"], r["seq"]) == ("bert-large", 2, 128)
+        assert r["latency_ms"] > 0 and r["events"] > 0
+    assert runs[0]["latency_ms"] < runs[1]["latency_ms"]
+    assert runs[1]["engine_utilization"]["gpsimd"] == 0.0  # NeuronCore-v1 has no GpSimd engine
+
+
+def test_simulate_decode_json_adds_token_times(capsys):
+    code, out, _ = run_cli(capsys, "simulate", "--model", "gpt2", "--chips", "inf2", "--mode", "decode",
+                           "--seq", "64", "--new-tokens", "8", "--json")
+    assert code == 0
+    run = json.loads(out)["runs"][0]
+    assert run["time_to_first_token_ms"] > run["per_token_ms"] > 0
+
+
+def test_instance_implies_the_chip(capsys):
+    code, out, _ = run_cli(capsys, "simulate", "--model", "bert-base", "--instance", "inf2.48xlarge", "--json")
+    assert code == 0
+    run = json.loads(out)["runs"][0]
+    assert (run["chip"], run["instance"], run["copies"]) == ("inf2", "inf2.48xlarge", 24)
+
+
+def test_simulate_table_is_readable(capsys):
+    code, out, _ = run_cli(capsys, "simulate", "--model", "distilbert", "--chips", "inf2,trn1")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("distilbert inference batch 1 seq 128 bf16")
+    assert "latency ms" in lines[1]
+    assert lines[2].split()[0] == "inf2" and lines[3].split()[0] == "trn1"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--model", "bert-huge", "--chips", "trn1"], "unknown model 'bert-huge'"),
+    (["--model", "bert-base", "--chips", "tpu9"], "unknown chip 'tpu9'"),
+    (["--model", "bert-base", "--chips", "trn1", "--seq", "4096"], "at most 512 positions"),
+    (["--model", "bert-base", "--instance", "inf9.large"], "unknown instance 'inf9.large'"),
+    (["--model", "llama-3-8b", "--instance", "inf2.xlarge", "--cores", "1", "--mode", "decode"], "does not fit"),
+    (["--model", "bert-base", "--chips", "inf1", "--dtype", "fp8"], "does not run fp8"),
+])
+def test_bad_input_is_one_line_and_exit_code_2(capsys, argv, message):
+    code, out, err = run_cli(capsys, "simulate", *argv)
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("flag, value", [("--batch", "-3"), ("--batch", "two"), ("--seq", "0")])
+def test_bad_numbers_exit_2(capsys, flag, value):
+    with pytest.raises(SystemExit) as info:
+        main(["simulate", "--model", "bert-base", flag, value])
+    assert info.value.code == 2
+    assert "whole number" in capsys.readouterr().err

@@ -1,0 +1,95 @@
+"""Invariants every simulated run must satisfy, whatever the model and chip."""
+
+import numpy as np
+import pytest
+
+from sim.cost.dma import core_bytes_per_s
+from sim.hardware.chip import get_chip
+from sim.metrics import compute_metrics
+from sim.run import RunConfig, simulate
+
+CASES = [
+    ("bert-large", "inf1", {}), ("bert-large", "inf2", {}), ("bert-large", "trn1", {"batch": 8}),
+    ("bert-base", "trn2", {"batch": 16}), ("resnet50", "trn1", {"batch": 4}), ("vit-base", "trn3", {}),
+    ("gpt2", "inf2", {"mode": "decode", "new_tokens": 8}), ("distilbert", "trn1", {"mode": "training", "batch": 8}),
+    ("bert-base", "trn1", {"dtype": "fp32"}), ("roberta-large", "trn2", {"seq": 512, "batch": 4}),
+]
+
+
+def _case_id(case):
+    model, chip, kw = case
+    return "-".join([model, chip, *(f"{k}{v}" for k, v in kw.items())])
+
+
+@pytest.fixture(scope="module", params=CASES, ids=_case_id)
+def trace(request, run):
+    model, chip, kw = request.param
+    return run(model, chip, **kw)
+
+
+def test_no_engine_or_queue_overlaps_itself(trace):
+    ev = trace.events
+    for t in range(len(trace.tracks)):
+        sel = ev["track"] == t
+        start, end = ev["start_ns"][sel], ev["start_ns"][sel] + ev["dur_ns"][sel]
+        order = np.argsort(start, kind="stable")
+        assert np.all(start[order][1:] >= end[order][:-1] - 1e-6), trace.tracks[t].name
+
+
+def test_sram_use_stays_within_its_size(trace):
+    chip = get_chip(trace.meta["chip"])
+    assert trace.counters["sbuf_bytes"].value.max() <= chip.sbuf_bytes
+    assert trace.counters["psum_bytes"].value.max() <= chip.psum_bytes
+    assert trace.counters["sbuf_bytes"].value.min() >= 0
+    assert trace.counters["sbuf_bytes"].value.max() > 0
+
+
+def test_latency_respects_the_roofline_and_stays_near_it(trace):
+    m = trace.meta
+    chip = get_chip(m["chip"])
+    dur_s = trace.duration_ns * 1e-9
+    if m["mode"] == "decode":
+        dur_s = m["prefill_ns"] * 1e-9  # the prefill alone is one forward pass
+        sel = trace.events["start_ns"] < m["prefill_ns"]
+    else:
+        sel = slice(None)
+    flops = trace.events["flops"][sel].sum()
+    dma = np.isin(trace.events["track"], [trace.track_index("dma_read"), trace.track_index("dma_write")])
+    nbytes = trace.events["bytes"][sel & dma if m["mode"] == "decode" else dma].sum()
+    compute_bound = flops / chip.tensor.peak_flops(m["dtype"])
+    memory_bound = nbytes / (core_bytes_per_s(chip, m["cores_active"]) / chip.efficiency.memory_fraction)
+    assert dur_s >= compute_bound * (1 - 1e-9)
+    assert dur_s >= memory_bound * (1 - 1e-9)
+    assert dur_s <= 8 * max(compute_bound, memory_bound)
+
+
+def test_metrics_agree_with_the_events(trace):
+    met = compute_metrics(trace)
+    assert 0 < met.latency_s
+    assert all(0.0 <= u <= 1.0 for u in met.engine_utilization.values())
+    assert met.engine_utilization["tensor"] > 0
+    assert met.flops == pytest.approx(trace.events["flops"].sum() * trace.meta["cores_per_copy"] * trace.meta["lnc"])
+
+
+def test_layer_spans_cover_their_events(trace):
+    ev = trace.events
+    assert np.all(trace.layer_start_ns[ev["layer"]] <= ev["start_ns"] + 1e-6)
+    assert np.all(trace.layer_end_ns[ev["layer"]] >= ev["start_ns"] + ev["dur_ns"] - 1e-6)
+
+
+def test_same_input_gives_the_same_trace_bit_for_bit():
+    cfg = RunConfig(model="bert-base", chip="trn1", batch=2)
+    a, b = simulate(cfg), simulate(cfg)
+    for name in a.events:
+        assert np.array_equal(a.events[name], b.events[name]), name
+    assert dict(a.meta) == dict(b.meta)
+    for name in a.counters:
+        assert np.array_equal(a.counters[name].value, b.counters[name].value)
+
+
+def test_bert_large_flops_match_the_analytic_count(run):
+    trace = run("bert-large", "trn1")
+    tokens, hidden, inter, layers = 128, 1024, 4096, 24
+    analytic = layers * (2 * tokens * (4 * hidden * hidden + 2 * hidden * inter) + 4 * tokens * tokens * hidden)
+    matmul = trace.events["flops"][trace.events["track"] == trace.track_index("tensor")].sum()
+    assert matmul == pytest.approx(analytic, rel=0.03)

@@ -1,0 +1,87 @@
+"""Model presets and user config.json files."""
+
+import json
+
+import pytest
+
+from sim.errors import ConfigError, DoesNotFitError, UnknownNameError
+from sim.run import RunConfig, simulate
+from sim.workloads import Phase, build_program, get_model, preset_names
+
+PUBLISHED_PARAMS = {  # model cards: parameters including embeddings, +-5% for heads and tied weights
+    "bert-base": 110e6, "bert-large": 335e6, "roberta-large": 355e6, "distilbert": 66e6, "gpt2": 124e6,
+    "llama-3-8b": 8.03e9, "resnet50": 25.6e6, "vit-base": 86e6, "electra-large": 335e6,
+}
+
+
+def params(name):
+    spec = get_model(name)
+    return sum(op.params for op in build_program(spec, Phase(1, spec.default_seq, spec.default_seq), 2).ops)
+
+
+def test_every_preset_the_issue_names_exists():
+    for name in [*PUBLISHED_PARAMS, "encoder-mlp"]:
+        assert name in preset_names()
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_PARAMS))
+def test_preset_parameter_counts_match_the_model_cards(name):
+    assert params(name) == pytest.approx(PUBLISHED_PARAMS[name], rel=0.06)
+
+
+def test_encoder_mlp_has_a_few_hundred_million_parameters():
+    assert 150e6 < params("encoder-mlp") < 900e6
+
+
+def test_a_user_config_json_is_simulated_like_a_preset(tmp_path):
+    cfg = {"model_type": "bert", "hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8,
+           "intermediate_size": 2048, "vocab_size": 30522}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    trace = simulate(RunConfig(model=str(path), chip="trn1"))
+    assert trace.meta["model_type"] == "bert"
+    assert sum(1 for n in trace.layer_names if n.endswith(".attention")) == 4
+
+
+def test_unsupported_model_type_names_what_is_supported(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "whisper"}))
+    with pytest.raises(ConfigError, match="unsupported model_type 'whisper'.*supported are"):
+        get_model(str(path))
+
+
+@pytest.mark.parametrize("text, message", [("{not json", "not valid JSON"), ("[1, 2]", "JSON object"),
+                                            ('{"model_type": "bert"}', "lacks hidden_size")])
+def test_broken_config_files_give_one_line_errors(tmp_path, text, message):
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message) as info:
+        get_model(str(path))
+    assert "\n" not in str(info.value)
+
+
+def test_unknown_names_and_bad_numbers_are_rejected():
+    with pytest.raises(UnknownNameError, match="unknown model 'bert-huge'"):
+        simulate(RunConfig(model="bert-huge", chip="trn1"))
+    with pytest.raises(ConfigError, match="batch must be a positive integer"):
+        simulate(RunConfig(model="bert-base", chip="trn1", batch=-4))
+    with pytest.raises(ConfigError, match="decode mode needs a GPT-style decoder"):
+        simulate(RunConfig(model="bert-base", chip="trn1", mode="decode"))
+    with pytest.raises(ConfigError, match="at most 512 positions"):
+        simulate(RunConfig(model="bert-base", chip="trn1", seq=1024))
+    with pytest.raises(ConfigError, match="does not run fp8"):
+        simulate(RunConfig(model="bert-base", chip="inf1", dtype="fp8"))
+
+
+def test_a_model_too_big_for_the_instance_is_refused():
+    with pytest.raises(DoesNotFitError, match="does not fit on inf2.xlarge"):
+        simulate(RunConfig(model="llama-3-8b", instance="inf2.xlarge", mode="decode", cores=1))
+
+
+def test_default_deployment_splits_a_large_model_over_the_fewest_cores(run):
+    trace = run("llama-3-8b", "inf2", mode="decode", seq=128, new_tokens=16)
+    assert trace.meta["cores_per_copy"] == 2
+    small = run("bert-base", "trn1")
+    assert (small.meta["cores_per_copy"], small.meta["copies"]) == (1, 2)
+    trn2 = run("bert-large", "trn2")
+    assert (trn2.meta["instance"], trn2.meta["lnc"], trn2.meta["copies"]) == ("trn2.48xlarge", 2, 64)
