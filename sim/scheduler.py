@@ -21,8 +21,6 @@ import numpy as np
 from sim.lowering import COLLECTIVE, DMA_READ, DMA_WRITE, EVAC, SCALAR, VECTOR, LoweredOp, Stage
 from sim.workloads.graph import Program
 
-MAX_FIXPOINT_ITERATIONS = 64
-
 
 def in_order(free_at: float, ready: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start and end times of instructions issued in order on one resource."""
@@ -31,6 +29,45 @@ def in_order(free_at: float, ready: np.ndarray, dur: np.ndarray) -> tuple[np.nda
     base = np.maximum.accumulate(np.maximum(ready - before, free_at))
     start = base + before
     return start, start + dur
+
+
+def _pipeline_free(stages: list[Stage], n: int, ready0: list[float], free: list[float]):
+    """Stages with unbounded buffers between them: one vectorised in-order scan per stage."""
+    out = []
+    for s, st in enumerate(stages):
+        ready = np.full(n, ready0[s])
+        if s:
+            np.maximum(ready, out[-1][1] + stages[s - 1].latency_s, out=ready)
+        out.append(in_order(free[s], ready, np.full(n, st.dur_s)))
+    return out
+
+
+def _pipeline_bounded(stages: list[Stage], n: int, ready0: list[float], free: list[float]):
+    """Stages coupled by bounded buffers: chunk by chunk, each stage in order.
+
+    Chunk ``j`` of stage ``s`` also waits until stage ``s+1`` has finished chunk
+    ``j - buffers`` (the buffer it will write into), which is already known at that point.
+    """
+    n_st = len(stages)
+    starts = [[0.0] * n for _ in range(n_st)]
+    ends = [[0.0] * n for _ in range(n_st)]
+    durs = [st.dur_s for st in stages]
+    lats = [st.latency_s for st in stages]
+    bufs = [st.buffers if 0 < st.buffers < n else 0 for st in stages]
+    free = list(free)
+    for j in range(n):
+        for s in range(n_st):
+            r = ready0[s]
+            if s:
+                r = max(r, ends[s - 1][j] + lats[s - 1])
+            b = bufs[s]
+            if b and j >= b:
+                r = max(r, ends[s + 1][j - b])
+            start = r if r > free[s] else free[s]
+            free[s] = start + durs[s]
+            starts[s][j] = start
+            ends[s][j] = free[s]
+    return [(np.array(a), np.array(e)) for a, e in zip(starts, ends, strict=True)]
 
 
 @dataclass
@@ -85,26 +122,14 @@ class CoreScheduler:
 
     def _solve(self, stages: list[Stage], n: int, ready0: list[float]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Start/end arrays of every stage of one op, honouring bounded buffers."""
-        bounded = any(0 < st.buffers < n for st in stages[:-1])
-        out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(stages)
-        for _ in range(MAX_FIXPOINT_ITERATIONS):
-            changed = False
-            for s, st in enumerate(stages):
-                ready = np.full(n, ready0[s])
-                if s > 0:
-                    np.maximum(ready, out[s - 1][1] + stages[s - 1].latency_s, out=ready)
-                nxt = out[s + 1] if s + 1 < len(stages) else None
-                if nxt is not None and 0 < st.buffers < n:
-                    np.maximum(ready[st.buffers:], nxt[1][:-st.buffers], out=ready[st.buffers:])
-                res = in_order(self.free[self._slot(st.resource)], ready, np.full(n, st.dur_s))
-                if out[s] is None or not np.array_equal(res[1], out[s][1]):
-                    changed = True
-                out[s] = res
-            if not bounded or not changed:
-                break
+        free = [float(self.free[self._slot(st.resource)]) for st in stages]
+        if any(0 < st.buffers < n for st in stages[:-1]):
+            out = _pipeline_bounded(stages, n, ready0, free)
+        else:
+            out = _pipeline_free(stages, n, ready0, free)
         for st, (_, end) in zip(stages, out, strict=True):
             self.free[self._slot(st.resource)] = end[-1]
-        return out  # type: ignore[return-value]
+        return out
 
     def _flush(self, pending: _PendingWrite | None) -> None:
         if pending is None:
