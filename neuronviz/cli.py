@@ -104,8 +104,71 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_simulate)
 
 
+def cmd_screenshot(args: argparse.Namespace) -> int:
+    """Render the main view (or one pane) headless, the playhead where asked, to a PNG."""
+    import os
+
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    import tempfile
+
+    from PySide6.QtCore import QSettings
+
+    from neuronviz.app import build_window, make_app
+    from neuronviz.export import parse_size, render, write_png
+    from neuronviz.files import open_runs
+
+    size = parse_size(args.size)
+    runs = [run for path in args.files for run in open_runs(path)] if args.files else None
+    make_app()
+    with tempfile.TemporaryDirectory() as tmp:  # never read or touch the user's window settings
+        window = build_window(runs, QSettings(f"{tmp}/settings.ini", QSettings.Format.IniFormat),
+                              path=args.files[0] if len(args.files) == 1 else "")
+        return _shoot(window, args, size, render, write_png)
+
+
+def _shoot(window, args: argparse.Namespace, size, render, write_png) -> int:
+    session = window.session
+    if args.time_us is not None:
+        session.set_playhead(args.time_us * 1e3 / session.max_duration_ns)
+    else:
+        session.set_playhead(args.at)
+    target = window
+    if args.pane is not None:
+        if not 1 <= args.pane <= len(window.panes):
+            raise UserError(f"--pane {args.pane}: the view has {len(window.panes)} pane(s)")
+        target = window.panes[args.pane - 1]
+        target.setParent(None)  # a top-level widget of its own, so it takes the requested size
+        target.show()
+    write_png(render(target, size), args.output)
+    print(f"wrote {args.output} ({size.width()}x{size.height()})")
+    return 0
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
+    return value
+
+
+def _add_screenshot(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("screenshot", help="render the view to a PNG without a display")
+    p.add_argument("files", nargs="*", help="trace files (default: the demo comparison)")
+    p.add_argument("-o", "--output", required=True, help="output .png")
+    p.add_argument("--size", default="1600x900", help="WIDTHxHEIGHT in pixels (default 1600x900)")
+    at = p.add_mutually_exclusive_group()
+    at.add_argument("--at", type=_fraction, default=0.5, help="playhead as a fraction of the longest run")
+    at.add_argument("--time-us", type=float, help="playhead time in microseconds")
+    p.add_argument("--pane", type=_positive_int, help="render only this pane (1 = first)")
+    p.set_defaults(func=cmd_screenshot)
+
+
 COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "simulate": _add_simulate,
+    "screenshot": _add_screenshot,
 }
 
 

@@ -159,7 +159,8 @@ def _step(starts: np.ndarray, ends: np.ndarray, amounts: np.ndarray) -> tuple[np
     """A step function from spans that each add ``amount`` while open."""
     if not len(starts):
         return np.zeros(1), np.zeros(1)
-    t = np.concatenate([starts, ends])
+    # round to picoseconds so a span ending where the next begins does not count twice
+    t = np.round(np.concatenate([starts, ends]), 3)
     d = np.concatenate([amounts, -amounts])
     order = np.argsort(t, kind="stable")
     t, v = t[order], np.cumsum(d[order])

@@ -70,6 +70,9 @@ def save_traces(path: str | os.PathLike, traces: Sequence[Trace]) -> None:
     except OSError as exc:
         raise TraceFileError(f"cannot write {target}: {exc.strerror or exc}") from None
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a saved trace is an ordinary file
         with os.fdopen(fd, "wb") as f:
             with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as zf:
                 zf.writestr(MANIFEST, json.dumps(manifest, allow_nan=False))

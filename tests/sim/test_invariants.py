@@ -93,3 +93,20 @@ def test_bert_large_flops_match_the_analytic_count(run):
     analytic = layers * (2 * tokens * (4 * hidden * hidden + 2 * hidden * inter) + 4 * tokens * tokens * hidden)
     matmul = trace.events["flops"][trace.events["track"] == trace.track_index("tensor")].sum()
     assert matmul == pytest.approx(analytic, rel=0.03)
+
+
+def test_busy_integral_matches_a_direct_sum():
+    from sim.metrics import BusyIntegral
+
+    start = np.array([0.0, 10.0, 25.0])
+    dur = np.array([5.0, 10.0, 5.0])
+    bi = BusyIntegral(start, dur)
+    assert bi.busy(np.array([-1.0, 0.0, 3.0, 7.0, 12.0, 27.0, 100.0])).tolist() == [0, 0, 3, 5, 7, 17, 20]
+    assert bi.fractions(np.array([0.0, 10.0, 20.0, 30.0])).tolist() == [0.5, 1.0, 0.5]
+
+
+def test_bandwidth_counters_never_exceed_the_core_dma_rate(trace):
+    chip = get_chip(trace.meta["chip"])
+    peak = core_bytes_per_s(chip, trace.meta["cores_active"])
+    assert trace.counters["hbm_read_bytes_per_s"].value.max() <= peak * (1 + 1e-9)
+    assert trace.counters["hbm_read_bytes_per_s"].value.max() > 0

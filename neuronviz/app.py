@@ -1,0 +1,44 @@
+"""Application wiring: QApplication, settings, session, main window, the files to open."""
+
+from __future__ import annotations
+
+import sys
+
+import pyqtgraph as pg
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QApplication
+
+from neuronviz.files import demo_runs
+from neuronviz.main_window import MainWindow
+from neuronviz.session import Run, Session
+from neuronviz.theme import palette
+
+
+def make_app() -> QApplication:
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("neuronviz")
+    app.setOrganizationName("neuronviz")
+    pal = palette()
+    pg.setConfigOptions(antialias=False, background=pal.background, foreground=pal.foreground)
+    return app
+
+
+def build_window(runs: list[Run] | None, settings: QSettings, path: str = "") -> MainWindow:
+    """A main window showing ``runs`` (the demo comparison when ``None``)."""
+    session = Session()
+    window = MainWindow(session, settings)
+    session.set_runs(demo_runs() if runs is None else runs, path=path)
+    return window
+
+
+def run_app(argv: list[str]) -> int:
+    """``neuronviz [FILE...]``: open the files (a bad one shows a dialog), or the animated demo."""
+    app = make_app()
+    window = build_window(None if not argv else [], QSettings())
+    window.show()
+    if argv:
+        window.open_files(argv)
+    else:
+        window.playback.set_playing(True)
+    return app.exec()
+

@@ -1,0 +1,159 @@
+"""Timeline rows rasterised with NumPy and drawn as one image per paint.
+
+Each visible pixel column of an engine row is coloured by the fraction of that column's time
+the engine was busy (exact, from the busy-time integral), so one paint costs O(pixels x log
+events) whatever the number of events: a million-event trace repaints as fast as a small one,
+and below one pixel the bars merge into a utilisation shade instead of disappearing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QColor, QFont, QImage, QPainter
+
+from sim.metrics import BusyIntegral
+
+MAX_COLUMNS = 8192
+ROW_FILL = 0.8  # fraction of a row's height the bars fill
+
+
+def _argb(color: QColor) -> int:
+    return (color.red() << 16) | (color.green() << 8) | color.blue()
+
+
+def visible_columns(item: pg.GraphicsObject, x0: float, x1: float) -> tuple[float, float, int] | None:
+    """The visible part of ``[x0, x1]`` in item coordinates and its width in device pixels."""
+    view = item.viewRect()
+    if view is None:
+        return None
+    a, b = max(view.left(), x0), min(view.right(), x1)
+    px = item.pixelWidth()
+    if b <= a or not px:
+        return None
+    return a, b, int(min(MAX_COLUMNS, max(1, np.ceil((b - a) / px))))
+
+
+class TrackRows(pg.GraphicsObject):
+    """Engine rows: row ``i`` spans y in ``[i, i+1)``; x is time in ns times ``x_scale``."""
+
+    def __init__(self, integrals: list[BusyIntegral], colors: list[QColor], duration_ns: float) -> None:
+        super().__init__()
+        self.integrals = integrals
+        self.rgb = np.array([_argb(c) for c in colors], dtype=np.uint32)
+        self.duration_ns = duration_ns
+        self.x_scale = 1.0
+
+    def set_x_scale(self, scale: float) -> None:
+        self.prepareGeometryChange()
+        self.x_scale = scale
+        self.update()
+
+    def boundingRect(self) -> QRectF:
+        return QRectF(0.0, 0.0, self.duration_ns * self.x_scale, float(len(self.integrals)))
+
+    def rasterise(self, x0: float, x1: float, columns: int) -> np.ndarray:
+        """ARGB pixels, one row per track, for ``columns`` columns between ``x0`` and ``x1``."""
+        edges_ns = np.linspace(x0, x1, columns + 1) / self.x_scale
+        frac = np.vstack([bi.fractions(edges_ns) for bi in self.integrals])
+        alpha = np.where(frac > 0, 90 + 165 * frac, 0).astype(np.uint32)
+        return (alpha << 24) | self.rgb[:, None]
+
+    def paint(self, p: QPainter, *args) -> None:
+        vis = visible_columns(self, 0.0, self.duration_ns * self.x_scale)
+        if vis is None or not self.integrals:
+            return
+        x0, x1, cols = vis
+        img = pg.functions.ndarray_to_qimage(np.ascontiguousarray(self.rasterise(x0, x1, cols)),
+                                             QImage.Format.Format_ARGB32)
+        p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
+        pad = (1.0 - ROW_FILL) / 2
+        for row in range(len(self.integrals)):
+            p.drawImage(QRectF(x0, row + pad, x1 - x0, ROW_FILL), img, QRectF(0, row, cols, 1))
+
+
+class LayerRow(pg.GraphicsObject):
+    """Layer spans in one row at ``y``: alternating shades, the selected layer highlighted,
+    names written inside spans wide enough to hold them."""
+
+    def __init__(self, names: tuple[str, ...], start_ns: np.ndarray, end_ns: np.ndarray, y: float,
+                 shades: tuple[QColor, QColor], highlight: QColor, text: QColor) -> None:
+        super().__init__()
+        order = np.argsort(start_ns, kind="stable")
+        self.order = order
+        self.names = names
+        self.start = np.asarray(start_ns, dtype=np.float64)[order]
+        self.end = np.asarray(end_ns, dtype=np.float64)[order]
+        self.y = y
+        self.shades = np.array([_argb(shades[0]), _argb(shades[1])], dtype=np.uint32) | np.uint32(0xFF000000)
+        self.highlight = np.uint32(_argb(highlight) | 0xFF000000)
+        self.text_color = text
+        self.selected = -1  # index into names
+        self.x_scale = 1.0
+
+    def set_x_scale(self, scale: float) -> None:
+        self.prepareGeometryChange()
+        self.x_scale = scale
+        self.update()
+
+    def set_selected(self, name: str) -> None:
+        self.selected = self.names.index(name) if name in self.names else -1
+        self.update()
+
+    def boundingRect(self) -> QRectF:
+        end = float(self.end.max()) if len(self.end) else 0.0
+        return QRectF(0.0, self.y, end * self.x_scale, 1.0)
+
+    def span_at(self, t_ns: float) -> int:
+        """Index (into ``names``) of the layer span covering ``t_ns``, or -1."""
+        i = int(np.searchsorted(self.start, t_ns, side="right")) - 1
+        if i >= 0 and t_ns < self.end[i]:
+            return int(self.order[i])
+        return -1
+
+    def _pixels(self, x0: float, x1: float, cols: int) -> np.ndarray:
+        centres = (x0 + (np.arange(cols) + 0.5) * (x1 - x0) / cols) / self.x_scale
+        i = np.searchsorted(self.start, centres, side="right") - 1
+        ic = np.clip(i, 0, None)
+        inside = (i >= 0) & (centres < self.end[ic])
+        px = np.where(inside, self.shades[ic % 2], np.uint32(0))
+        if self.selected >= 0:
+            px = np.where(inside & (self.order[ic] == self.selected), self.highlight, px)
+        return px.astype(np.uint32)
+
+    def paint(self, p: QPainter, *args) -> None:
+        if not len(self.start):
+            return
+        vis = visible_columns(self, 0.0, float(self.end.max()) * self.x_scale)
+        if vis is None:
+            return
+        x0, x1, cols = vis
+        img = pg.functions.ndarray_to_qimage(np.ascontiguousarray(self._pixels(x0, x1, cols)[None, :]),
+                                             QImage.Format.Format_ARGB32)
+        p.drawImage(QRectF(x0, self.y + 0.1, x1 - x0, 0.8), img, QRectF(0, 0, cols, 1))
+        self._labels(p, x0, x1)
+
+    def _labels(self, p: QPainter, x0: float, x1: float) -> None:
+        lo = int(np.searchsorted(self.end, x0 / self.x_scale))
+        hi = int(np.searchsorted(self.start, x1 / self.x_scale))
+        if hi - lo > 400:
+            return
+        tr = p.transform()
+        p.save()
+        p.resetTransform()
+        font = QFont()
+        font.setPointSizeF(8.0)
+        p.setFont(font)
+        metrics = p.fontMetrics()
+        for i in range(lo, hi):
+            a = tr.map(QPointF(max(self.start[i] * self.x_scale, x0), self.y + 0.1))
+            b = tr.map(QPointF(min(self.end[i] * self.x_scale, x1), self.y + 0.9))
+            rect = QRectF(a, b).normalized().adjusted(3, 0, -3, 0)
+            name = self.names[self.order[i]].rsplit("/", 1)[-1]
+            if rect.width() > metrics.horizontalAdvance(name[:4]) + 4:
+                selected = int(self.order[i]) == self.selected
+                p.setPen(QColor("white") if selected else self.text_color)
+                p.drawText(rect, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,
+                           metrics.elidedText(name, Qt.TextElideMode.ElideRight, int(rect.width())))
+        p.restore()

@@ -1,0 +1,272 @@
+"""The main window only arranges: panes in a grid, playback bar, docks, menus and shortcuts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtGui import QAction, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFileDialog,
+    QGridLayout,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from neuronviz.files import NATIVE_SUFFIX, open_runs, save_runs
+from neuronviz.runner import SimulationRunner
+from neuronviz.session import Session
+from neuronviz.widgets.layer_details import LayerDetails
+from neuronviz.widgets.pane import ComparisonPane
+from neuronviz.widgets.playback import PlaybackBar
+from neuronviz.widgets.run_panel import RunPanel
+from neuronviz.widgets.summary import SummaryTable
+from sim.errors import SimError
+
+MAX_RECENT = 10
+SUMMARY_HEIGHT = 150
+ZOOM_STEP = 1.25
+PAN_STEP = 0.1
+PLAYHEAD_STEP = 0.01
+SHORTCUTS = (
+    ("Space", "play / pause"), ("Left / Right", "move the playhead by 1%"), ("Home / End", "start / end"),
+    ("+ / - or W / S", "zoom in / out around the playhead"), ("A / D", "pan left / right"),
+    ("F", "fit the whole run"), ("Esc", "clear the layer selection"), ("Ctrl+wheel, drag", "zoom, pan"),
+)
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, session: Session, settings: QSettings) -> None:
+        super().__init__()
+        self.session, self.settings = session, settings
+        self.runner = SimulationRunner(self)
+        self.panes: list[ComparisonPane] = []
+        self.grid_host = QWidget()
+        self.grid = QGridLayout(self.grid_host)
+        self.grid.setContentsMargins(2, 2, 2, 2)
+        self.grid.setSpacing(4)
+        self.empty = QLabel("Open a trace (File > Open) or simulate one (Run panel).")
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.playback = PlaybackBar(session)
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.grid_host, 1)
+        layout.addWidget(self.playback)
+        self.setCentralWidget(central)
+        self.summary = SummaryTable(session)
+        self.details = LayerDetails(session)
+        self.run_panel = RunPanel(session, self.runner)
+        self._dock("Summary", self.summary, Qt.DockWidgetArea.BottomDockWidgetArea)
+        details = self._dock("Layer details", self.details, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.findChild(QDockWidget, "Summary"), details)
+        self.findChild(QDockWidget, "Summary").raise_()
+        run_dock = self._dock("Run", self.run_panel, Qt.DockWidgetArea.RightDockWidgetArea)
+        run_dock.hide()
+        self.resizeDocks([details], [SUMMARY_HEIGHT], Qt.Orientation.Vertical)
+        self._menus(run_dock)
+        self._shortcuts()
+        self.setAcceptDrops(True)
+        session.sig_runs_changed.connect(self.rebuild_panes)
+        self.rebuild_panes()
+        self.resize(1600, 1000)
+        geometry = settings.value("window/geometry")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        state = settings.value("window/state")
+        if state is not None:
+            self.restoreState(state)
+
+    # --- layout ---------------------------------------------------------------------------
+    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(title)
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        return dock
+
+    def rebuild_panes(self) -> None:
+        for pane in self.panes:
+            self.grid.removeWidget(pane)
+            pane.deleteLater()
+        self.grid.removeWidget(self.empty)
+        self.empty.setParent(None)
+        runs = self.session.runs
+        self.panes = [ComparisonPane(self.session, run) for run in runs]
+        cols = 1 if len(runs) <= 1 else (2 if len(runs) <= 4 else 3)
+        for i, pane in enumerate(self.panes):
+            self.grid.addWidget(pane, i // cols, i % cols)
+            if i:
+                pane.timeline.setXLink(self.panes[0].timeline)
+        if not self.panes:
+            self.grid.addWidget(self.empty, 0, 0)
+        self.fit()
+        self._update_title()
+
+    def fit(self) -> None:
+        """Show every run whole (the shared axis spans the longest run)."""
+        if self.panes:
+            end = 1.0 if self.session.normalised else self.session.max_duration_ns
+            self.panes[0].timeline.setXRange(0.0, end, padding=0.01)
+
+    def _update_title(self) -> None:
+        name = Path(self.session.path).name if self.session.path else (
+            "demo comparison" if any(r.source == "demo" for r in self.session.runs) else "")
+        self.setWindowTitle(f"neuronviz — {name}" if name else "neuronviz")
+
+    # --- menus and shortcuts ----------------------------------------------------------------
+    def _menus(self, run_dock: QDockWidget) -> None:
+        file = self.menuBar().addMenu("&File")
+        self._action(file, "&Open…", self.open_dialog, QKeySequence.StandardKey.Open)
+        self.recent_menu = file.addMenu("Open &recent")
+        self._refresh_recent()
+        self._action(file, "&Save as…", self.save_dialog, QKeySequence.StandardKey.Save)
+        file.addSeparator()
+        self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+        view = self.menuBar().addMenu("&View")
+        self.normalise_action = self._action(view, "&Normalise each run to its own duration",
+                                             self._toggle_normalised, "N")
+        self.normalise_action.setCheckable(True)
+        self._action(view, "&Fit", self.fit, "F")
+        self.baseline_menu = view.addMenu("&Baseline")
+        self.baseline_menu.aboutToShow.connect(self._fill_baseline_menu)
+        view.addSeparator()
+        for dock in self.findChildren(QDockWidget):
+            view.addAction(dock.toggleViewAction())
+        run = self.menuBar().addMenu("&Run")
+        self._action(run, "&Simulate…", lambda: (run_dock.show(), run_dock.raise_()), "Ctrl+R")
+        help_menu = self.menuBar().addMenu("&Help")
+        self._action(help_menu, "&Keyboard shortcuts", self.show_shortcuts, "?")
+
+    def _action(self, menu, text: str, slot, shortcut=None) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        action.triggered.connect(slot)
+        menu.addAction(action)
+        return action
+
+    def _shortcuts(self) -> None:
+        keys = {
+            "Space": self.playback.toggle, "Right": lambda: self.playback.step(PLAYHEAD_STEP),
+            "Left": lambda: self.playback.step(-PLAYHEAD_STEP), "Home": lambda: self.session.set_playhead(0.0),
+            "End": lambda: self.session.set_playhead(1.0), "+": lambda: self.zoom(1 / ZOOM_STEP),
+            "=": lambda: self.zoom(1 / ZOOM_STEP), "-": lambda: self.zoom(ZOOM_STEP),
+            "W": lambda: self.zoom(1 / ZOOM_STEP), "S": lambda: self.zoom(ZOOM_STEP),
+            "A": lambda: self.pan(-PAN_STEP), "D": lambda: self.pan(PAN_STEP),
+            "Escape": lambda: self.session.select_layer(""),
+        }
+        for key, slot in keys.items():
+            QShortcut(QKeySequence(key), self, slot, context=Qt.ShortcutContext.WindowShortcut)
+
+    def _playhead_x(self) -> float:
+        return self.session.playhead * (1.0 if self.session.normalised else self.session.max_duration_ns)
+
+    def zoom(self, factor: float) -> None:
+        """Zoom every pane (they are linked) around the playhead; ``factor`` < 1 zooms in."""
+        if not self.panes:
+            return
+        (x0, x1), _ = self.panes[0].timeline.viewRange()
+        c = min(max(self._playhead_x(), x0), x1)
+        self.panes[0].timeline.setXRange(c - (c - x0) * factor, c + (x1 - c) * factor, padding=0)
+
+    def pan(self, fraction: float) -> None:
+        if not self.panes:
+            return
+        (x0, x1), _ = self.panes[0].timeline.viewRange()
+        dx = (x1 - x0) * fraction
+        self.panes[0].timeline.setXRange(x0 + dx, x1 + dx, padding=0)
+
+    def _toggle_normalised(self, on: bool) -> None:
+        self.session.set_normalised(on)
+        self.fit()
+
+    def _fill_baseline_menu(self) -> None:
+        self.baseline_menu.clear()
+        for i, run in enumerate(self.session.runs):
+            action = self.baseline_menu.addAction(run.title)
+            action.setCheckable(True)
+            action.setChecked(i == self.session.baseline)
+            action.triggered.connect(lambda _=False, i=i: self.session.set_baseline(i))
+
+    def show_shortcuts(self) -> None:
+        rows = "".join(f"<tr><td><b>{k}</b></td><td>{v}</td></tr>" for k, v in SHORTCUTS)
+        QMessageBox.information(self, "Keyboard shortcuts", f"<table>{rows}</table>")
+
+    # --- files ------------------------------------------------------------------------------
+    def open_dialog(self) -> None:
+        paths, _ = QFileDialog.getOpenFileNames(self, "Open traces", self._last_dir(),
+                                                f"neuronviz traces (*{NATIVE_SUFFIX});;All files (*)")
+        if paths:
+            self.open_files(paths)
+
+    def open_files(self, paths: list[str], replace: bool = True) -> bool:
+        """Open ``paths``; a bad file shows its one-line reason and leaves the open runs alone."""
+        runs = []
+        for path in paths:
+            try:
+                runs.extend(open_runs(path))
+            except SimError as exc:
+                QMessageBox.warning(self, "Cannot open trace", str(exc))
+                return False
+            self._remember(path)
+        if replace:
+            self.session.set_runs(runs, path=paths[0] if len(paths) == 1 else "")
+        else:
+            self.session.add_runs(runs)
+        return True
+
+    def save_dialog(self) -> None:
+        if not self.session.runs:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, "Save traces", self._last_dir(),
+                                              f"neuronviz traces (*{NATIVE_SUFFIX})")
+        if path:
+            self.save_to(path if path.endswith(NATIVE_SUFFIX) else path + NATIVE_SUFFIX)
+
+    def save_to(self, path: str) -> bool:
+        try:
+            save_runs(path, self.session.runs)
+        except SimError as exc:
+            QMessageBox.warning(self, "Cannot save", str(exc))
+            return False
+        self.session.path = path
+        self._remember(path)
+        self._update_title()
+        return True
+
+    def _last_dir(self) -> str:
+        recent = self.settings.value("files/recent", []) or []
+        return str(Path(recent[0]).parent) if recent else ""
+
+    def _remember(self, path: str) -> None:
+        recent = [p for p in (self.settings.value("files/recent", []) or []) if p != path]
+        self.settings.setValue("files/recent", [str(Path(path).resolve()), *recent][:MAX_RECENT])
+        self._refresh_recent()
+
+    def _refresh_recent(self) -> None:
+        self.recent_menu.clear()
+        recent = self.settings.value("files/recent", []) or []
+        for path in recent:
+            action = self.recent_menu.addAction(path)
+            action.triggered.connect(lambda _=False, p=path: self.open_files([p]))
+        self.recent_menu.setEnabled(bool(recent))
+
+    def dragEnterEvent(self, event) -> None:
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:
+        paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
+        if paths:
+            self.open_files(paths)
+
+    def closeEvent(self, event) -> None:
+        self.runner.cancel()
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/state", self.saveState())
+        super().closeEvent(event)

@@ -1,0 +1,61 @@
+"""Simulations off the GUI thread. Each request has a generation id; results of a request that
+was cancelled or superseded are dropped."""
+
+from __future__ import annotations
+
+import threading
+
+from PySide6.QtCore import QObject, Signal
+
+from neuronviz.session import Run
+from sim.errors import SimError
+from sim.run import RunConfig, simulate
+
+
+class SimulationRunner(QObject):
+    sig_progress = Signal(int, int, int)  # generation, runs done, runs asked
+    sig_finished = Signal(int, list)  # generation, [Run]
+    sig_failed = Signal(int, str)  # generation, one-line reason
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._generation = 0
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self, configs: list[RunConfig]) -> int:
+        """Simulate ``configs`` in a worker thread; returns the request's generation id."""
+        with self._lock:
+            self._generation += 1
+            gen = self._generation
+        self._thread = threading.Thread(target=self._work, args=(gen, configs), daemon=True)
+        self._thread.start()
+        return gen
+
+    def cancel(self) -> None:
+        """Drop the running request: its remaining runs are skipped and its results ignored."""
+        with self._lock:
+            self._generation += 1
+
+    def current(self, gen: int) -> bool:
+        with self._lock:
+            return gen == self._generation
+
+    def _work(self, gen: int, configs: list[RunConfig]) -> None:
+        runs = []
+        try:
+            for i, cfg in enumerate(configs):
+                if not self.current(gen):
+                    return
+                runs.append(Run(simulate(cfg), source="simulated"))
+                self.sig_progress.emit(gen, i + 1, len(configs))
+        except SimError as exc:
+            if self.current(gen):
+                self.sig_failed.emit(gen, str(exc))
+            return
+        if self.current(gen):
+            self.sig_finished.emit(gen, runs)

@@ -1,0 +1,105 @@
+"""Application state: the open runs, the playhead, the view, the selection. Narrow signals.
+
+Panes subscribe to the session; no pane reaches into another. Time is in nanoseconds of the
+shared axis; in normalised mode every pane maps the same fraction of its own run instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from PySide6.QtCore import QObject, Signal
+
+from neuronviz.trace_view import TraceView
+from sim.metrics import RunMetrics, compute_metrics
+from sim.trace import Trace
+
+
+@dataclass(eq=False)
+class Run:
+    """One open trace with its derived metrics and where it came from."""
+
+    trace: Trace
+    source: str = ""
+
+    @cached_property
+    def metrics(self) -> RunMetrics:
+        return compute_metrics(self.trace)
+
+    @cached_property
+    def view(self) -> TraceView:
+        return TraceView(self.trace)
+
+    @property
+    def duration_ns(self) -> float:
+        return max(self.trace.duration_ns, 1.0)
+
+    @property
+    def title(self) -> str:
+        m = self.trace.meta
+        return f"{m.get('chip_name', m.get('chip', '?'))} · {m.get('instance', '')}".strip(" ·")
+
+
+class Session(QObject):
+    sig_runs_changed = Signal()
+    sig_playhead_moved = Signal(float)  # fraction of the longest run, 0..1
+    sig_selection_changed = Signal(str)  # layer name, "" for none
+    sig_time_mode_changed = Signal(bool)  # True: each pane normalised to its own duration
+    sig_baseline_changed = Signal(int)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: list[Run] = []
+        self.playhead = 0.0
+        self.selected_layer = ""
+        self.normalised = False
+        self.baseline = 0
+        self.path = ""  # the file the comparison was opened from or saved to
+
+    @property
+    def max_duration_ns(self) -> float:
+        return max((r.duration_ns for r in self.runs), default=1.0)
+
+    def time_of(self, run: Run) -> float:
+        """The playhead as a time (ns) in ``run``."""
+        if self.normalised:
+            return self.playhead * run.duration_ns
+        return self.playhead * self.max_duration_ns
+
+    def set_runs(self, runs: list[Run], path: str = "") -> None:
+        self.runs = list(runs)
+        self.path = path
+        self.baseline = 0
+        self.selected_layer = ""
+        self.sig_runs_changed.emit()
+
+    def add_runs(self, runs: list[Run]) -> None:
+        self.runs.extend(runs)
+        self.sig_runs_changed.emit()
+
+    def remove_run(self, index: int) -> None:
+        del self.runs[index]
+        self.baseline = min(self.baseline, max(0, len(self.runs) - 1))
+        self.sig_runs_changed.emit()
+
+    def set_playhead(self, fraction: float) -> None:
+        fraction = min(1.0, max(0.0, fraction))
+        if fraction != self.playhead:
+            self.playhead = fraction
+            self.sig_playhead_moved.emit(fraction)
+
+    def select_layer(self, name: str) -> None:
+        if name != self.selected_layer:
+            self.selected_layer = name
+            self.sig_selection_changed.emit(name)
+
+    def set_normalised(self, on: bool) -> None:
+        if on != self.normalised:
+            self.normalised = on
+            self.sig_time_mode_changed.emit(on)
+
+    def set_baseline(self, index: int) -> None:
+        if 0 <= index < len(self.runs) and index != self.baseline:
+            self.baseline = index
+            self.sig_baseline_changed.emit(index)

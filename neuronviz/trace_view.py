@@ -1,0 +1,106 @@
+"""Per-track indexes of a Trace for drawing and picking: sorted events, busy integrals, layers.
+
+Built once per open run; everything a pane needs at 60 frames per second is a lookup here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.metrics import BusyIntegral
+from sim.trace import Trace
+
+ENGINE_ORDER = ("tensor", "vector", "scalar", "gpsimd", "dma_read", "dma_write", "collective")
+
+
+@dataclass(frozen=True)
+class EventInfo:
+    track: str
+    op: str
+    layer: str
+    start_ns: float
+    dur_ns: float
+    flops: float
+    nbytes: float
+
+
+class TraceView:
+    """Rows to draw (tracks that have events, engines first) and fast queries on them."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        ev = trace.events
+        present = [i for i in range(len(trace.tracks)) if np.any(ev["track"] == i)]
+        rank = {k: n for n, k in enumerate(ENGINE_ORDER)}
+        self.rows = sorted(present, key=lambda i: (trace.tracks[i].core, rank.get(trace.tracks[i].kind, 99), i))
+        self.row_names = [trace.tracks[i].name for i in self.rows]
+        self.row_kinds = [trace.tracks[i].kind for i in self.rows]
+        self._idx = []
+        self.integrals = []
+        for track in self.rows:
+            idx = np.flatnonzero(ev["track"] == track)
+            idx = idx[np.argsort(ev["start_ns"][idx], kind="stable")]
+            self._idx.append(idx)
+            self.integrals.append(BusyIntegral(ev["start_ns"][idx], ev["dur_ns"][idx]))
+
+    def event_at(self, row: int, t_ns: float) -> EventInfo | None:
+        """The event of ``row`` covering ``t_ns`` (or the nearest one within ``slack``)."""
+        if not 0 <= row < len(self.rows):
+            return None
+        bi, idx = self.integrals[row], self._idx[row]
+        i = int(np.searchsorted(bi.start, t_ns, side="right")) - 1
+        if i < 0 or t_ns > bi.start[i] + bi.dur[i]:
+            return None
+        e = int(idx[i])
+        ev, tr = self.trace.events, self.trace
+        layer = int(ev["layer"][e])
+        return EventInfo(
+            track=tr.tracks[int(ev["track"][e])].name, op=tr.op_names[int(ev["op"][e])],
+            layer=tr.layer_names[layer] if 0 <= layer < len(tr.layer_names) else "",
+            start_ns=float(ev["start_ns"][e]), dur_ns=float(ev["dur_ns"][e]),
+            flops=float(ev["flops"][e]), nbytes=float(ev["bytes"][e]),
+        )
+
+    def activity(self, t_ns: float, window_ns: float) -> dict[str, float]:
+        """Busy fraction of each engine kind (core 0) in a window centred on ``t_ns``."""
+        edges = np.array([t_ns - window_ns / 2, t_ns + window_ns / 2])
+        out: dict[str, float] = {}
+        for kind, track, bi in zip(self.row_kinds, self.rows, self.integrals, strict=True):
+            if self.trace.tracks[track].core == 0:
+                out[kind] = max(out.get(kind, 0.0), float(bi.fractions(edges)[0]))
+        return out
+
+    def utilization_series(self, bins: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Bin centres (ns) and each row kind's busy fraction per bin over the whole run."""
+        dur = max(self.trace.duration_ns, 1.0)
+        t0 = float(self.trace.events["start_ns"].min()) if self.trace.n_events else 0.0
+        edges = np.linspace(t0, t0 + dur, bins + 1)
+        centres = (edges[:-1] + edges[1:]) / 2
+        return centres, {kind: bi.fractions(edges) for kind, bi in zip(self.row_kinds, self.integrals, strict=True)}
+
+
+@dataclass(frozen=True)
+class LayerComparison:
+    """One layer of one run: its time and what bounded it."""
+
+    duration_ns: float
+    bound: str  # the busiest engine kind over the span ("memory" for DMA)
+    busy: dict[str, float]  # busy fraction of each row kind over the span
+
+
+def compare_layer(view: TraceView, name: str) -> LayerComparison | None:
+    """Time and bottleneck of the first layer span called ``name`` in ``view``'s trace."""
+    tr = view.trace
+    if name not in tr.layer_names:
+        return None
+    i = tr.layer_names.index(name)
+    a, b = float(tr.layer_start_ns[i]), float(tr.layer_end_ns[i])
+    edges = np.array([a, max(b, a + 1e-9)])
+    busy: dict[str, float] = {}
+    for kind, bi in zip(view.row_kinds, view.integrals, strict=True):
+        busy[kind] = max(busy.get(kind, 0.0), float(bi.fractions(edges)[0]))
+    top = max(busy, key=busy.get) if busy else ""
+    bound = {"dma_read": "memory", "dma_write": "memory"}.get(top, top)
+    return LayerComparison(b - a, bound, busy)

@@ -1,0 +1,279 @@
+"""One comparison pane: header, chip diagram, engine/layer timeline and counter tracks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, Qt, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
+
+from neuronviz.items.raster import LayerRow, TrackRows
+from neuronviz.items.time_axis import TimeAxis
+from neuronviz.session import Run, Session
+from neuronviz.theme import ENGINE_LABELS, engine_color, palette
+from neuronviz.widgets.chip_diagram import ChipDiagram, ChipState
+
+UTILIZATION_BINS = 400
+COUNTER_PLOT_HEIGHT = 70
+ACTIVITY_WINDOW = 0.01  # chip diagram activity: busy fraction over 1% of the run around the playhead
+
+
+def _fmt_time(ns: float) -> str:
+    if ns >= 1e6:
+        return f"{ns / 1e6:.3f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.2f} µs"
+    return f"{ns:.0f} ns"
+
+
+def _fmt_si(value: float, unit: str) -> str:
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.2f} {prefix}{unit}"
+    return f"{value:.0f} {unit}"
+
+
+def header_html(run: Run, baseline: Run | None) -> str:
+    """The pane header: what ran where, and how fast and how cheap."""
+    m, met = run.trace.meta, run.metrics
+    model = f"{m.get('model', '?')} · {m.get('mode', '')} · batch {m.get('batch', '?')} · seq {m.get('seq', '?')}"
+    if m.get("dtype"):
+        model += f" · {m['dtype']}"
+    if m.get("mode") == "decode":
+        lat = f"TTFT {met.time_to_first_token_s * 1e3:.2f} ms · {met.per_token_s * 1e3:.2f} ms/token"
+        unit = "tok/s"
+    else:
+        lat = f"latency {met.latency_s * 1e3:.3f} ms"
+        unit = "/s"
+    cost = "n/a" if met.cost_per_million_usd is None else f"${met.cost_per_million_usd:.3f}"
+    speed = ""
+    if baseline is not None and baseline is not run:
+        ratio = baseline.metrics.latency_s / met.latency_s if met.latency_s else 0.0
+        speed = f" · <b>{ratio:.2f}×</b> vs {baseline.trace.meta.get('chip', 'baseline')}"
+    elif baseline is run:
+        speed = " · baseline"
+    cores = f"{m.get('cores_per_copy', 1)} core(s)/copy × {m.get('copies', 1)} copies" if "copies" in m else ""
+    return (f"<b>{run.title}</b> &nbsp; {model} &nbsp; <span style='color:gray'>{cores}</span><br>"
+            f"{lat} · {met.throughput_per_s:,.1f} {unit} · {cost} per million{speed}")
+
+
+class ComparisonPane(QWidget):
+    """Draws one run; reads the session, never other panes."""
+
+    sig_layer_clicked = Signal(str)
+
+    def __init__(self, session: Session, run: Run, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.session, self.run = session, run
+        self.view = run.view
+        self.header = QLabel()
+        self.header.setTextFormat(Qt.TextFormat.RichText)
+        self.header.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.diagram = ChipDiagram()
+        self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.setBackground(palette().background)
+        self._build_plots()
+        body = QHBoxLayout()
+        body.setContentsMargins(0, 0, 0, 0)
+        body.addWidget(self.diagram)
+        body.addWidget(self.graphics, 1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.header)
+        layout.addLayout(body, 1)
+        session.sig_playhead_moved.connect(self.show_playhead)
+        session.sig_selection_changed.connect(self.layers.set_selected)
+        session.sig_time_mode_changed.connect(self.apply_time_mode)
+        session.sig_baseline_changed.connect(self.refresh_header)
+        self.refresh_header()
+        self.apply_time_mode(session.normalised)
+        self.layers.set_selected(session.selected_layer)
+        self.show_playhead()
+
+    # --- construction -------------------------------------------------------------------
+    def _build_plots(self) -> None:
+        pal = palette()
+        tr, view = self.run.trace, self.view
+        n_rows = len(view.rows)
+        self.time_axis = TimeAxis()
+        self.timeline = self.graphics.addPlot(row=0, col=0, axisItems={"bottom": self.time_axis})
+        self.timeline.setMinimumHeight(24 + 18 * (n_rows + 1))
+        self.timeline.setMouseEnabled(x=True, y=False)
+        self.timeline.invertY(True)
+        self.timeline.hideButtons()
+        self.timeline.setMenuEnabled(False)
+        self.timeline.setYRange(-1, n_rows, padding=0.02)
+        ticks = [(-0.5, "Layers")] + [(i + 0.5, ENGINE_LABELS.get(k, n)) for i, (k, n) in
+                                       enumerate(zip(view.row_kinds, view.row_names, strict=True))]
+        left = self.timeline.getAxis("left")
+        left.setTicks([ticks, []])
+        left.setWidth(70)
+        self.timeline.getAxis("bottom").setStyle(showValues=True)
+        self.rows_item = TrackRows(view.integrals, [engine_color(k) for k in view.row_kinds], self.run.duration_ns)
+        self.timeline.addItem(self.rows_item)
+        self.layers = LayerRow(tr.layer_names, tr.layer_start_ns, tr.layer_end_ns, -1.0,
+                               (QColor(pal.layer_a), QColor(pal.layer_b)), QColor("#d1495b"), QColor(pal.foreground))
+        self.timeline.addItem(self.layers)
+        self.util_plot = self._counter_plot(1, "busy %", (0, 105))
+        centres, series = view.utilization_series(UTILIZATION_BINS)
+        self.curves: list[tuple[pg.PlotDataItem, np.ndarray]] = []
+        for kind, frac in series.items():
+            if kind in ("tensor", "vector", "scalar", "gpsimd"):
+                self._curve(self.util_plot, centres, 100 * frac, kind)
+        self.mem_plot = self._counter_plot(2, "SRAM %", (0, 105))
+        self.bw_plot = self._counter_plot(3, "GB/s", None)
+        self._counter_curves()
+        self.playheads = []
+        for plot in (self.timeline, self.util_plot, self.mem_plot, self.bw_plot):
+            line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(pal.playhead, width=1.5))
+            plot.addItem(line, ignoreBounds=True)
+            self.playheads.append(line)
+        for plot in (self.util_plot, self.mem_plot, self.bw_plot):
+            plot.setMaximumHeight(COUNTER_PLOT_HEIGHT)
+        scene = self.graphics.scene()
+        scene.sigMouseMoved.connect(self._hover)
+        scene.sigMouseClicked.connect(self._click)
+
+    def _counter_plot(self, row: int, label: str, yrange: tuple[float, float] | None) -> pg.PlotItem:
+        plot = self.graphics.addPlot(row=row, col=0)
+        plot.setXLink(self.timeline)
+        plot.setMouseEnabled(x=True, y=False)
+        plot.hideButtons()
+        plot.setMenuEnabled(False)
+        plot.getAxis("left").setWidth(70)
+        plot.getAxis("left").setLabel(label)
+        plot.getAxis("bottom").setStyle(showValues=False)
+        plot.addLegend(offset=(-4, 2), labelTextSize="7pt", colCount=4)
+        if yrange:
+            plot.setYRange(*yrange, padding=0)
+        else:
+            plot.enableAutoRange(axis="y")
+        return plot
+
+    def _curve(self, plot: pg.PlotItem, x: np.ndarray, y: np.ndarray, kind: str, name: str | None = None,
+               style: Qt.PenStyle = Qt.PenStyle.SolidLine) -> None:
+        item = plot.plot(x, y, pen=pg.mkPen(engine_color(kind), width=1.5, style=style),
+                         name=name or ENGINE_LABELS.get(kind, kind))
+        item.setClipToView(True)
+        item.setDownsampling(auto=True, method="peak")
+        self.curves.append((item, x))
+
+    def _counter_curves(self) -> None:
+        c = self.run.trace.counters
+        chip = self._chip()
+        sizes = {"sbuf_bytes": getattr(chip, "sbuf_bytes", None), "psum_bytes": getattr(chip, "psum_bytes", None)}
+        for name, kind, label in (("sbuf_bytes", "dma_read", "SBUF"), ("psum_bytes", "dma_write", "PSUM")):
+            if name in c and sizes[name]:
+                x, y = _steps(c[name].t_ns, c[name].value)
+                self._curve(self.mem_plot, x, 100 * y / sizes[name], kind, label)
+        for name, kind, label in (("hbm_read_bytes_per_s", "dma_read", "read"),
+                                  ("hbm_write_bytes_per_s", "dma_write", "write")):
+            if name in c:
+                x, y = _steps(c[name].t_ns, c[name].value)
+                self._curve(self.bw_plot, x, y / 1e9, kind, label)
+
+    def _chip(self):
+        from sim.errors import UnknownNameError
+        from sim.hardware.chip import get_chip
+
+        try:
+            return get_chip(str(self.run.trace.meta.get("chip", "")))
+        except UnknownNameError:
+            return None
+
+    # --- session reactions --------------------------------------------------------------
+    def refresh_header(self, *_: object) -> None:
+        runs = self.session.runs
+        baseline = runs[self.session.baseline] if runs else None
+        self.header.setText(header_html(self.run, baseline))
+
+    def apply_time_mode(self, normalised: bool) -> None:
+        scale = 1.0 / self.run.duration_ns if normalised else 1.0
+        self.time_axis.set_normalised(normalised)
+        self.rows_item.set_x_scale(scale)
+        self.layers.set_x_scale(scale)
+        for item, x in self.curves:
+            item.setData(x * scale, item.yData)
+        self.show_playhead()
+
+    def x_scale(self) -> float:
+        return 1.0 / self.run.duration_ns if self.session.normalised else 1.0
+
+    def show_playhead(self, *_: object) -> None:
+        t = self.session.time_of(self.run)
+        x = t * self.x_scale()
+        for line in self.playheads:
+            line.setValue(x)
+        self.diagram.set_state(self.chip_state(t))
+
+    def chip_state(self, t_ns: float) -> ChipState:
+        """The chip diagram at time ``t_ns`` of this run."""
+        m, c = self.run.trace.meta, self.run.trace.counters
+        chip = self._chip()
+        activity = self.view.activity(t_ns, ACTIVITY_WINDOW * self.run.duration_ns)
+        sbuf = c["sbuf_bytes"].at(t_ns) / chip.sbuf_bytes if chip and "sbuf_bytes" in c else 0.0
+        psum = c["psum_bytes"].at(t_ns) / chip.psum_bytes if chip and "psum_bytes" in c else 0.0
+        peak = chip.memory_bytes_per_s / chip.cores if chip else 1e12
+        engines = tuple(k for k in ("tensor", "vector", "scalar", "gpsimd") if k in self.view.row_kinds
+                        or (chip is not None and (k != "gpsimd" or chip.gpsimd is not None)))
+        return ChipState(
+            title=self.run.title, cores=int(m.get("cores_active", 1)) if chip else 1, engines=engines,
+            activity=activity, sbuf_fill=sbuf, psum_fill=psum,
+            memory_kind=chip.memory_kind if chip else "memory",
+            read_bytes_per_s=c["hbm_read_bytes_per_s"].at(t_ns) if "hbm_read_bytes_per_s" in c else 0.0,
+            write_bytes_per_s=c["hbm_write_bytes_per_s"].at(t_ns) if "hbm_write_bytes_per_s" in c else 0.0,
+            peak_bytes_per_s=peak,
+        )
+
+    # --- mouse --------------------------------------------------------------------------
+    def _data_point(self, scene_pos: QPointF) -> tuple[float, float] | None:
+        vb = self.timeline.getViewBox()
+        if not vb.sceneBoundingRect().contains(scene_pos):
+            return None
+        p = vb.mapSceneToView(scene_pos)
+        return p.x() / self.x_scale(), p.y()
+
+    def _hover(self, scene_pos: QPointF) -> None:
+        hit = self._data_point(scene_pos)
+        if hit is None:
+            QToolTip.hideText()
+            return
+        t, y = hit
+        text = ""
+        if -1.0 <= y < 0.0:
+            i = self.layers.span_at(t)
+            if i >= 0:
+                tr = self.run.trace
+                text = (f"<b>{tr.layer_names[i]}</b><br>start {_fmt_time(tr.layer_start_ns[i])}"
+                        f"<br>duration {_fmt_time(tr.layer_end_ns[i] - tr.layer_start_ns[i])}<br>click to compare")
+        else:
+            info = self.view.event_at(int(np.floor(y)), t)
+            if info is not None:
+                text = (f"<b>{info.op}</b> ({info.track})<br>layer {info.layer}<br>start {_fmt_time(info.start_ns)}"
+                        f" · duration {_fmt_time(info.dur_ns)}<br>{_fmt_si(info.flops, 'FLOP')}"
+                        f" · {_fmt_si(info.nbytes, 'B')}")
+        if text:
+            QToolTip.showText(self.graphics.mapToGlobal(self.graphics.mapFromScene(scene_pos)), text, self.graphics)
+        else:
+            QToolTip.hideText()
+
+    def _click(self, event) -> None:
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        hit = self._data_point(event.scenePos())
+        if hit is None:
+            return
+        t, y = hit
+        if -1.0 <= y < 0.0:
+            i = self.layers.span_at(t)
+            name = self.run.trace.layer_names[i] if i >= 0 else ""
+            self.session.select_layer(name)
+            self.sig_layer_clicked.emit(name)
+
+
+def _steps(t: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Points drawing a step function that holds ``v[i]`` from ``t[i]`` to ``t[i+1]``."""
+    if len(t) < 2:
+        return np.asarray(t, dtype=float), np.asarray(v, dtype=float)
+    return np.repeat(t, 2)[1:], np.repeat(v, 2)[:-1]

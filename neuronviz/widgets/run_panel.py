@@ -1,0 +1,147 @@
+"""The run panel: choose a model (or a config.json), mode, sizes, dtype and chips; simulate in
+the background with progress and cancel; the results open as panes."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from neuronviz.runner import SimulationRunner
+from neuronviz.session import Session
+from sim.hardware.chip import all_chips
+from sim.run import DTYPE_BYTES, MODES, RunConfig
+from sim.workloads import preset_names
+
+DEFAULT_CHIPS = ("inf1", "inf2", "trn1", "trn2")
+
+
+class RunPanel(QWidget):
+    def __init__(self, session: Session, runner: SimulationRunner, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.session, self.runner = session, runner
+        self.generation = -1
+        self.model = QComboBox()
+        self.model.setEditable(True)
+        self.model.addItems(preset_names())
+        self.model.setCurrentText("bert-large")
+        browse = QPushButton("config.json…")
+        browse.clicked.connect(self._browse)
+        self.mode = QComboBox()
+        self.mode.addItems(MODES)
+        self.batch = self._spin(1, 4096, 1)
+        self.seq = self._spin(0, 131072, 0)
+        self.seq.setSpecialValueText("model default")
+        self.new_tokens = self._spin(1, 32768, 128)
+        self.dtype = QComboBox()
+        self.dtype.addItems(sorted(DTYPE_BYTES))
+        self.dtype.setCurrentText("bf16")
+        self.chips = {key: QCheckBox(key) for key in all_chips()}
+        for key, box in self.chips.items():
+            box.setChecked(key in DEFAULT_CHIPS)
+        self.keep = QCheckBox("Keep the open runs")
+        self.keep.setChecked(True)
+        self.run_button = QPushButton("Simulate")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.progress = QProgressBar()
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+        form = QFormLayout()
+        model_row = QHBoxLayout()
+        model_row.addWidget(self.model, 1)
+        model_row.addWidget(browse)
+        form.addRow("Model", model_row)
+        form.addRow("Mode", self.mode)
+        form.addRow("Batch", self.batch)
+        form.addRow("Sequence / image", self.seq)
+        form.addRow("New tokens", self.new_tokens)
+        form.addRow("Data type", self.dtype)
+        chip_row = QHBoxLayout()
+        for box in self.chips.values():
+            chip_row.addWidget(box)
+        form.addRow("Chips", chip_row)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.run_button)
+        buttons.addWidget(self.cancel_button)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(self.keep)
+        layout.addLayout(buttons)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.status)
+        layout.addStretch(1)
+        self.run_button.clicked.connect(self.start)
+        self.cancel_button.clicked.connect(self.cancel)
+        runner.sig_progress.connect(self._progress)
+        runner.sig_finished.connect(self._finished)
+        runner.sig_failed.connect(self._failed)
+
+    @staticmethod
+    def _spin(lo: int, hi: int, value: int) -> QSpinBox:
+        box = QSpinBox()
+        box.setRange(lo, hi)
+        box.setValue(value)
+        return box
+
+    def _browse(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Model config", "", "Hugging Face config (*.json)")
+        if path:
+            self.model.setCurrentText(path)
+
+    def configs(self) -> list[RunConfig]:
+        chips = [k for k, box in self.chips.items() if box.isChecked()]
+        return [RunConfig(model=self.model.currentText().strip(), chip=chip, mode=self.mode.currentText(),
+                          batch=self.batch.value(), seq=self.seq.value() or None,
+                          new_tokens=self.new_tokens.value(), dtype=self.dtype.currentText()) for chip in chips]
+
+    def start(self) -> None:
+        configs = self.configs()
+        if not configs:
+            self.status.setText("Tick at least one chip.")
+            return
+        self.generation = self.runner.start(configs)
+        self.progress.setRange(0, len(configs))
+        self.progress.setValue(0)
+        self.status.setText(f"Simulating {len(configs)} run(s)…")
+        self.run_button.setEnabled(False)
+        self.cancel_button.setEnabled(True)
+
+    def cancel(self) -> None:
+        self.runner.cancel()
+        self._idle("Cancelled.")
+
+    def _idle(self, message: str) -> None:
+        self.run_button.setEnabled(True)
+        self.cancel_button.setEnabled(False)
+        self.status.setText(message)
+
+    def _progress(self, gen: int, done: int, total: int) -> None:
+        if gen == self.generation:
+            self.progress.setValue(done)
+
+    def _finished(self, gen: int, runs: list) -> None:
+        if gen != self.generation:
+            return
+        if self.keep.isChecked():
+            self.session.add_runs(runs)
+        else:
+            self.session.set_runs(runs)
+        self._idle(f"Added {len(runs)} run(s).")
+
+    def _failed(self, gen: int, message: str) -> None:
+        if gen != self.generation:
+            return
+        self._idle(message)
+        QMessageBox.warning(self, "Simulation failed", message)

@@ -1,0 +1,81 @@
+"""Summary table comparing the runs: sortable, copyable (Ctrl+C copies tab-separated rows)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtWidgets import QAbstractItemView, QTableWidget, QTableWidgetItem, QWidget
+
+from neuronviz.session import Session
+
+COLUMNS = ("run", "instance", "latency ms", "throughput /s", "speed-up", "Tensor %", "Vector %", "Scalar %",
+           "GpSimd %", "HBM read MB", "HBM write MB", "$ per million")
+
+
+def summary_rows(session: Session) -> list[list[object]]:
+    """One row per run, in the order of :data:`COLUMNS` (numbers stay numbers)."""
+    rows = []
+    base = session.runs[session.baseline].metrics.latency_s if session.runs else 0.0
+    for run in session.runs:
+        met, m = run.metrics, run.trace.meta
+        u = met.engine_utilization
+        latency = met.per_token_s if m.get("mode") == "decode" else met.latency_s
+        rows.append([
+            run.title, m.get("instance", ""), round(latency * 1e3, 4), round(met.throughput_per_s, 2),
+            round(base / met.latency_s, 3) if met.latency_s else 0.0,
+            *(round(100 * u.get(k, 0.0), 1) for k in ("tensor", "vector", "scalar", "gpsimd")),
+            round(met.hbm_read_bytes / 1e6, 2), round(met.hbm_write_bytes / 1e6, 2),
+            None if met.cost_per_million_usd is None else round(met.cost_per_million_usd, 4),
+        ])
+    return rows
+
+
+class _NumberItem(QTableWidgetItem):
+    def __init__(self, value: object) -> None:
+        super().__init__("n/a" if value is None else (f"{value:,}" if isinstance(value, (int, float)) else str(value)))
+        self.value = value
+        if isinstance(value, (int, float)):
+            self.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+
+    def __lt__(self, other: QTableWidgetItem) -> bool:
+        a, b = self.value, getattr(other, "value", None)
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+            return a < b
+        return str(a) < str(b)
+
+
+class SummaryTable(QTableWidget):
+    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+        super().__init__(0, len(COLUMNS), parent)
+        self.session = session
+        self.setHorizontalHeaderLabels(COLUMNS)
+        self.setSortingEnabled(True)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.verticalHeader().setVisible(False)
+        QShortcut(QKeySequence.StandardKey.Copy, self, self.copy_selection)
+        session.sig_runs_changed.connect(self.refresh)
+        session.sig_baseline_changed.connect(self.refresh)
+        self.refresh()
+
+    def refresh(self, *_: object) -> None:
+        self.setSortingEnabled(False)
+        rows = summary_rows(self.session)
+        self.setRowCount(len(rows))
+        for r, row in enumerate(rows):
+            for c, value in enumerate(row):
+                self.setItem(r, c, _NumberItem(value))
+        self.resizeColumnsToContents()
+        self.setSortingEnabled(True)
+
+    def table_text(self, selected_only: bool = True) -> str:
+        """The table (or its selected rows) as tab-separated text with a header line."""
+        rows = sorted({i.row() for i in self.selectedIndexes()}) if selected_only else []
+        rows = rows or list(range(self.rowCount()))
+        lines = ["\t".join(COLUMNS)]
+        for r in rows:
+            lines.append("\t".join(self.item(r, c).text() for c in range(self.columnCount())))
+        return "\n".join(lines)
+
+    def copy_selection(self) -> None:
+        QGuiApplication.clipboard().setText(self.table_text())

@@ -1,0 +1,124 @@
+"""The desktop app, driven offscreen: demo, playback, linked zoom, selection, files, run panel."""
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QMessageBox
+
+from neuronviz.theme import ENGINE_COLORS
+
+
+def test_demo_opens_four_panes_on_four_generations(demo_window):
+    assert len(demo_window.panes) == 4
+    chips = [p.run.trace.meta["chip"] for p in demo_window.panes]
+    assert chips == ["inf1", "inf2", "trn1", "trn2"]
+    assert demo_window.windowTitle() == "neuronviz — demo comparison"
+    assert "bert-large" in demo_window.panes[0].header.text()
+
+
+def test_playback_moves_the_playhead_and_the_chip_diagram_changes(demo_window, qtbot):
+    session = demo_window.session
+    pane = demo_window.panes[2]  # trn1: its run is short, so move within it
+    session.set_playhead(0.0)
+    before = dict(pane.diagram.state.activity)
+    fraction = 0.5 * pane.run.duration_ns / session.max_duration_ns
+    demo_window.playback.set_playing(True)
+    qtbot.waitUntil(lambda: session.playhead > 0.01 * fraction, timeout=3000)
+    demo_window.playback.set_playing(False)
+    session.set_playhead(fraction)
+    assert pane.playheads[0].value() == pytest.approx(0.5 * pane.run.duration_ns)
+    after = pane.diagram.state.activity
+    assert after != before
+    assert max(after.values()) > 0
+
+
+def test_zooming_one_pane_zooms_all(demo_window, qtbot):
+    first, last = demo_window.panes[0], demo_window.panes[3]
+    first.timeline.setXRange(1000.0, 5000.0, padding=0)
+    qtbot.wait(10)
+    assert last.timeline.viewRange()[0] == pytest.approx([1000.0, 5000.0], rel=1e-6)
+    demo_window.zoom(0.5)
+    (a0, a1), (b0, b1) = first.timeline.viewRange()[0], last.timeline.viewRange()[0]
+    assert (a0, a1) == pytest.approx((b0, b1))
+    assert a1 - a0 == pytest.approx(2000.0, rel=1e-6)
+
+
+def test_selecting_a_layer_highlights_it_in_every_pane_and_fills_the_details(demo_window):
+    name = "layer5.mlp"
+    demo_window.session.select_layer(name)
+    for pane in demo_window.panes:
+        assert pane.run.trace.layer_names[pane.layers.selected] == name
+    table = demo_window.details.table
+    assert table.rowCount() == 4
+    assert {table.item(r, 0).text().split(" · ")[0] for r in range(4)} == {
+        "Inferentia1", "Inferentia2", "Trainium1", "Trainium2"}
+
+
+def test_clicking_the_layer_row_selects_that_layer(demo_window, qtbot):
+    pane = demo_window.panes[1]
+    span = 10
+    t = (pane.run.trace.layer_start_ns[span] + pane.run.trace.layer_end_ns[span]) / 2
+    pane.timeline.setXRange(pane.run.trace.layer_start_ns[span] - 1000, pane.run.trace.layer_end_ns[span] + 1000)
+    qtbot.wait(10)
+    vb = pane.timeline.getViewBox()
+    view_pos = pane.graphics.mapFromScene(vb.mapViewToScene(QPointF(t, -0.5)))
+    qtbot.mouseClick(pane.graphics.viewport(), Qt.MouseButton.LeftButton, pos=view_pos)
+    assert demo_window.session.selected_layer == pane.run.trace.layer_names[span]
+
+
+def test_corrupt_file_shows_the_reason_and_keeps_the_open_panes(demo_window, tmp_path, monkeypatch):
+    bad = tmp_path / "broken.nvtrace"
+    bad.write_bytes(b"PK\x03\x04 this is not really a zip")
+    shown = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: shown.append(text))
+    panes = list(demo_window.panes)
+    assert demo_window.open_files([str(bad)]) is False
+    assert len(shown) == 1 and "broken.nvtrace" in shown[0] and "\n" not in shown[0]
+    assert demo_window.panes == panes
+
+
+def test_save_then_open_round_trips_the_comparison(demo_window, tmp_path):
+    path = str(tmp_path / "cmp.nvtrace")
+    assert demo_window.save_to(path)
+    assert demo_window.open_files([path])
+    assert len(demo_window.panes) == 4
+    assert demo_window.windowTitle() == "neuronviz — cmp.nvtrace"
+    assert demo_window.settings.value("files/recent")[0].endswith("cmp.nvtrace")
+
+
+def test_run_panel_simulation_adds_a_pane_without_blocking(demo_window, qtbot):
+    panel = demo_window.run_panel
+    panel.model.setCurrentText("distilbert")
+    for key, box in panel.chips.items():
+        box.setChecked(key == "trn3")
+    ticks = []
+    demo_window.playback.set_playing(True)
+    demo_window.playback.timer.timeout.connect(lambda: ticks.append(1))
+    with qtbot.waitSignal(demo_window.runner.sig_finished, timeout=20000):
+        panel.start()
+    demo_window.playback.set_playing(False)
+    qtbot.waitUntil(lambda: len(demo_window.panes) == 5, timeout=5000)
+    assert demo_window.panes[-1].run.trace.meta["chip"] == "trn3"
+    assert demo_window.panes[-1].run.trace.meta["model"] == "distilbert"
+
+
+def _grab(widget):
+    img = widget.grab().toImage()
+    w, h = img.width(), img.height()
+    ptr = img.constBits()
+    arr = np.frombuffer(ptr, dtype=np.uint8, count=img.sizeInBytes()).reshape(h, img.bytesPerLine())
+    return arr[:, : 4 * w].reshape(h, w, 4)[:, :, :3][:, :, ::-1]  # BGRA -> RGB
+
+
+def test_tracks_draw_engine_colours_where_engines_are_busy(demo_window, qtbot):
+    pane = demo_window.panes[2]
+    pane.timeline.setXRange(0, pane.run.duration_ns, padding=0)
+    qtbot.wait(20)
+    pixels = _grab(pane.graphics)
+    background = np.array(QColor(pane.graphics.backgroundBrush().color()).getRgb()[:3])
+    assert (np.abs(pixels.astype(int) - background).sum(axis=2) > 30).mean() > 0.05
+    for kind in ("tensor", "vector", "scalar", "dma_read"):
+        rgb = np.array(QColor(ENGINE_COLORS[kind]).getRgb()[:3])
+        close = (np.abs(pixels.astype(int) - rgb).sum(axis=2) < 40).sum()
+        assert close > 50, kind

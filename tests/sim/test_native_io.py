@@ -1,0 +1,165 @@
+"""The .nvtrace file: exact round trips, atomic saves, and damaged files of every kind."""
+
+import io
+import json
+import random
+import zipfile
+
+import numpy as np
+import pytest
+
+from sim.errors import TraceFileError
+from sim.io.native import load_traces, save_traces
+from sim.trace import TRACE_FORMAT_VERSION
+
+
+@pytest.fixture(scope="module")
+def traces(run):
+    return [run("bert-base", "trn1", batch=2), run("gpt2", "inf2", mode="decode", seq=32, new_tokens=4)]
+
+
+@pytest.fixture(scope="module")
+def saved(traces, tmp_path_factory):
+    path = tmp_path_factory.mktemp("io") / "cmp.nvtrace"
+    save_traces(path, traces)
+    return path
+
+
+def test_round_trip_is_exact(traces, saved):
+    loaded = load_traces(saved)
+    assert len(loaded) == 2
+    for a, b in zip(traces, loaded, strict=True):
+        for name in a.events:
+            assert np.array_equal(a.events[name], b.events[name]) and a.events[name].dtype == b.events[name].dtype
+        assert dict(a.meta) == dict(b.meta)
+        assert a.tracks == b.tracks and a.op_names == b.op_names and a.layer_names == b.layer_names
+        assert np.array_equal(a.layer_start_ns, b.layer_start_ns) and np.array_equal(a.op_layer, b.op_layer)
+        for name, c in a.counters.items():
+            assert np.array_equal(c.t_ns, b.counters[name].t_ns) and np.array_equal(c.value, b.counters[name].value)
+
+
+def test_save_is_atomic_and_leaves_no_temporary_file(traces, tmp_path):
+    path = tmp_path / "a.nvtrace"
+    path.write_bytes(b"previous content")
+    save_traces(path, traces[:1])
+    assert len(load_traces(path)) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["a.nvtrace"]
+
+
+def test_failed_save_keeps_the_previous_file(traces, tmp_path, monkeypatch):
+    path = tmp_path / "a.nvtrace"
+    save_traces(path, traces[:1])
+    before = path.read_bytes()
+    monkeypatch.setattr("sim.io.native._npy_bytes", lambda a: (_ for _ in ()).throw(OSError(28, "No space left")))
+    with pytest.raises(TraceFileError, match="No space left"):
+        save_traces(path, traces)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["a.nvtrace"]
+
+
+def _rewrite(src, dst, edit_manifest=None, members=None):
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            if info.filename == "manifest.json" and edit_manifest:
+                data = json.dumps(edit_manifest(json.loads(data))).encode()
+            if members and info.filename in members:
+                data = members[info.filename]
+            zout.writestr(info.filename, data)
+
+
+def _npy(array):
+    buf = io.BytesIO()
+    np.save(buf, array)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("case, message", [
+    ("missing", "no such file"), ("empty", "not a neuronviz trace file"), ("random", "not a neuronviz trace file"),
+    ("truncated", "not a neuronviz trace file"), ("newer", "newer neuronviz"), ("not_ours", "not a neuronviz trace"),
+    ("negative", "negative duration"), ("nan", "not finite"), ("bad_track", "track that does not exist"),
+    ("wrong_dtype", "does not match the manifest"), ("pickle", "not a plain array"),
+    ("traversal", "unsafe member name"), ("directory", "is a directory"),
+])
+def test_damaged_files_give_one_line_errors(saved, tmp_path, case, message):
+    path = tmp_path / "bad.nvtrace"
+    raw = saved.read_bytes()
+    n = len(load_traces(saved)[0].events["start_ns"])
+    if case == "empty":
+        path.write_bytes(b"")
+    elif case == "random":
+        path.write_bytes(random.Random(1).randbytes(4096))
+    elif case == "truncated":
+        path.write_bytes(raw[: len(raw) // 2])
+    elif case == "newer":
+        _rewrite(saved, path, lambda m: {**m, "version": "2.0"})
+    elif case == "not_ours":
+        _rewrite(saved, path, lambda m: {**m, "format": "something-else"})
+    elif case == "negative":
+        d = load_traces(saved)[0].events["dur_ns"].copy()
+        d[3] = -1.0
+        _rewrite(saved, path, members={"run0/events/dur_ns.npy": _npy(d)})
+    elif case == "nan":
+        s = load_traces(saved)[0].events["start_ns"].copy()
+        s[0] = np.nan
+        _rewrite(saved, path, members={"run0/events/start_ns.npy": _npy(s)})
+    elif case == "bad_track":
+        t = load_traces(saved)[0].events["track"].copy()
+        t[0] = 99
+        _rewrite(saved, path, members={"run0/events/track.npy": _npy(t)})
+    elif case == "wrong_dtype":
+        _rewrite(saved, path, members={"run0/events/op.npy": _npy(np.zeros(n, np.float32))})
+    elif case == "pickle":
+        _rewrite(saved, path, members={"run0/events/op.npy": _npy(np.array([{"x": 1}] * n, dtype=object))})
+    elif case == "traversal":
+        _rewrite(saved, path)
+        with zipfile.ZipFile(path, "a") as z:
+            z.writestr("../evil.npy", b"x")
+    elif case == "directory":
+        path = tmp_path
+    with pytest.raises(TraceFileError, match=message) as info:
+        load_traces(path)
+    assert "\n" not in str(info.value)
+    assert case == "directory" or "bad.nvtrace" in str(info.value)
+
+
+def test_fuzzed_files_load_or_fail_cleanly(saved, tmp_path):
+    """Bit flips, truncations and byte swaps: a valid Trace or the project's own error."""
+    raw = bytearray(saved.read_bytes())
+    rng = random.Random(20261122)
+    outcomes = {"loaded": 0, "rejected": 0}
+    for i in range(300):
+        data = bytearray(raw)
+        kind = i % 3
+        if kind == 0:
+            for _ in range(rng.randint(1, 8)):
+                pos = rng.randrange(len(data))
+                data[pos] ^= 1 << rng.randrange(8)
+        elif kind == 1:
+            data = data[: rng.randrange(len(data))]
+        else:
+            a, b = rng.randrange(len(data)), rng.randrange(len(data))
+            data[a], data[b] = data[b], data[a]
+        path = tmp_path / f"f{i}.nvtrace"
+        path.write_bytes(bytes(data))
+        try:
+            loaded = load_traces(path)
+        except TraceFileError as exc:
+            assert "\n" not in str(exc)
+            outcomes["rejected"] += 1
+        else:
+            for tr in loaded:
+                assert np.all(tr.events["dur_ns"] >= 0) and np.all(np.isfinite(tr.events["start_ns"]))
+            outcomes["loaded"] += 1
+    assert outcomes["rejected"] > 100
+
+
+def test_golden_file_still_loads():
+    from pathlib import Path
+
+    golden = Path(__file__).parents[1] / "data" / "bert-base-trn1-inf2.nvtrace"
+    loaded = load_traces(golden)
+    assert [t.meta["chip"] for t in loaded] == ["trn1", "inf2"]
+    assert loaded[0].meta["model"] == "bert-base"
+    assert loaded[0].n_events > 100
+    assert TRACE_FORMAT_VERSION.split(".")[0] == "1"
