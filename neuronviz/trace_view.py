@@ -72,14 +72,6 @@ class TraceView:
                 out[kind] = max(out.get(kind, 0.0), float(bi.fractions(edges)[0]))
         return out
 
-    def utilization_series(self, bins: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Bin centres (ns) and each row kind's busy fraction per bin over the whole run."""
-        dur = max(self.trace.duration_ns, 1.0)
-        t0 = float(self.trace.events["start_ns"].min()) if self.trace.n_events else 0.0
-        edges = np.linspace(t0, t0 + dur, bins + 1)
-        centres = (edges[:-1] + edges[1:]) / 2
-        return centres, {kind: bi.fractions(edges) for kind, bi in zip(self.row_kinds, self.integrals, strict=True)}
-
 
 @dataclass(frozen=True)
 class LayerComparison:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
@@ -81,7 +82,7 @@ class Trace:
     def n_events(self) -> int:
         return len(self.events["start_ns"])
 
-    @property
+    @cached_property
     def duration_ns(self) -> float:
         """Time from the first event's start to the last event's end."""
         if not self.n_events:

@@ -12,10 +12,14 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QImage, QPainter
+from PySide6.QtWidgets import QGraphicsItem
 
 from sim.metrics import BusyIntegral
 
 MAX_COLUMNS = 8192
+# drawn content depends on the view, not on the playhead: Qt keeps it as a device pixmap and
+# only repaints it when the view changes, so an animating playhead costs a blit
+CACHE = QGraphicsItem.CacheMode.DeviceCoordinateCache
 ROW_FILL = 0.8  # fraction of a row's height the bars fill
 
 
@@ -40,6 +44,7 @@ class TrackRows(pg.GraphicsObject):
 
     def __init__(self, integrals: list[BusyIntegral], colors: list[QColor], duration_ns: float) -> None:
         super().__init__()
+        self.setCacheMode(CACHE)
         self.integrals = integrals
         self.rgb = np.array([_argb(c) for c in colors], dtype=np.uint32)
         self.duration_ns = duration_ns
@@ -80,6 +85,7 @@ class LayerRow(pg.GraphicsObject):
     def __init__(self, names: tuple[str, ...], start_ns: np.ndarray, end_ns: np.ndarray, y: float,
                  shades: tuple[QColor, QColor], highlight: QColor, text: QColor) -> None:
         super().__init__()
+        self.setCacheMode(CACHE)
         order = np.argsort(start_ns, kind="stable")
         self.order = order
         self.names = names

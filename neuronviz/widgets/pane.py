@@ -8,13 +8,14 @@ from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
+from neuronviz.items.curve import DensityCurve
 from neuronviz.items.raster import LayerRow, TrackRows
 from neuronviz.items.time_axis import TimeAxis
 from neuronviz.session import Run, Session
 from neuronviz.theme import ENGINE_LABELS, engine_color, palette
 from neuronviz.widgets.chip_diagram import ChipDiagram, ChipState
+from sim.metrics import CounterIntegral
 
-UTILIZATION_BINS = 400
 COUNTER_PLOT_HEIGHT = 70
 ACTIVITY_WINDOW = 0.01  # chip diagram activity: busy fraction over 1% of the run around the playhead
 
@@ -115,14 +116,13 @@ class ComparisonPane(QWidget):
         self.layers = LayerRow(tr.layer_names, tr.layer_start_ns, tr.layer_end_ns, -1.0,
                                (QColor(pal.layer_a), QColor(pal.layer_b)), QColor("#d1495b"), QColor(pal.foreground))
         self.timeline.addItem(self.layers)
-        self.util_plot = self._counter_plot(1, "busy %", (0, 105))
-        centres, series = view.utilization_series(UTILIZATION_BINS)
-        self.curves: list[tuple[pg.PlotDataItem, np.ndarray]] = []
-        for kind, frac in series.items():
+        self.curves: list[DensityCurve] = []
+        self.util_plot = self._counter_plot(1, "busy %", 105.0)
+        for kind, bi in zip(view.row_kinds, view.integrals, strict=True):
             if kind in ("tensor", "vector", "scalar", "gpsimd"):
-                self._curve(self.util_plot, centres, 100 * frac, kind)
-        self.mem_plot = self._counter_plot(2, "SRAM %", (0, 105))
-        self.bw_plot = self._counter_plot(3, "GB/s", None)
+                self._curve(self.util_plot, lambda e, bi=bi: 100 * bi.fractions(e), kind, ENGINE_LABELS[kind])
+        self.mem_plot = self._counter_plot(2, "SRAM %", 105.0)
+        self.bw_plot = self._counter_plot(3, "GB/s", self._bandwidth_limit())
         self._counter_curves()
         self.playheads = []
         for plot in (self.timeline, self.util_plot, self.mem_plot, self.bw_plot):
@@ -135,7 +135,7 @@ class ComparisonPane(QWidget):
         scene.sigMouseMoved.connect(self._hover)
         scene.sigMouseClicked.connect(self._click)
 
-    def _counter_plot(self, row: int, label: str, yrange: tuple[float, float] | None) -> pg.PlotItem:
+    def _counter_plot(self, row: int, label: str, y_max: float) -> pg.PlotItem:
         plot = self.graphics.addPlot(row=row, col=0)
         plot.setXLink(self.timeline)
         plot.setMouseEnabled(x=True, y=False)
@@ -143,21 +143,24 @@ class ComparisonPane(QWidget):
         plot.setMenuEnabled(False)
         plot.getAxis("left").setWidth(70)
         plot.getAxis("left").setLabel(label)
-        plot.getAxis("bottom").setStyle(showValues=False)
+        plot.hideAxis("bottom")
         plot.addLegend(offset=(-4, 2), labelTextSize="7pt", colCount=4)
-        if yrange:
-            plot.setYRange(*yrange, padding=0)
-        else:
-            plot.enableAutoRange(axis="y")
+        plot.setYRange(0, y_max, padding=0)
         return plot
 
-    def _curve(self, plot: pg.PlotItem, x: np.ndarray, y: np.ndarray, kind: str, name: str | None = None,
-               style: Qt.PenStyle = Qt.PenStyle.SolidLine) -> None:
-        item = plot.plot(x, y, pen=pg.mkPen(engine_color(kind), width=1.5, style=style),
-                         name=name or ENGINE_LABELS.get(kind, kind))
-        item.setClipToView(True)
-        item.setDownsampling(auto=True, method="peak")
-        self.curves.append((item, x))
+    def _curve(self, plot: pg.PlotItem, values, kind: str, name: str) -> None:
+        pen = pg.mkPen(engine_color(kind), width=1)
+        item = DensityCurve(values, self.run.duration_ns, plot.viewRange()[1][1], pen)
+        plot.addItem(item)
+        plot.legend.addItem(pg.PlotDataItem(pen=pen), name)
+        self.curves.append(item)
+
+    def _bandwidth_limit(self) -> float:
+        """Top of the GB/s plot: the busiest counter value, with headroom."""
+        c = self.run.trace.counters
+        peak = max((float(c[n].value.max()) for n in ("hbm_read_bytes_per_s", "hbm_write_bytes_per_s")
+                    if n in c and len(c[n].value)), default=0.0)
+        return max(1.0, 1.1 * peak / 1e9)
 
     def _counter_curves(self) -> None:
         c = self.run.trace.counters
@@ -165,13 +168,13 @@ class ComparisonPane(QWidget):
         sizes = {"sbuf_bytes": getattr(chip, "sbuf_bytes", None), "psum_bytes": getattr(chip, "psum_bytes", None)}
         for name, kind, label in (("sbuf_bytes", "dma_read", "SBUF"), ("psum_bytes", "dma_write", "PSUM")):
             if name in c and sizes[name]:
-                x, y = _steps(c[name].t_ns, c[name].value)
-                self._curve(self.mem_plot, x, 100 * y / sizes[name], kind, label)
+                ci = CounterIntegral(c[name].t_ns, c[name].value)
+                self._curve(self.mem_plot, lambda e, ci=ci, size=sizes[name]: 100 * ci.means(e) / size, kind, label)
         for name, kind, label in (("hbm_read_bytes_per_s", "dma_read", "read"),
                                   ("hbm_write_bytes_per_s", "dma_write", "write")):
             if name in c:
-                x, y = _steps(c[name].t_ns, c[name].value)
-                self._curve(self.bw_plot, x, y / 1e9, kind, label)
+                ci = CounterIntegral(c[name].t_ns, c[name].value)
+                self._curve(self.bw_plot, lambda e, ci=ci: ci.means(e) / 1e9, kind, label)
 
     def _chip(self):
         from sim.errors import UnknownNameError
@@ -193,8 +196,8 @@ class ComparisonPane(QWidget):
         self.time_axis.set_normalised(normalised)
         self.rows_item.set_x_scale(scale)
         self.layers.set_x_scale(scale)
-        for item, x in self.curves:
-            item.setData(x * scale, item.yData)
+        for item in self.curves:
+            item.set_x_scale(scale)
         self.show_playhead()
 
     def x_scale(self) -> float:
@@ -271,9 +274,3 @@ class ComparisonPane(QWidget):
             self.session.select_layer(name)
             self.sig_layer_clicked.emit(name)
 
-
-def _steps(t: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Points drawing a step function that holds ``v[i]`` from ``t[i]`` to ``t[i+1]``."""
-    if len(t) < 2:
-        return np.asarray(t, dtype=float), np.asarray(v, dtype=float)
-    return np.repeat(t, 2)[1:], np.repeat(v, 2)[:-1]

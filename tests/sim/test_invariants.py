@@ -110,3 +110,11 @@ def test_bandwidth_counters_never_exceed_the_core_dma_rate(trace):
     peak = core_bytes_per_s(chip, trace.meta["cores_active"])
     assert trace.counters["hbm_read_bytes_per_s"].value.max() <= peak * (1 + 1e-9)
     assert trace.counters["hbm_read_bytes_per_s"].value.max() > 0
+
+
+def test_counter_integral_gives_window_means():
+    from sim.metrics import CounterIntegral
+
+    ci = CounterIntegral(np.array([0.0, 10.0, 20.0]), np.array([4.0, 0.0, 2.0]))
+    assert ci.means(np.array([0.0, 10.0, 20.0, 30.0])).tolist() == [4.0, 0.0, 2.0]
+    assert ci.means(np.array([5.0, 15.0])).tolist() == [2.0]
