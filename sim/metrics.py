@@ -50,7 +50,7 @@ def compute_metrics(trace: Trace) -> RunMetrics:
     m = trace.meta
     shards = m["cores_per_copy"] * m.get("lnc", 1)
     overhead = m["launch_overhead_s"]
-    latency = trace.duration_ns * 1e-9 + overhead
+    latency = m.get("total_ns", trace.duration_ns) * 1e-9 + overhead
     items = m["batch"]
     ttft = per_token = None
     if m["mode"] == "decode":

@@ -20,6 +20,9 @@ from sim.workloads.models import DECODER
 MODES = ("inference", "decode", "training")
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp32": 4}
 MIN_DECODE_BUCKET = 128  # NxD Inference token-generation buckets: powers of two from 128
+# Repeated decode steps are stored as events until the trace holds this many; later steps are
+# still simulated (their time counts in every metric) but not kept as events.
+MAX_STORED_EVENTS = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,9 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
     seq = spec.default_seq if cfg.seq is None else cfg.seq
     if not isinstance(seq, int) or seq < 1:
         raise ConfigError(f"sequence length must be a positive integer, got {seq}")
-    limit = spec.max_positions
+    # learned position tables end at max_positions; rotary embeddings (Llama, Mistral) have no
+    # table, and Neuron deployments run them past their trained context
+    limit = 0 if spec.gated_mlp else spec.max_positions
     total = seq + (cfg.new_tokens if cfg.mode == "decode" else 0)
     if limit and not spec.is_vision and total > limit:
         raise ConfigError(f"{spec.name} handles at most {limit} positions; asked for {total}")
@@ -127,10 +132,13 @@ def simulate(cfg: RunConfig) -> Trace:
         sched.run(prog, [lower(ctx, op) for op in prog.ops], first_op, t0)
         end = max(sched.free.max(), t0)
         period = end - t0
-        for r in range(repeat):
+        per_step = sum(len(a) for a in sched.log.start[mark[0]:])
+        room = max(0, MAX_STORED_EVENTS - sum(len(a) for a in sched.log.start[:mark[0]]))
+        stored = max(1, min(repeat, room // max(per_step, 1)))
+        for r in range(stored):
             tables.add_program(prog, f"{name} #{r + 1}" if repeat > 1 else name)
-        repeat_tail(sched.log, mark, repeat - 1, period, len(prog.ops))
-        phase_spans.append((name, t0, t0 + period * repeat, repeat))
+        repeat_tail(sched.log, mark, stored - 1, period, len(prog.ops))
+        phase_spans.append((name, t0, t0 + period * repeat, repeat, stored))
         t0 += period * repeat
         sched.free[:] = t0
     return _build_trace(cfg, spec, seq, dep, sched, tables, phase_spans)
@@ -237,7 +245,9 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, sched: Cor
         "launch_overhead_s": chip.efficiency.launch_overhead_s,
         "weight_refetch_bytes": sched.weight_refetch_bytes,
         "units": {"time": "ns", "bytes": "B", "flops": "FLOP"},
-        "phases": [{"name": n, "start_ns": a * 1e9, "end_ns": b * 1e9, "repeat": r} for n, a, b, r in phases],
+        "phases": [{"name": n, "start_ns": a * 1e9, "end_ns": b * 1e9, "repeat": r, "stored": k}
+                   for n, a, b, r, k in phases],
+        "total_ns": (phases[-1][2] - phases[0][1]) * 1e9,
     }
     if cfg.mode == "decode":
         meta["new_tokens"] = cfg.new_tokens

@@ -14,6 +14,7 @@ class ProgramBuilder:
     def __init__(self, dtype_bytes: int) -> None:
         self.program = Program()
         self.dtype_bytes = dtype_bytes
+        self.shared_weights = False  # weights of the ops being added belong to earlier ops
         self._layer: tuple[str, str, int] | None = None
 
     @property
@@ -46,7 +47,7 @@ class ProgramBuilder:
         """
         if hbm_elems is None:
             hbm_elems = k * n * count if weights else 0
-        owned = k * n * count if weights and not shared_weights else 0
+        owned = k * n * count if weights and not (shared_weights or self.shared_weights) else 0
         return self.add(name, OpKind.MATMUL, deps, m=m, k=k, n=n, count=count, rows=m,
                         hbm_elems=hbm_elems, params=owned, act=act)
 

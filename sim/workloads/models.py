@@ -52,6 +52,7 @@ class ModelSpec:
     stem_width: int = 64
     mlp_tower: tuple[int, ...] = ()
     tied_embeddings: bool = False  # the LM head reuses the token embedding matrix
+    shared_layers: bool = False  # every block reuses the first block's weights (ALBERT)
     source: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -81,6 +82,7 @@ def _bert(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
         act=cfg.get("hidden_act", "gelu"), max_positions=cfg.get("max_position_embeddings", 512),
         embedding_size=cfg.get("embedding_size", hidden), num_labels=cfg.get("num_labels", 2),
         mlp_tower=tuple(cfg.get("mlp_tower_sizes", ())),
+        shared_layers=cfg["model_type"] == "albert" and cfg.get("num_hidden_groups", 1) == 1,
     )
 
 

@@ -70,10 +70,12 @@ def mlp(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
 
 def _blocks(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> None:
     for i in range(spec.layers):
+        b.shared_weights = spec.shared_layers and i > 0
         with b.layer(f"layer{i}.attention", "attention"):
             attention(b, spec, ph, causal)
         with b.layer(f"layer{i}.mlp", "mlp"):
             mlp(b, spec, ph)
+    b.shared_weights = False
 
 
 def _token_embedding(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:

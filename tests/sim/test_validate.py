@@ -1,0 +1,70 @@
+"""The validation machinery: row mapping and error arithmetic (figures go in notes, not asserts)."""
+
+import pytest
+
+from sim.validate import (
+    PUBLISHED,
+    Result,
+    Row,
+    copies_in_measurement,
+    generation_ratios,
+    read_rows,
+    relative_error,
+    report,
+    row_config,
+    summarise,
+    validate,
+)
+
+
+def _row(instance="inf2.xlarge", metric="latency_ms_p50", measured=1.0, model="bert-base", batch=1, cores=2,
+         parallelism="data-parallel", seq_out=0):
+    return Row(model, instance, cores, parallelism, batch, 128, seq_out, metric, measured, "test")
+
+
+def test_relative_error_and_summary_arithmetic():
+    assert relative_error(1.2, 1.0) == pytest.approx(0.2)
+    assert relative_error(0.5, 1.0) == pytest.approx(-0.5)
+    results = [Result(_row(measured=1.0), 1.1), Result(_row(measured=2.0), 1.0), Result(_row(measured=4.0), 4.4),
+               Result(_row(), None, "no preset")]
+    s = summarise(results)
+    assert (s.compared, s.skipped) == (3, 1)
+    assert s.median_abs_error == pytest.approx(0.1)
+
+
+def test_generation_ratio_compares_measured_and_simulated_ratios():
+    a = Result(_row("inf2.xlarge", measured=2.0), 3.0)
+    b = Result(_row("trn1.2xlarge", measured=1.0), 1.0)
+    same_gen = Result(_row("inf2.48xlarge", measured=2.0), 2.0)
+    pairs = generation_ratios([a, b, same_gen])
+    assert len(pairs) == 2  # inf2 rows pair with trn1, not with each other
+    (x, y, err) = next(p for p in pairs if p[0] is a)
+    assert err == pytest.approx((3.0 / 1.0) / (2.0 / 1.0) - 1)
+
+
+def test_rows_map_to_the_published_deployment():
+    lat = _row("inf1.xlarge", measured=7.9, cores=4)
+    thr = _row("inf1.xlarge", metric="throughput_per_s", measured=125.7, cores=4)
+    copies = copies_in_measurement([lat, thr])
+    assert list(copies.values()) == [1]
+    assert row_config(lat, copies).cores == 4  # one copy over the chip's four cores
+    inf2 = [_row(measured=1.0), _row(metric="throughput_per_s", measured=1998.0)]
+    assert row_config(inf2[0], copies_in_measurement(inf2)).cores is None  # one copy per core
+    llm = _row("trn1.32xlarge", "tpot_ms_p50", 30.0, "llama-2-7b", 1, 32, "tensor-parallel", 128)
+    cfg = row_config(llm)
+    assert (cfg.mode, cfg.cores, cfg.new_tokens) == ("decode", 32, 128)
+
+
+def test_validation_runs_on_a_small_subset_and_reports_it():
+    rows = [r for r in read_rows(PUBLISHED) if r.model == "bert-base" and r.instance == "inf2.xlarge"]
+    results = validate(rows)
+    assert len(results) == len(rows) >= 2
+    assert all(r.simulated is not None and r.simulated > 0 for r in results)
+    text = report(results)
+    assert text.count("| bert-base | inf2.xlarge |") == len(rows)
+    assert "Median absolute error" in text
+
+
+def test_unsupported_models_are_reported_as_skipped():
+    results = validate([_row(model="unet")])
+    assert results[0].simulated is None and "no preset" in results[0].skipped
