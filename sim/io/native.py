@@ -12,13 +12,16 @@ from __future__ import annotations
 import io
 import json
 import os
+import struct
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, NoReturn
 
 import numpy as np
+import orjson
 
 from sim.errors import TraceFileError
 from sim.trace import EVENT_COLUMNS, TRACE_FORMAT_VERSION, Counter, Trace, Track
@@ -88,14 +91,33 @@ def save_traces(path: str | os.PathLike, traces: Sequence[Trace]) -> None:
         raise
 
 
-class _Reader:
-    """Validated access to the members of one open file."""
+_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, then the name and extra field lengths at offset 26
+_NPY_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 
-    def __init__(self, zf: zipfile.ZipFile, label: str) -> None:
-        self.zf, self.label = zf, label
-        infos = zf.infolist()
+
+class _Reader:
+    """Validated access to the members of one file, read into memory once.
+
+    Columns are stored uncompressed, so each array is a read-only view into the file's bytes
+    (``numpy.frombuffer``): loading costs one read of the file plus the checks on the values.
+    Stored members are not CRC-checked (that alone would double the load time); damage shows up in
+    the structure and value checks. Compressed members (a file re-zipped by another tool) are
+    decompressed, with their CRC checked, by :mod:`zipfile`.
+    """
+
+    def __init__(self, f: BinaryIO, label: str) -> None:
+        self.label = label
+        self.zf = zipfile.ZipFile(f)
+        # numpy's allocator asks for huge pages: reading into an array is several times faster than
+        # into a bytes object of the same size, whose fresh pages are faulted in one at a time
+        size = os.fstat(f.fileno()).st_size
+        self.data = np.empty(size, np.uint8)
+        f.seek(0)
+        if f.readinto(self.data) != size:
+            self.fail("the file changed while it was read")
         total = 0
-        for info in infos:
+        self.infos: dict[str, zipfile.ZipInfo] = {}
+        for info in self.zf.infolist():
             name = info.filename
             if name.startswith(("/", "\\")) or ".." in name.split("/") or "\\" in name or ":" in name:
                 self.fail(f"unsafe member name '{name}'")
@@ -103,34 +125,65 @@ class _Reader:
             if info.file_size > MAX_MEMBER_BYTES or (ratio > MAX_RATIO and info.file_size > 1 << 20):
                 self.fail(f"member '{name}' is implausibly large")
             total += info.file_size
+            self.infos[name] = info
         if total > MAX_TOTAL_BYTES:
             self.fail("contents are implausibly large")
-        self.names = {i.filename for i in infos}
 
-    def fail(self, problem: str):
+    def fail(self, problem: str) -> NoReturn:
         raise TraceFileError(f"{self.label}: {problem}")
 
-    def read(self, name: str, limit: int = MAX_MEMBER_BYTES) -> bytes:
-        if name not in self.names:
+    def _info(self, name: str) -> zipfile.ZipInfo:
+        info = self.infos.get(name)
+        if info is None:
             self.fail(f"missing member '{name}'")
-        try:
-            data = self.zf.read(name)
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as exc:
-            self.fail(f"member '{name}' is damaged ({exc})")
-        if len(data) > limit:
+        return info
+
+    def read(self, name: str, limit: int = MAX_MEMBER_BYTES) -> bytes:
+        info = self._info(name)
+        if info.file_size > limit:
             self.fail(f"member '{name}' is implausibly large")
-        return data
+        try:
+            return self.zf.read(name)
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError, zlib.error) as exc:
+            self.fail(f"member '{name}' is damaged ({exc})")
+
+    def _stored_span(self, info: zipfile.ZipInfo) -> tuple[int, int]:
+        """Where the bytes of an uncompressed member lie in the file."""
+        at = info.header_offset
+        head = self.data[at:at + _LOCAL_HEADER.size].tobytes()
+        if len(head) < _LOCAL_HEADER.size:
+            self.fail(f"member '{info.filename}' is truncated")
+        signature, name_len, extra_len = _LOCAL_HEADER.unpack(head)
+        start = at + _LOCAL_HEADER.size + name_len + extra_len
+        if signature != b"PK\x03\x04" or start + info.file_size > len(self.data):
+            self.fail(f"member '{info.filename}' is damaged or truncated")
+        return start, start + info.file_size
 
     def array(self, name: str, spec: dict) -> np.ndarray:
+        info = self._info(name)
+        if info.compress_type == zipfile.ZIP_STORED:
+            start, end = self._stored_span(info)
+            buffer, offset = self.data, start
+        else:
+            buffer = self.read(name)
+            offset, end = 0, len(buffer)
         try:
-            a = np.load(io.BytesIO(self.read(name)), allow_pickle=False)
-        except ValueError as exc:
-            self.fail(f"member '{name}' is not a plain array ({exc})")
-        except (OSError, EOFError):
-            self.fail(f"member '{name}' is truncated or not an .npy array")
-        if a.ndim != 1 or a.dtype.str != spec.get("dtype") or len(a) != spec.get("length"):
-            self.fail(f"array '{name}' does not match the manifest (dtype {a.dtype}, shape {a.shape})")
-        return a
+            head = io.BytesIO(bytes(buffer[offset:offset + min(end - offset, 1 << 16)]))
+            version = np.lib.format.read_magic(head)
+            if version not in _NPY_HEADER_READERS:
+                raise ValueError(f"unsupported .npy version {version}")
+            shape, fortran, dtype = _NPY_HEADER_READERS[version](head)
+        except (ValueError, OSError, EOFError, SyntaxError, TypeError) as exc:
+            self.fail(f"member '{name}' is not a plain .npy array ({exc})")
+        if dtype.hasobject:
+            self.fail(f"member '{name}' is not a plain array (it holds Python objects, which would need pickle)")
+        count = shape[0] if len(shape) == 1 else -1
+        if fortran or dtype.str != spec.get("dtype") or count != spec.get("length"):
+            self.fail(f"array '{name}' does not match the manifest (dtype {dtype}, shape {shape})")
+        offset += head.tell()
+        if end - offset != count * dtype.itemsize:
+            self.fail(f"member '{name}' is truncated or has trailing data")
+        return np.frombuffer(buffer, dtype=dtype, count=count, offset=offset)
 
 
 def _check_version(manifest: dict, fail) -> None:
@@ -169,7 +222,7 @@ def _validate_trace(trace: Trace, fail) -> None:
 
 
 def _strings(value: Any, fail, what: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+    if not isinstance(value, list) or not set(map(type, value)) <= {str}:
         fail(f"{what} must be a list of strings")
     return tuple(value)
 
@@ -223,11 +276,14 @@ def load_traces(path: str | os.PathLike) -> list[Trace]:
     """Read every run of a ``.nvtrace`` file; any problem raises a one-line :class:`TraceFileError`."""
     label = str(path)
     try:
-        with zipfile.ZipFile(path) as zf:
-            reader = _Reader(zf, label)
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_TOTAL_BYTES:
+                raise TraceFileError(f"{label}: the file is implausibly large ({size:,} bytes)")
+            reader = _Reader(f, label)
             try:
-                manifest = json.loads(reader.read(MANIFEST, MAX_MANIFEST_BYTES))
-            except (json.JSONDecodeError, UnicodeDecodeError):
+                manifest = orjson.loads(reader.read(MANIFEST, MAX_MANIFEST_BYTES))
+            except orjson.JSONDecodeError:
                 reader.fail("the manifest is not valid JSON")
             if not isinstance(manifest, dict):
                 reader.fail("the manifest is not a JSON object")

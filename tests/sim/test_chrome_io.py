@@ -1,0 +1,331 @@
+"""Chrome Trace Event JSON: round trips of our runs, files of other tools, and bad input of every kind."""
+
+import gzip
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sim.io.chrome as chrome
+from sim.errors import TraceFileError
+from sim.io.chrome import export_chrome, load_chrome, save_chrome
+from sim.io.native import load_traces, save_traces
+from sim.metrics import compute_metrics
+
+GOLDEN = Path(__file__).parents[1] / "data" / "pytorch-profiler.json"
+TS_TOLERANCE_NS = 1e-6 * 1e3  # microsecond floats: 1e-6 us
+
+
+@pytest.fixture(scope="module")
+def traces(run):
+    return [run("bert-base", "trn1", batch=2), run("gpt2", "inf2", mode="decode", seq=32, new_tokens=4)]
+
+
+@pytest.fixture(scope="module")
+def saved(traces, tmp_path_factory):
+    path = tmp_path_factory.mktemp("chrome") / "cmp.json"
+    save_chrome(path, traces)
+    return path
+
+
+def assert_same_runs(originals, loaded):
+    assert len(loaded) == len(originals)
+    for a, b in zip(originals, loaded, strict=True):
+        assert b.meta["chip"] == a.meta["chip"] and b.meta["model"] == a.meta["model"]
+        assert dict(b.meta) == dict(a.meta)
+        assert b.tracks == a.tracks
+        assert b.op_names == a.op_names and b.layer_names == a.layer_names and b.layer_kinds == a.layer_kinds
+        assert np.array_equal(b.op_layer, a.op_layer)
+        assert np.array_equal(b.layer_start_ns, a.layer_start_ns) and np.array_equal(b.layer_end_ns, a.layer_end_ns)
+        assert b.n_events == a.n_events
+        for name in ("track", "op", "layer", "flops", "bytes"):
+            assert np.array_equal(b.events[name], a.events[name]), name
+        assert [b.tracks[i].name for i in b.events["track"][:50]] == [a.tracks[i].name for i in a.events["track"][:50]]
+        for name in ("start_ns", "dur_ns"):
+            assert np.allclose(b.events[name], a.events[name], rtol=0, atol=TS_TOLERANCE_NS), name
+        assert list(b.counters) == list(a.counters)
+        for name, c in a.counters.items():
+            d = b.counters[name]
+            assert d.unit == c.unit
+            assert np.allclose(d.t_ns, c.t_ns, rtol=0, atol=TS_TOLERANCE_NS)
+            assert np.array_equal(d.value, c.value)
+
+
+def test_round_trip_keeps_every_event_counter_and_meta(traces, saved):
+    assert_same_runs(traces, load_chrome(saved))
+
+
+def test_gzip_round_trip(traces, tmp_path):
+    path = tmp_path / "cmp.json.gz"
+    save_chrome(path, traces)
+    assert path.read_bytes()[:2] == b"\x1f\x8b"
+    assert_same_runs(traces, load_chrome(path))
+
+
+def test_saved_file_is_the_exported_document(traces, tmp_path):
+    path = tmp_path / "cmp.json"
+    save_chrome(path, traces)
+    assert json.loads(path.read_bytes()) == json.loads(json.dumps(export_chrome(traces)))
+    assert_same_runs(traces, load_chrome(path))
+
+
+def test_exported_json_is_a_chrome_trace(traces, saved):
+    doc = json.loads(saved.read_text(encoding="utf-8"))
+    assert doc["displayTimeUnit"] == "ns"
+    events = doc["traceEvents"]
+    assert {e["ph"] for e in events} == {"M", "X", "C"}
+    procs = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert sorted(procs.values()) == ["Inferentia2 NC0 · gpt2", "Trainium1 NC0 · bert-base"]
+    threads = [e for e in events if e["ph"] == "M" and e["name"] == "thread_name"]
+    assert [e["args"]["name"] for e in threads] == [t.name for tr in traces for t in tr.tracks]
+    assert len({(e["pid"], e["tid"]) for e in threads}) == len(threads)
+    assert any(e["name"] == "thread_sort_index" for e in events if e["ph"] == "M")
+    xs = [e for e in events if e["ph"] == "X"]
+    assert len(xs) == sum(t.n_events for t in traces)
+    first, tr = xs[0], traces[0]
+    assert first["name"] == tr.op_names[tr.events["op"][0]] and first["cat"] == tr.tracks[tr.events["track"][0]].kind
+    assert first["ts"] == pytest.approx(tr.events["start_ns"][0] / 1e3)
+    assert first["dur"] == pytest.approx(tr.events["dur_ns"][0] / 1e3)
+    assert set(first["args"]) == {"layer", "flops", "bytes"}
+    assert first["args"]["layer"] == tr.layer_names[tr.events["layer"][0]]
+    assert all(e["pid"] in procs for e in xs)
+    cs = [e for e in events if e["ph"] == "C"]
+    assert {e["name"] for e in cs} == set(tr.counters) | set(traces[1].counters)
+    assert all(list(e["args"]) == [e["name"]] for e in cs)
+    assert len(cs) == sum(len(c.t_ns) for t in traces for c in t.counters.values())
+    assert doc["otherData"]["neuronviz"]["runs"][1]["meta"]["model"] == "gpt2"
+
+
+def test_run_needing_indices_round_trips(traces, tmp_path):
+    """Two ops of one name in one layer: names cannot tell them apart, so args carry indices."""
+    from sim.trace import Trace
+
+    t = traces[0]
+    names = list(t.op_names)
+    first = int(t.events["op"][0])
+    twin = next(o for o in range(len(names)) if o != first and t.op_layer[o] == t.op_layer[first])
+    names[twin] = names[first]
+    twisted = Trace(meta=t.meta, tracks=t.tracks, events=t.events, op_names=tuple(names), op_layer=t.op_layer,
+                    layer_names=t.layer_names, layer_kinds=t.layer_kinds, layer_start_ns=t.layer_start_ns,
+                    layer_end_ns=t.layer_end_ns, counters=t.counters)
+    doc = export_chrome([twisted])
+    assert "op" in next(e for e in doc["traceEvents"] if e["ph"] == "X")["args"]
+    path = tmp_path / "twins.json"
+    save_chrome(path, [twisted])
+    assert_same_runs([twisted], load_chrome(path))
+
+
+def test_pytorch_profiler_file():
+    [trace] = load_chrome(GOLDEN)
+    assert [t.name for t in trace.tracks] == [
+        "python3 / thread 1234 (python3)", "python3 / thread 1301 (pt_autograd_0)",
+        "Process Spans / Thread PyTorch Profiler", "GPU 0 / stream 7", "GPU 0 / stream 20",
+    ]
+    assert [t.core for t in trace.tracks] == [0, 0, 1, 2, 2]
+    assert {t.kind for t in trace.tracks} == {"other"}
+    # 16 complete events, 1 instant, 2 begin/end pairs and 1 begin never ended (flows are skipped)
+    assert trace.n_events == 20
+    m = trace.meta
+    assert (m["unclosed_slices"], m["unmatched_end_events"], m["skipped_events"]) == (1, 1, 2)
+    for key in ("chip", "chip_name", "model", "mode", "batch", "seq", "dtype", "instance"):
+        assert key in m
+    assert m["model"] == "pytorch-profiler" and m["mode"] == "imported" and m["source"] == "chrome-json"
+    assert m["time_origin_us"] == 1719234567000.0
+
+    def durations(name):
+        sel = trace.events["op"] == trace.op_names.index(name)
+        return sorted(trace.events["dur_ns"][sel].tolist())
+
+    assert durations("aten::addmm") == [85_000.0, 90_000.0]
+    assert durations("ampere_sgemm_64x32_sliced1x4_tn") == [40_750.0, 42_500.0]
+    assert durations("AddmmBackward0") == [45_000.0]
+    assert durations("autograd::engine::evaluate_function: AddmmBackward0") == [80_000.0]
+    assert durations("aten::sum") == [500_000.0]  # closed at the last timestamp of the file
+    assert durations("[memory]") == [0.0]
+    assert trace.events["start_ns"].min() == 0.0
+    assert trace.duration_ns == 1_000_000.0
+    memcpy = trace.events["op"] == trace.op_names.index("Memcpy DtoH (Device -> Pinned)")
+    assert trace.events["bytes"][memcpy].tolist() == [4096.0]
+    assert set(trace.layer_names) == {"cpu_op", "cpu_instant_event", "cuda_runtime", "kernel", "gpu_memcpy", "Trace"}
+    mem = trace.counters["GPU Memory.allocated"]
+    assert mem.t_ns.tolist() == [60_000.0, 300_000.0] and mem.value.tolist() == [1048576.0, 524288.0]
+    assert set(trace.counters) == {"GPU Memory.allocated", "GPU Memory.reserved"}
+    assert compute_metrics(trace).latency_s == pytest.approx(1e-3)
+
+
+def test_pytorch_profiler_gzip_and_native_save(tmp_path):
+    gz = tmp_path / "pytorch-profiler.json.gz"
+    gz.write_bytes(gzip.compress(GOLDEN.read_bytes()))
+    [plain], [packed] = load_chrome(GOLDEN), load_chrome(gz)
+    assert packed.tracks == plain.tracks and packed.op_names == plain.op_names
+    assert all(np.array_equal(packed.events[k], plain.events[k]) for k in plain.events)
+    assert packed.meta["model"] == "pytorch-profiler"
+    native = tmp_path / "imported.nvtrace"
+    save_traces(native, [packed])
+    [again] = load_traces(native)
+    assert again.tracks == plain.tracks and dict(again.meta) == dict(packed.meta)
+
+
+def test_bare_array_without_closing_bracket_and_engine_kinds(tmp_path):
+    events = [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "NC0 tensor"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "DMA read queue 3"}},
+        {"ph": "X", "name": "mm", "pid": 1, "tid": 1, "ts": 5, "dur": 2, "args": {"layer": "l0", "flops": 8}},
+        {"ph": "X", "name": "load", "pid": 1, "tid": 2, "ts": 5.5, "dur": 1, "args": {"bytes": 64}},
+        {"ph": "X", "name": "allreduce", "cat": "collective", "pid": 2, "tid": 9, "ts": 7, "dur": 3},
+        {"ph": "X", "name": "mm2", "cat": "tensorflow", "pid": 2, "tid": 10, "ts": 7, "dur": 3},
+    ]
+    path = tmp_path / "neuron-profile.json"
+    path.write_text("[" + ",\n".join(json.dumps(e) for e in events) + ",\n")
+    [trace] = load_chrome(path)
+    assert [(t.name, t.kind, t.core) for t in trace.tracks] == [
+        ("Process 1 / NC0 tensor", "tensor", 0), ("Process 1 / DMA read queue 3", "dma_read", 0),
+        ("Process 2 / Thread 9", "collective", 1), ("Process 2 / Thread 10", "other", 1),
+    ]
+    assert trace.layer_names == ("l0", "", "collective", "tensorflow")
+    assert trace.events["flops"].tolist() == [8.0, 0.0, 0.0, 0.0] and trace.events["bytes"].tolist()[1] == 64.0
+    assert trace.events["start_ns"].tolist() == [0.0, 500.0, 2000.0, 2000.0]
+
+
+def test_foreign_events_added_to_our_file_become_one_more_trace(traces, saved, tmp_path):
+    doc = json.loads(saved.read_bytes())
+    doc["traceEvents"] += [
+        {"ph": "M", "name": "process_name", "pid": 900, "args": {"name": "host"}},
+        {"ph": "X", "name": "step", "cat": "python", "pid": 900, "tid": 1, "ts": 10.0, "dur": 4.0},
+        {"ph": "C", "name": "rss", "pid": 901, "ts": 12.0, "args": {"rss": 5}},
+    ]
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps(doc))
+    *ours, extra = load_chrome(path)
+    assert_same_runs(traces, ours)
+    assert [t.name for t in extra.tracks] == ["host / Thread 1"] and extra.n_events == 1
+    assert extra.events["dur_ns"].tolist() == [4000.0] and list(extra.counters) == ["rss"]
+    assert extra.counters["rss"].t_ns.tolist() == [2000.0]  # shifted to the earliest timestamp, 10 us
+
+
+def _gzip_bomb(path):
+    path.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * 200_000 + b"]}"))
+
+
+X = b'[{"ph": "X", "name": "a", "pid": 1, "tid": 1, '  # the start of a complete event
+BAD = {
+    "missing": (None, "no such file"),
+    "empty": (b"", "empty"),
+    "blank": (b"  \n ", "empty"),
+    "truncated": (b'{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur"', "not valid JSON"),
+    "random": (random.Random(7).randbytes(4096), "not valid JSON"),
+    "not_a_trace": (b'{"foo": 1}', "without 'traceEvents'"),
+    "numbers": (b"[1, 2, 3]", "event 0 is a number, not an object"),
+    "scalar": (b'"trace"', "not a Chrome trace"),
+    "events_not_list": (b'{"traceEvents": {"ph": "X"}}', "'traceEvents' is not a list"),
+    "ts_string": (X + b'"ts": "12", "dur": 1}]', "'ts' should be a number but is a string"),
+    "ts_missing": (X + b'"dur": 1}]', "'ts' should be a number but is missing"),
+    "negative_dur": (X + b'"ts": 1, "dur": -5}]', "negative 'dur'"),
+    "nan": (X + b'"ts": NaN, "dur": 1}]', "not valid JSON"),
+    "infinite": (X + b'"ts": 1e999, "dur": 1}]', "not a finite number|infinity"),
+    "bool_ts": (b'[{"ph": "B", "name": "a", "pid": 1, "tid": 1, "ts": true}]', "'ts' should be a number"),
+    "pid_list": (b'[{"ph": "X", "name": "a", "pid": [1], "tid": 1, "ts": 1, "dur": 1}]', "'pid' should be"),
+    "name_number": (b'[{"ph": "X", "name": 5, "pid": 1, "tid": 1, "ts": 1, "dur": 1}]', "'name' should be a string"),
+    "ph_missing": (b'[{"name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]', "'ph' should be a string but is missing"),
+    "counter_text": (b'[{"ph": "C", "name": "c", "pid": 1, "ts": 1, "args": {"c": "9"}}]', "should be a number"),
+    "counter_mixed": (b'[{"ph": "C", "name": "c", "pid": 1, "ts": 1, "args": {"c": 1, "d": "x"}}]', "'d' should be"),
+    "counter_nan": (b'[{"ph": "C", "name": "c", "pid": 1, "ts": 1, "args": {"d": 1e999}}]', "not a finite|infinity"),
+    "only_metadata": (b'[{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "p"}}]', "no trace events"),
+    "deep": (b"[" * 100_000 + b"]" * 100_000, "not valid JSON|not a Chrome trace"),  # depends on the parser
+    "bad_utf8": (b'[{"ph": "X", "name": "\xff\xfe", "pid": 1}]', "not valid JSON"),
+    "gzip_truncated": (gzip.compress(b'{"traceEvents": []}' * 50)[:30], "gzip"),
+    "gzip_garbage": (b"\x1f\x8b" + b"\x00" * 64, "gzip"),
+    "gzip_bomb": (_gzip_bomb, "zip bomb"),
+    "oversize": (b"[]" + b" " * 5000, "implausibly large"),
+    "newer": (None, "newer neuronviz"),
+    "malformed_own": (None, "neuronviz metadata is malformed"),
+    "foreign_op": (None, "not in the op table"),
+    "directory": (None, "is a directory"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_gives_a_one_line_error(case, tmp_path, monkeypatch, saved):
+    content, message = BAD[case]
+    path = tmp_path / "bad-trace.json"
+    monkeypatch.setattr(chrome, "MAX_JSON_BYTES", 100_000)
+    if case == "oversize":
+        monkeypatch.setattr(chrome, "MAX_FILE_BYTES", 4096)
+    if callable(content):
+        content(path)
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    elif case in ("newer", "malformed_own", "foreign_op"):
+        doc = json.loads(saved.read_bytes())
+        nv = doc["otherData"]["neuronviz"]
+        if case == "newer":
+            nv["version"] = "2.0"
+        elif case == "malformed_own":
+            nv["runs"][0]["tracks"][0] = "NC0 tensor"
+        else:
+            next(e for e in doc["traceEvents"] if e["ph"] == "X")["name"] = "no-such-op"
+        path.write_text(json.dumps(doc))
+    elif case == "directory":
+        path = tmp_path
+    with pytest.raises(TraceFileError, match=message) as info:
+        load_chrome(path)
+    text = str(info.value)
+    assert "\n" not in text and "\r" not in text
+    assert str(path) in text
+
+
+def test_fuzzed_files_load_or_fail_cleanly(tmp_path):
+    raw = bytearray(GOLDEN.read_bytes())
+    rng = random.Random(20261123)
+    outcomes = {"loaded": 0, "rejected": 0}
+    for i in range(300):
+        data = bytearray(raw)
+        if i % 3 == 0:
+            for _ in range(rng.randint(1, 6)):
+                data[rng.randrange(len(data))] = rng.choice(b'{}[]",:0123456789-eE. tfnaxXBEC')
+        elif i % 3 == 1:
+            data = data[: rng.randrange(len(data))]
+        else:
+            a, b = rng.randrange(len(data)), rng.randrange(len(data))
+            data[a], data[b] = data[b], data[a]
+        if i % 10 == 0:
+            data = bytearray(gzip.compress(bytes(data)))
+        path = tmp_path / f"f{i}.json"
+        path.write_bytes(bytes(data))
+        try:
+            loaded = load_chrome(path)
+        except TraceFileError as exc:
+            assert "\n" not in str(exc) and f"f{i}.json" in str(exc)
+            outcomes["rejected"] += 1
+        else:
+            for tr in loaded:
+                assert np.all(tr.events["dur_ns"] >= 0) and np.all(np.isfinite(tr.events["start_ns"]))
+            outcomes["loaded"] += 1
+    assert outcomes["rejected"] > 50 and outcomes["loaded"] > 10
+
+
+def test_save_is_atomic_and_a_failed_save_keeps_the_previous_file(traces, tmp_path, monkeypatch):
+    path = tmp_path / "a.json"
+    path.write_bytes(b"previous content")
+    save_chrome(path, traces[:1])
+    assert len(load_chrome(path)) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["a.json"]
+    before = path.read_bytes()
+
+    def broken(*_):
+        yield b"{}"
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(chrome, "_serialised", broken)
+    with pytest.raises(TraceFileError, match="No space left") as info:
+        save_chrome(path, traces)
+    assert "\n" not in str(info.value) and "a.json" in str(info.value)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["a.json"]
+
+
+def test_save_into_a_missing_folder_fails_cleanly(traces, tmp_path):
+    with pytest.raises(TraceFileError, match="cannot write"):
+        save_chrome(tmp_path / "no" / "such" / "dir.json", traces[:1])
