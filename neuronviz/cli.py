@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 
-from neuronviz.report import run_record, runs_table
+from neuronviz.report import file_summary, run_record, runs_table
 from sim.errors import SimError
 from sim.hardware.chip import all_chips
 from sim.hardware.instances import instances_of
@@ -75,9 +75,9 @@ def simulate_runs(args: argparse.Namespace) -> list[Trace]:
 def cmd_simulate(args: argparse.Namespace) -> int:
     traces = simulate_runs(args)
     if args.output:
-        from sim.io.native import save_traces
+        from sim.io import save_file
 
-        save_traces(args.output, traces)
+        save_file(args.output, traces)
     if args.json:
         json.dump({"runs": [run_record(t) for t in traces]}, sys.stdout, indent=1)
         print()
@@ -99,7 +99,7 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--new-tokens", type=_positive_int, default=128, help="tokens to generate in decode mode")
     p.add_argument("--dtype", choices=sorted(DTYPE_BYTES), default="bf16")
     p.add_argument("--cores", type=_positive_int, help="NeuronCores one model copy spans (tensor parallel)")
-    p.add_argument("-o", "--output", help="save the runs to a trace file (.nvtrace)")
+    p.add_argument("-o", "--output", help="save the runs to a trace file (.nvtrace, or .json/.json.gz for Chrome JSON)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.set_defaults(func=cmd_simulate)
 
@@ -166,6 +166,59 @@ def _add_screenshot(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_screenshot)
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """Convert trace files: every run of the inputs into one output file."""
+    from sim.io import format_for, load_file, save_file
+
+    traces = [t for path in args.files for t in load_file(path)]
+    fmt = args.format or format_for(args.output)
+    save_file(args.output, traces, fmt)
+    events = sum(t.n_events for t in traces)
+    print(f"wrote {args.output} ({fmt}, {len(traces)} run(s), {events:,} events)")
+    return 0
+
+
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    from sim.io import FORMATS
+
+    p = sub.add_parser("export", help="convert trace files (to Chrome/Perfetto JSON or native)")
+    p.add_argument("files", nargs="+", help="trace files (.nvtrace or Chrome JSON)")
+    p.add_argument("--format", choices=FORMATS, help="output format (default: from the output name: "
+                                                      ".json or .json.gz is chrome, anything else nvtrace)")
+    p.add_argument("-o", "--output", required=True, help="output file")
+    p.set_defaults(func=cmd_export)
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    """Print the runs in trace files."""
+    from sim.io import load_file
+
+    for i, path in enumerate(args.files):
+        traces = load_file(path)
+        if i:
+            print()
+        print(file_summary(path, traces))
+    return 0
+
+
+def _add_info(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("info", help="print the runs in trace files")
+    p.add_argument("files", nargs="+", help="trace files (.nvtrace or Chrome JSON)")
+    p.set_defaults(func=cmd_info)
+
+
+def cmd_open(args: argparse.Namespace) -> int:
+    from neuronviz.app import run_app
+
+    return run_app(args.files)
+
+
+def _add_open(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("open", help="open trace files in the app (same as `neuronviz FILE...`)")
+    p.add_argument("files", nargs="+", help="trace files (.nvtrace or Chrome JSON)")
+    p.set_defaults(func=cmd_open)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     """Simulate the published measurements and print (or write) the accuracy report."""
     from sim.validate import read_rows, report, summarise, validate
@@ -210,6 +263,9 @@ def _add_validate(sub: argparse._SubParsersAction) -> None:
 
 COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "simulate": _add_simulate,
+    "info": _add_info,
+    "export": _add_export,
+    "open": _add_open,
     "screenshot": _add_screenshot,
     "validate": _add_validate,
 }

@@ -2,27 +2,32 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from neuronviz.session import Run
-from sim.errors import TraceFileError
-from sim.io.native import load_traces, save_traces
+from sim.io import load_file, save_file
 from sim.run import RunConfig, simulate
 
 DEMO_CHIPS = ("inf1", "inf2", "trn1", "trn2")
-NATIVE_SUFFIX = ".nvtrace"
+OPEN_FILTERS = ("Traces (*.nvtrace *.json *.json.gz)", "neuronviz traces (*.nvtrace)",
+                "Chrome trace JSON (*.json *.json.gz)", "All files (*)")
+SAVE_FILTERS = {"neuronviz trace (*.nvtrace)": ".nvtrace", "Chrome trace JSON (*.json)": ".json",
+                "Chrome trace JSON, gzip (*.json.gz)": ".json.gz"}
 
 
 def open_runs(path: str) -> list[Run]:
-    """The runs in ``path``; raises :class:`TraceFileError` with a one-line reason."""
-    p = Path(path)
-    if p.suffix.lower() != NATIVE_SUFFIX and p.exists() and p.is_file():
-        raise TraceFileError(f"{path}: not a neuronviz trace (expected a {NATIVE_SUFFIX} file)")
-    return [Run(trace, source=str(p)) for trace in load_traces(p)]
+    """The runs in a native or Chrome JSON file; raises :class:`TraceFileError` with a one-line reason."""
+    return [Run(trace, source=str(path)) for trace in load_file(path)]
 
 
 def save_runs(path: str, runs: list[Run]) -> None:
-    save_traces(path, [r.trace for r in runs])
+    """Save atomically, as Chrome JSON for a .json or .json.gz name, else natively."""
+    save_file(path, [r.trace for r in runs])
+
+
+def with_suffix_of(path: str, name_filter: str) -> str:
+    """``path`` with the suffix of the chosen save filter unless it already has a known one."""
+    if path.lower().endswith(tuple(SAVE_FILTERS.values())):
+        return path
+    return path + SAVE_FILTERS.get(name_filter, ".nvtrace")
 
 
 def demo_runs() -> list[Run]:

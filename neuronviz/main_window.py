@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from neuronviz.files import NATIVE_SUFFIX, open_runs, save_runs
+from neuronviz.files import OPEN_FILTERS, SAVE_FILTERS, open_runs, save_runs, with_suffix_of
 from neuronviz.runner import SimulationRunner
 from neuronviz.session import Session
 from neuronviz.widgets.layer_details import LayerDetails
@@ -199,8 +199,7 @@ class MainWindow(QMainWindow):
 
     # --- files ------------------------------------------------------------------------------
     def open_dialog(self) -> None:
-        paths, _ = QFileDialog.getOpenFileNames(self, "Open traces", self._last_dir(),
-                                                f"neuronviz traces (*{NATIVE_SUFFIX});;All files (*)")
+        paths, _ = QFileDialog.getOpenFileNames(self, "Open traces", self._last_dir(), ";;".join(OPEN_FILTERS))
         if paths:
             self.open_files(paths)
 
@@ -223,10 +222,9 @@ class MainWindow(QMainWindow):
     def save_dialog(self) -> None:
         if not self.session.runs:
             return
-        path, _ = QFileDialog.getSaveFileName(self, "Save traces", self._last_dir(),
-                                              f"neuronviz traces (*{NATIVE_SUFFIX})")
+        path, chosen = QFileDialog.getSaveFileName(self, "Save traces", self._last_dir(), ";;".join(SAVE_FILTERS))
         if path:
-            self.save_to(path if path.endswith(NATIVE_SUFFIX) else path + NATIVE_SUFFIX)
+            self.save_to(with_suffix_of(path, chosen))
 
     def save_to(self, path: str) -> bool:
         try:

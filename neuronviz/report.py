@@ -56,3 +56,21 @@ def runs_table(traces: list[Trace]) -> str:
             r = run_record(tr)
             lines.append(f"{r['chip']}: time to first token {r['time_to_first_token_ms']:.2f} ms")
     return "\n".join([title, *lines])
+
+
+def file_summary(path: str, traces: list[Trace]) -> str:
+    """``neuronviz info``: one line per run of a trace file."""
+    header = ["#", "chip", "instance", "model", "mode", "batch", "seq", "dtype", "tracks", "events", "duration ms",
+              "latency ms"]
+    rows = []
+    for i, tr in enumerate(traces, 1):
+        m = tr.meta
+        met = compute_metrics(tr)
+        rows.append([str(i), str(m.get("chip_name") or m.get("chip", "")), str(m.get("instance", "")),
+                     str(m.get("model", "")), str(m.get("mode", "")), str(m.get("batch", "")), str(m.get("seq", "")),
+                     str(m.get("dtype", "")), str(len(tr.tracks)), f"{tr.n_events:,}",
+                     _fmt(tr.duration_ns / 1e6, 3), _fmt(met.latency_s * 1e3, 3)])
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return "\n".join([f"{path}: {len(traces)} run(s)", *lines])

@@ -12,11 +12,17 @@ from neuronviz.items.curve import DensityCurve
 from neuronviz.items.raster import LayerRow, TrackRows
 from neuronviz.items.time_axis import TimeAxis
 from neuronviz.session import Run, Session
-from neuronviz.theme import ENGINE_LABELS, engine_color, palette
-from neuronviz.widgets.chip_diagram import ChipDiagram, ChipState
+from neuronviz.theme import ENGINE_COLORS, ENGINE_LABELS, engine_color, palette
+from neuronviz.trace_view import ENGINE_ORDER
+from neuronviz.widgets.chip_diagram import CORE_ENGINES, ChipDiagram, ChipState
 from sim.metrics import CounterIntegral
 
 COUNTER_PLOT_HEIGHT = 70
+SIMULATOR_COUNTERS = ("sbuf_bytes", "psum_bytes", "hbm_read_bytes_per_s", "hbm_write_bytes_per_s")
+MAX_OTHER_COUNTERS = 4
+OTHER_COUNTER_COLORS = tuple(ENGINE_COLORS[k] for k in ENGINE_ORDER)
+LEFT_AXIS_WIDTH = 80
+ROW_LABEL_CHARS = 10
 ACTIVITY_WINDOW = 0.01  # chip diagram activity: busy fraction over 1% of the run around the playhead
 
 
@@ -26,6 +32,12 @@ def _fmt_time(ns: float) -> str:
     if ns >= 1e3:
         return f"{ns / 1e3:.2f} µs"
     return f"{ns:.0f} ns"
+
+
+def _short(name: str, chars: int = ROW_LABEL_CHARS) -> str:
+    """The last part of a "process / thread" track name, elided to fit the row labels."""
+    tail = name.rsplit(" / ", 1)[-1]
+    return tail if len(tail) <= chars else tail[: chars - 1] + "…"
 
 
 def _fmt_si(value: float, unit: str) -> str:
@@ -38,6 +50,10 @@ def _fmt_si(value: float, unit: str) -> str:
 def header_html(run: Run, baseline: Run | None) -> str:
     """The pane header: what ran where, and how fast and how cheap."""
     m, met = run.trace.meta, run.metrics
+    if m.get("mode") == "imported":  # a trace of another tool: no model, chip or price to speak of
+        return (f"<b>{run.title}</b> &nbsp; {m.get('source_file', m.get('model', ''))}<br>"
+                f"duration {_fmt_time(run.trace.duration_ns)} · {run.trace.n_events:,} events · "
+                f"{len(run.view.rows)} tracks")
     model = f"{m.get('model', '?')} · {m.get('mode', '')} · batch {m.get('batch', '?')} · seq {m.get('seq', '?')}"
     if m.get("dtype"):
         model += f" · {m['dtype']}"
@@ -78,6 +94,7 @@ class ComparisonPane(QWidget):
         body = QHBoxLayout()
         body.setContentsMargins(0, 0, 0, 0)
         body.addWidget(self.diagram)
+        self.diagram.setVisible(self._chip() is not None)  # a trace of another tool has no chip to draw
         body.addWidget(self.graphics, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -105,11 +122,11 @@ class ComparisonPane(QWidget):
         self.timeline.hideButtons()
         self.timeline.setMenuEnabled(False)
         self.timeline.setYRange(-1, n_rows, padding=0.02)
-        ticks = [(-0.5, "Layers")] + [(i + 0.5, ENGINE_LABELS.get(k, n)) for i, (k, n) in
+        ticks = [(-0.5, "Layers")] + [(i + 0.5, ENGINE_LABELS.get(k) or _short(n)) for i, (k, n) in
                                        enumerate(zip(view.row_kinds, view.row_names, strict=True))]
         left = self.timeline.getAxis("left")
         left.setTicks([ticks, []])
-        left.setWidth(70)
+        left.setWidth(LEFT_AXIS_WIDTH)
         self.timeline.getAxis("bottom").setStyle(showValues=True)
         self.rows_item = TrackRows(view.integrals, [engine_color(k) for k in view.row_kinds], self.run.duration_ns)
         self.timeline.addItem(self.rows_item)
@@ -117,64 +134,83 @@ class ComparisonPane(QWidget):
                                (QColor(pal.layer_a), QColor(pal.layer_b)), QColor("#d1495b"), QColor(pal.foreground))
         self.timeline.addItem(self.layers)
         self.curves: list[DensityCurve] = []
-        self.util_plot = self._counter_plot(1, "busy %", 105.0)
-        for kind, bi in zip(view.row_kinds, view.integrals, strict=True):
-            if kind in ("tensor", "vector", "scalar", "gpsimd"):
-                self._curve(self.util_plot, lambda e, bi=bi: 100 * bi.fractions(e), kind, ENGINE_LABELS[kind])
-        self.mem_plot = self._counter_plot(2, "SRAM %", 105.0)
-        self.bw_plot = self._counter_plot(3, "GB/s", self._bandwidth_limit())
-        self._counter_curves()
+        self.counter_plots: list[pg.PlotItem] = []
+        self._engine_plot()
+        self._memory_plots()
+        self._other_counters_plot()
         self.playheads = []
-        for plot in (self.timeline, self.util_plot, self.mem_plot, self.bw_plot):
+        for plot in (self.timeline, *self.counter_plots):
             line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(pal.playhead, width=1.5))
             plot.addItem(line, ignoreBounds=True)
             self.playheads.append(line)
-        for plot in (self.util_plot, self.mem_plot, self.bw_plot):
-            plot.setMaximumHeight(COUNTER_PLOT_HEIGHT)
         scene = self.graphics.scene()
         scene.sigMouseMoved.connect(self._hover)
         scene.sigMouseClicked.connect(self._click)
 
-    def _counter_plot(self, row: int, label: str, y_max: float) -> pg.PlotItem:
-        plot = self.graphics.addPlot(row=row, col=0)
+    def _counter_plot(self, label: str, y_max: float) -> pg.PlotItem:
+        plot = self.graphics.addPlot(row=len(self.counter_plots) + 1, col=0)
         plot.setXLink(self.timeline)
         plot.setMouseEnabled(x=True, y=False)
         plot.hideButtons()
         plot.setMenuEnabled(False)
-        plot.getAxis("left").setWidth(70)
+        plot.getAxis("left").setWidth(LEFT_AXIS_WIDTH)
         plot.getAxis("left").setLabel(label)
         plot.hideAxis("bottom")
         plot.addLegend(offset=(-4, 2), labelTextSize="7pt", colCount=4)
         plot.setYRange(0, y_max, padding=0)
+        plot.setMaximumHeight(COUNTER_PLOT_HEIGHT)
+        self.counter_plots.append(plot)
         return plot
 
-    def _curve(self, plot: pg.PlotItem, values, kind: str, name: str) -> None:
-        pen = pg.mkPen(engine_color(kind), width=1)
+    def _curve(self, plot: pg.PlotItem, values, kind: str, name: str, color: QColor | None = None) -> None:
+        pen = pg.mkPen(color or engine_color(kind), width=1)
         item = DensityCurve(values, self.run.duration_ns, plot.viewRange()[1][1], pen)
         plot.addItem(item)
         plot.legend.addItem(pg.PlotDataItem(pen=pen), name)
         self.curves.append(item)
 
-    def _bandwidth_limit(self) -> float:
-        """Top of the GB/s plot: the busiest counter value, with headroom."""
-        c = self.run.trace.counters
-        peak = max((float(c[n].value.max()) for n in ("hbm_read_bytes_per_s", "hbm_write_bytes_per_s")
-                    if n in c and len(c[n].value)), default=0.0)
-        return max(1.0, 1.1 * peak / 1e9)
+    def _engine_plot(self) -> None:
+        """Busy % of each compute engine (the first core's, like the chip diagram)."""
+        engines = [(k, bi) for k, bi in zip(self.view.row_kinds, self.view.integrals, strict=True)
+                   if k in CORE_ENGINES]
+        if engines:
+            plot = self._counter_plot("busy %", 105.0)
+            for kind, bi in engines:
+                self._curve(plot, lambda e, bi=bi: 100 * bi.fractions(e), kind, ENGINE_LABELS[kind])
 
-    def _counter_curves(self) -> None:
+    def _memory_plots(self) -> None:
+        """SBUF/PSUM fill as % of their size, and HBM/DDR read and write bandwidth."""
         c = self.run.trace.counters
         chip = self._chip()
         sizes = {"sbuf_bytes": getattr(chip, "sbuf_bytes", None), "psum_bytes": getattr(chip, "psum_bytes", None)}
-        for name, kind, label in (("sbuf_bytes", "dma_read", "SBUF"), ("psum_bytes", "dma_write", "PSUM")):
-            if name in c and sizes[name]:
+        sram = [(n, k, label) for n, k, label in (("sbuf_bytes", "dma_read", "SBUF"),
+                                                  ("psum_bytes", "dma_write", "PSUM")) if n in c and sizes[n]]
+        if sram:
+            plot = self._counter_plot("SRAM %", 105.0)
+            for name, kind, label in sram:
                 ci = CounterIntegral(c[name].t_ns, c[name].value)
-                self._curve(self.mem_plot, lambda e, ci=ci, size=sizes[name]: 100 * ci.means(e) / size, kind, label)
-        for name, kind, label in (("hbm_read_bytes_per_s", "dma_read", "read"),
-                                  ("hbm_write_bytes_per_s", "dma_write", "write")):
-            if name in c:
+                self._curve(plot, lambda e, ci=ci, size=sizes[name]: 100 * ci.means(e) / size, kind, label)
+        bandwidth = [(n, k, label) for n, k, label in (("hbm_read_bytes_per_s", "dma_read", "read"),
+                                                       ("hbm_write_bytes_per_s", "dma_write", "write")) if n in c]
+        if bandwidth:
+            peak = max((float(c[n].value.max()) for n, _, _ in bandwidth if len(c[n].value)), default=0.0)
+            plot = self._counter_plot("GB/s", max(1.0, 1.1 * peak / 1e9))
+            for name, kind, label in bandwidth:
                 ci = CounterIntegral(c[name].t_ns, c[name].value)
-                self._curve(self.bw_plot, lambda e, ci=ci: ci.means(e) / 1e9, kind, label)
+                self._curve(plot, lambda e, ci=ci: ci.means(e) / 1e9, kind, label)
+
+    def _other_counters_plot(self) -> None:
+        """Counters of other tools (a trace imported from Chrome JSON), each as % of its own peak."""
+        others = [ctr for name, ctr in self.run.trace.counters.items()
+                  if name not in SIMULATOR_COUNTERS and len(ctr.value)][:MAX_OTHER_COUNTERS]
+        if not others:
+            return
+        plot = self._counter_plot("% of peak", 105.0)
+        for i, ctr in enumerate(others):
+            peak = float(np.max(np.abs(ctr.value))) or 1.0
+            ci = CounterIntegral(ctr.t_ns, ctr.value)
+            self._curve(plot, lambda e, ci=ci, peak=peak: 100 * ci.means(e) / peak, "other", _short(ctr.name, 24),
+                        QColor(OTHER_COUNTER_COLORS[i % len(OTHER_COUNTER_COLORS)]))
 
     def _chip(self):
         from sim.errors import UnknownNameError

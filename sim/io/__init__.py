@@ -1,1 +1,62 @@
-"""Trace files: the native ``.nvtrace`` format and Chrome/Perfetto JSON interchange."""
+"""Trace files: the native ``.nvtrace`` format and Chrome/Perfetto JSON interchange.
+
+:func:`load_file` recognises a file by its first bytes, not its name (a zip is native, JSON or gzip
+is Chrome trace JSON); :func:`save_file` picks the format from the name (``.json`` or ``.json.gz``
+writes Chrome JSON, anything else native). Both raise one-line :class:`TraceFileError`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from sim.errors import TraceFileError
+from sim.io.chrome import GZIP_MAGIC, load_chrome, save_chrome
+from sim.io.native import load_traces, save_traces
+from sim.trace import Trace
+
+NATIVE_SUFFIX = ".nvtrace"
+CHROME_SUFFIXES = (".json", ".json.gz")
+ZIP_MAGIC = b"PK"
+FORMATS = ("nvtrace", "chrome")
+
+
+def format_for(path: str | os.PathLike) -> str:
+    """The format a file of this name is saved in: ``chrome`` for .json(.gz), else ``nvtrace``."""
+    return "chrome" if str(path).lower().endswith(CHROME_SUFFIXES) else "nvtrace"
+
+
+def load_file(path: str | os.PathLike) -> list[Trace]:
+    """Every run in a native or Chrome JSON trace file."""
+    label = str(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+    except FileNotFoundError:
+        raise TraceFileError(f"{label}: no such file") from None
+    except IsADirectoryError:
+        raise TraceFileError(f"{label}: is a directory, not a trace file") from None
+    except PermissionError:
+        raise TraceFileError(f"{label}: permission denied") from None
+    except OSError as exc:
+        raise TraceFileError(f"{label}: cannot read ({exc.strerror or exc})") from None
+    if head.startswith(ZIP_MAGIC):
+        return load_traces(path)
+    text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    if head.startswith(GZIP_MAGIC) or text[:1] in (b"{", b"["):
+        return load_chrome(path)
+    if not head:
+        raise TraceFileError(f"{label}: the file is empty")
+    raise TraceFileError(f"{label}: not a trace file (expected a {NATIVE_SUFFIX} file or Chrome trace JSON)")
+
+
+def save_file(path: str | os.PathLike, traces: Sequence[Trace], fmt: str | None = None) -> None:
+    """Write ``traces`` to ``path`` atomically, as ``fmt`` or the format its name implies."""
+    fmt = fmt or format_for(path)
+    if fmt == "chrome":
+        save_chrome(path, traces)
+    elif fmt == "nvtrace":
+        save_traces(path, traces)
+    else:
+        raise TraceFileError(f"{Path(path)}: unknown format '{fmt}' (choose from {', '.join(FORMATS)})")

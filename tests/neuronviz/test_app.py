@@ -122,3 +122,19 @@ def test_tracks_draw_engine_colours_where_engines_are_busy(demo_window, qtbot):
         rgb = np.array(QColor(ENGINE_COLORS[kind]).getRgb()[:3])
         close = (np.abs(pixels.astype(int) - rgb).sum(axis=2) < 40).sum()
         assert close > 50, kind
+
+
+def test_a_chrome_trace_of_another_tool_opens_as_a_generic_pane(demo_window, qtbot):
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "data" / "pytorch-profiler.json"
+    assert demo_window.open_files([str(path)])
+    (pane,) = demo_window.panes
+    assert demo_window.windowTitle() == "neuronviz — pytorch-profiler.json"
+    assert "pytorch-profiler.json" in pane.header.text() and "events" in pane.header.text()
+    assert not pane.diagram.isVisibleTo(pane)  # no chip to draw
+    labels = [label for _, label in pane.timeline.getAxis("left")._tickLevels[0]]
+    assert labels[0] == "Layers" and "stream 7" in labels
+    assert len(pane.counter_plots) == 1  # the tool's two memory counters, no simulator plots
+    legend = [label.text for _, label in pane.counter_plots[0].legend.items]
+    assert legend == ["GPU Memory.allocated", "GPU Memory.reserved"]

@@ -1,0 +1,92 @@
+"""`neuronviz info`, `neuronviz export` and `simulate -o`: trace files from the command line."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from neuronviz.cli import main
+from sim.io import load_file
+from sim.io.native import load_traces
+
+DATA = Path(__file__).parents[1] / "data"
+GOLDEN = DATA / "bert-base-trn1-inf2.nvtrace"
+PYTORCH = DATA / "pytorch-profiler.json"
+
+
+def run_cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_info_lists_each_run_with_chip_model_events_and_latency(capsys):
+    code, out, _ = run_cli(capsys, "info", GOLDEN)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == f"{GOLDEN}: 2 run(s)"
+    assert lines[1].split()[:4] == ["#", "chip", "instance", "model"]
+    traces = load_traces(GOLDEN)
+    for line, trace in zip(lines[2:], traces, strict=True):
+        cells = line.split()
+        assert cells[1] == trace.meta["chip_name"] and cells[3] == "bert-base"
+        assert cells[-3] == f"{trace.n_events:,}"
+        assert float(cells[-2]) == pytest.approx(trace.duration_ns / 1e6, abs=1e-3)
+
+
+def test_info_reads_a_trace_of_another_tool(capsys):
+    code, out, _ = run_cli(capsys, "info", PYTORCH)
+    assert code == 0
+    row = out.splitlines()[2]
+    assert "Chrome trace" in row and "pytorch-profiler" in row and "imported" in row
+
+
+def test_export_to_chrome_json_and_back_keeps_every_event(tmp_path, capsys):
+    out = tmp_path / "cmp.json"
+    code, text, _ = run_cli(capsys, "export", GOLDEN, "-o", out)
+    assert code == 0 and "chrome, 2 run(s)" in text
+    doc = json.loads(out.read_text())
+    originals = load_traces(GOLDEN)
+    assert sum(e["ph"] == "X" for e in doc["traceEvents"]) == sum(t.n_events for t in originals)
+    back = tmp_path / "back.nvtrace"
+    assert run_cli(capsys, "export", out, "-o", back)[0] == 0
+    for a, b in zip(originals, load_traces(back), strict=True):
+        assert a.meta == b.meta
+        assert (a.events["op"] == b.events["op"]).all()
+        assert abs(a.events["start_ns"] - b.events["start_ns"]).max() < 1e-3
+
+
+def test_export_format_option_overrides_the_suffix(tmp_path, capsys):
+    out = tmp_path / "trace.data"
+    assert run_cli(capsys, "export", GOLDEN, "--format", "chrome", "-o", out)[0] == 0
+    assert out.read_bytes().startswith(b"{")
+    assert len(load_file(out)) == 2
+
+
+def test_simulate_writes_chrome_json_by_suffix(tmp_path, capsys):
+    out = tmp_path / "sim.json.gz"
+    code, _, _ = run_cli(capsys, "simulate", "--model", "bert-base", "--chips", "inf2,trn1", "--seq", "32", "-o", out)
+    assert code == 0
+    assert out.read_bytes()[:2] == b"\x1f\x8b"
+    assert [t.meta["chip"] for t in load_file(out)] == ["inf2", "trn1"]
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no such file"), (b"", "the file is empty"), (b"hello world", "not a trace file"),
+    (b'{"a": 1}', "without 'traceEvents'"), (b"PK\x03\x04garbage", "damaged or truncated zip"),
+    (b'[{"ph": "X", "ts": "soon", "pid": 1, "tid": 1, "name": "x"}]', "'ts' should be a number"),
+])
+def test_bad_files_exit_2_with_one_line_naming_the_file(tmp_path, capsys, content, message):
+    path = tmp_path / "bad.trace"
+    if content is not None:
+        path.write_bytes(content)
+    for argv in (["info", path], ["export", path, "-o", tmp_path / "out.json"]):
+        code, _, err = run_cli(capsys, *argv)
+        assert code == 2
+        assert message in err and "bad.trace" in err and err.count("\n") == 1
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_export_to_a_missing_folder_fails_cleanly(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "export", GOLDEN, "-o", tmp_path / "missing" / "out.json")
+    assert code == 2 and "cannot write" in err and err.count("\n") == 1
