@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import pyqtgraph as pg
+import shiboken6
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QApplication
 
@@ -40,5 +41,7 @@ def run_app(argv: list[str]) -> int:
         window.open_files(argv)
     else:
         window.playback.set_playing(True)
-    return app.exec()
+    code = app.exec()
+    shiboken6.delete(window)  # now, while Qt is whole: at interpreter shutdown the teardown order is random
+    return code
 

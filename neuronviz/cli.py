@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from neuronviz.report import file_summary, run_record, runs_table
 from sim.errors import SimError
@@ -104,42 +107,56 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_simulate)
 
 
-def cmd_screenshot(args: argparse.Namespace) -> int:
-    """Render the main view (or one pane) headless, the playhead where asked, to a PNG."""
-    import os
-
+@contextmanager
+def _headless_window(files: list[str]) -> Iterator:
+    """The main window on ``files`` (or the demo), offscreen, with throwaway settings."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    import tempfile
-
     from PySide6.QtCore import QSettings
 
     from neuronviz.app import build_window, make_app
-    from neuronviz.export import parse_size, render, write_png
     from neuronviz.files import open_runs
 
-    size = parse_size(args.size)
-    runs = [run for path in args.files for run in open_runs(path)] if args.files else None
+    runs = [run for path in files for run in open_runs(path)] if files else None
     make_app()
     with tempfile.TemporaryDirectory() as tmp:  # never read or touch the user's window settings
         window = build_window(runs, QSettings(f"{tmp}/settings.ini", QSettings.Format.IniFormat),
-                              path=args.files[0] if len(args.files) == 1 else "")
-        return _shoot(window, args, size, render, write_png)
+                              path=files[0] if len(files) == 1 else "")
+        try:
+            yield window
+        finally:  # destroyed now, not by the interpreter's shutdown, which would crash Qt's teardown
+            import shiboken6
+
+            for pane in window.panes:
+                if shiboken6.isValid(pane) and pane.parent() is None:  # taken out by --pane
+                    shiboken6.delete(pane)
+            shiboken6.delete(window)
 
 
-def _shoot(window, args: argparse.Namespace, size, render, write_png) -> int:
-    session = window.session
-    if args.time_us is not None:
-        session.set_playhead(args.time_us * 1e3 / session.max_duration_ns)
-    else:
-        session.set_playhead(args.at)
-    target = window
-    if args.pane is not None:
-        if not 1 <= args.pane <= len(window.panes):
-            raise UserError(f"--pane {args.pane}: the view has {len(window.panes)} pane(s)")
-        target = window.panes[args.pane - 1]
-        target.setParent(None)  # a top-level widget of its own, so it takes the requested size
-        target.show()
-    write_png(render(target, size), args.output)
+def _target_widget(window, pane: int | None):
+    """The whole window, or pane ``pane`` (1-based) as a top-level widget that takes any size."""
+    if pane is None:
+        return window
+    if not 1 <= pane <= len(window.panes):
+        raise UserError(f"--pane {pane}: the view has {len(window.panes)} pane(s)")
+    target = window.panes[pane - 1]
+    target.setParent(None)
+    target.show()
+    return target
+
+
+def cmd_screenshot(args: argparse.Namespace) -> int:
+    """Render the main view (or one pane) headless, the playhead where asked, to a PNG or SVG."""
+    from neuronviz.export import IMAGE_SUFFIXES, check_target, parse_size, write_image
+
+    size = parse_size(args.size)
+    check_target(args.output, IMAGE_SUFFIXES)
+    with _headless_window(args.files) as window:
+        session = window.session
+        if args.time_us is not None:
+            session.set_playhead(args.time_us * 1e3 / session.max_duration_ns)
+        else:
+            session.set_playhead(args.at)
+        write_image(_target_widget(window, args.pane), args.output, size)
     print(f"wrote {args.output} ({size.width()}x{size.height()})")
     return 0
 
@@ -155,9 +172,9 @@ def _fraction(text: str) -> float:
 
 
 def _add_screenshot(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("screenshot", help="render the view to a PNG without a display")
+    p = sub.add_parser("screenshot", help="render the view to a PNG or SVG without a display")
     p.add_argument("files", nargs="*", help="trace files (default: the demo comparison)")
-    p.add_argument("-o", "--output", required=True, help="output .png")
+    p.add_argument("-o", "--output", required=True, help="output .png, or .svg for vector graphics")
     p.add_argument("--size", default="1600x900", help="WIDTHxHEIGHT in pixels (default 1600x900)")
     at = p.add_mutually_exclusive_group()
     at.add_argument("--at", type=_fraction, default=0.5, help="playhead as a fraction of the longest run")
@@ -219,6 +236,59 @@ def _add_open(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_open)
 
 
+class _TerminalProgress:
+    """A progress bar on stderr, redrawn in place."""
+
+    WIDTH = 30
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __call__(self, done: int, total: int) -> bool:
+        filled = self.WIDTH * done // total
+        end = "\n" if done == total else ""
+        print(f"\r{self.what} [{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{total} frames", end=end,
+              file=sys.stderr, flush=True)
+        return True
+
+
+def cmd_animate(args: argparse.Namespace) -> int:
+    """The playback as an animated GIF or a numbered PNG sequence, rendered headless."""
+    from neuronviz.export import check_target, frame_count, is_frame_folder, parse_size, write_animation
+
+    size = parse_size(args.size)
+    frame_count(args.fps, args.seconds)
+    if not is_frame_folder(args.output):
+        check_target(args.output, (".gif",))
+    with _headless_window(args.files) as window:
+        frames = write_animation(window.session, _target_widget(window, args.pane), args.output, args.fps,
+                                 args.seconds, size, _TerminalProgress(f"rendering {args.output}"))
+    print(f"wrote {args.output} ({frames} frames, {size.width()}x{size.height()}, {args.fps} frames/s)")
+    return 0
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def _add_animate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("animate", help="render the playback to an animated GIF or PNG frames without a display")
+    p.add_argument("files", nargs="*", help="trace files (default: the demo comparison)")
+    p.add_argument("-o", "--output", required=True, help="output .gif, or DIR/ for numbered PNG frames")
+    p.add_argument("--fps", type=_positive_int, default=10, help="frames per second (default 10)")
+    p.add_argument("--seconds", type=_positive_float, default=5.0,
+                   help="length of the animation; the playhead sweeps the whole run (default 5)")
+    p.add_argument("--size", default="1280x720", help="WIDTHxHEIGHT in pixels (default 1280x720)")
+    p.add_argument("--pane", type=_positive_int, help="render only this pane (1 = first)")
+    p.set_defaults(func=cmd_animate)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     """Simulate the published measurements and print (or write) the accuracy report."""
     from sim.validate import read_rows, report, summarise, validate
@@ -267,6 +337,7 @@ COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "export": _add_export,
     "open": _add_open,
     "screenshot": _add_screenshot,
+    "animate": _add_animate,
     "validate": _add_validate,
 }
 

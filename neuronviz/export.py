@@ -1,18 +1,47 @@
-"""Rendering the window to images: one path serves the menu and the headless CLI."""
+"""Exporting what the window shows: PNG, SVG, animations (GIF or PNG frames) and the summary as CSV.
+
+One rendering path serves the window's menus and the headless CLI: a widget (the main window or
+one pane) is laid out at the requested size and painted by Qt into an image or an SVG generator,
+so an export is exactly what the window shows. Every file is written to a temporary name and
+renamed into place, so a failed or cancelled export leaves nothing half-written.
+"""
 
 from __future__ import annotations
 
+import csv
+import io
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from PySide6.QtCore import QSize
-from PySide6.QtGui import QImage
+import numpy as np
+from PIL import Image
+from PySide6.QtCore import QPoint, QRect, QSize
+from PySide6.QtGui import QImage, QPainter
+from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QApplication, QWidget
 
+from neuronviz.session import Session
+from neuronviz.widgets.summary import summary_csv_rows
 from sim.errors import SimError
+
+IMAGE_SUFFIXES = (".png", ".svg")
+MIN_SIZE, MAX_SIZE = QSize(200, 150), QSize(8000, 8000)
+MAX_FRAMES = 2000
+GIF_COLORS = 256
+SVG_DPI = 96  # CSS pixels: the SVG's width and height in mm come out as the widget's size in pixels
+
+Progress = Callable[[int, int], bool]  # (frames done, frames in all) -> False to cancel
 
 
 class ExportError(SimError):
     """An export that cannot be written (bad size, bad path, unknown format)."""
+
+
+class ExportCancelled(Exception):
+    """The user stopped a long export; nothing was written."""
 
 
 def parse_size(text: str) -> QSize:
@@ -21,28 +50,192 @@ def parse_size(text: str) -> QSize:
         w, h = (int(v) for v in text.lower().split("x"))
     except ValueError:
         raise ExportError(f"bad size '{text}': use WIDTHxHEIGHT, e.g. 1600x900") from None
-    if not (200 <= w <= 8000 and 150 <= h <= 8000):
-        raise ExportError(f"bad size '{text}': width 200-8000 and height 150-8000 pixels")
+    if not (MIN_SIZE.width() <= w <= MAX_SIZE.width() and MIN_SIZE.height() <= h <= MAX_SIZE.height()):
+        raise ExportError(f"bad size '{text}': width {MIN_SIZE.width()}-{MAX_SIZE.width()} and "
+                          f"height {MIN_SIZE.height()}-{MAX_SIZE.height()} pixels")
     return QSize(w, h)
 
 
-def render(widget: QWidget, size: QSize | None = None) -> QImage:
-    """What ``widget`` shows, at ``size`` when given (laid out again at that size)."""
+def check_target(path: str | os.PathLike, suffixes: tuple[str, ...]) -> Path:
+    target = Path(path)
+    name = target.name.lower()
+    if not name.endswith(suffixes):
+        raise ExportError(f"{path}: unsupported output type (use {', '.join(suffixes)})")
+    if not target.parent.is_dir():
+        raise ExportError(f"{path}: folder {target.parent} does not exist")
+    return target
+
+
+@contextmanager
+def _atomic(target: Path) -> Iterator[Path]:
+    """A temporary path beside ``target``, renamed onto it when the block succeeds."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise ExportError(f"{target}: cannot write ({exc.strerror or exc})") from None
+    os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; an export is an ordinary file
+        yield Path(tmp)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise ExportError(f"{target}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _lay_out(widget: QWidget, size: QSize | None) -> None:
     if size is not None:
         widget.resize(size)
     QApplication.processEvents()
     QApplication.processEvents()
+
+
+def render(widget: QWidget, size: QSize | None = None) -> QImage:
+    """What ``widget`` shows, at ``size`` when given (laid out again at that size)."""
+    _lay_out(widget, size)
     return widget.grab().toImage()
 
 
-def write_png(image: QImage, path: str) -> None:
-    target = Path(path)
-    if target.suffix.lower() != ".png":
-        raise ExportError(f"{path}: only .png is supported")
-    if not target.parent.exists():
-        raise ExportError(f"{path}: folder {target.parent} does not exist")
-    tmp = target.with_name(f".{target.name}.tmp.png")
-    if not image.save(str(tmp), "PNG"):
-        tmp.unlink(missing_ok=True)
-        raise ExportError(f"{path}: cannot write the image")
-    tmp.replace(target)
+def _save_png(image: QImage, target: Path) -> None:
+    with _atomic(target) as tmp:
+        if not image.save(str(tmp), "PNG"):
+            raise ExportError(f"{target}: cannot write the image")
+
+
+def write_png(image: QImage, path: str | os.PathLike) -> None:
+    _save_png(image, check_target(path, (".png",)))
+
+
+def write_svg(widget: QWidget, path: str | os.PathLike, size: QSize | None = None) -> None:
+    """``widget`` painted into a vector SVG: text stays text, lines and bars stay shapes."""
+    target = check_target(path, (".svg",))
+    _lay_out(widget, size)
+    with _atomic(target) as tmp:
+        generator = QSvgGenerator()
+        generator.setFileName(str(tmp))
+        generator.setSize(widget.size())
+        generator.setResolution(SVG_DPI)
+        generator.setViewBox(QRect(0, 0, widget.width(), widget.height()))
+        generator.setTitle(widget.windowTitle() or "neuronviz")
+        generator.setDescription("exported by neuronviz")
+        painter = QPainter()
+        if not painter.begin(generator):
+            raise ExportError(f"{target}: cannot write the SVG")
+        try:
+            widget.render(painter, QPoint())
+        finally:
+            painter.end()
+
+
+def write_image(widget: QWidget, path: str | os.PathLike, size: QSize | None = None) -> None:
+    """PNG or SVG by the name's suffix."""
+    target = check_target(path, IMAGE_SUFFIXES)
+    if target.suffix.lower() == ".svg":
+        write_svg(widget, target, size)
+    else:
+        _save_png(render(widget, size), target)
+
+
+def frame_count(fps: int, seconds: float) -> int:
+    frames = round(fps * seconds)
+    if not 2 <= frames <= MAX_FRAMES:
+        raise ExportError(f"{fps} frames/s for {seconds} s makes {frames} frames: choose 2 to {MAX_FRAMES}")
+    return frames
+
+
+def _frames(session: Session, widget: QWidget, frames: int, size: QSize | None,
+            progress: Progress | None) -> Iterator[QImage]:
+    """The widget with the playhead swept from the start to the end of the longest run."""
+    _lay_out(widget, size)
+    for k in range(frames):
+        if progress is not None and not progress(k, frames):
+            raise ExportCancelled
+        session.set_playhead(k / (frames - 1))
+        yield render(widget)
+    if progress is not None:
+        progress(frames, frames)
+
+
+def _to_pil(image: QImage) -> Image.Image:
+    rgb = image.convertToFormat(QImage.Format.Format_RGB888)
+    row = rgb.bytesPerLine()
+    a = np.frombuffer(rgb.constBits(), np.uint8, rgb.sizeInBytes()).reshape(rgb.height(), row)
+    return Image.fromarray(np.ascontiguousarray(a[:, : 3 * rgb.width()]).reshape(rgb.height(), rgb.width(), 3))
+
+
+def is_frame_folder(path: str | os.PathLike) -> bool:
+    """``-o DIR/`` (or an existing folder) asks for a numbered PNG sequence instead of a GIF."""
+    return str(path).endswith(("/", os.sep)) or Path(path).is_dir()
+
+
+def write_animation(session: Session, widget: QWidget, path: str | os.PathLike, fps: int, seconds: float,
+                    size: QSize | None = None, progress: Progress | None = None) -> int:
+    """The playback as an animated GIF, or numbered PNGs in a folder; returns the frame count.
+
+    ``progress`` is called before each frame and may return False to cancel: then nothing is
+    written (a GIF is renamed into place only when complete; frames already written to a folder
+    are removed). The playhead is put back where it was.
+    """
+    frames = frame_count(fps, seconds)
+    playhead = session.playhead
+    try:
+        if is_frame_folder(path):
+            _write_frame_folder(session, widget, Path(path), frames, size, progress)
+        else:
+            _write_gif(session, widget, check_target(path, (".gif",)), fps, frames, size, progress)
+    finally:
+        session.set_playhead(playhead)
+    return frames
+
+
+def _write_gif(session: Session, widget: QWidget, target: Path, fps: int, frames: int, size: QSize | None,
+               progress: Progress | None) -> None:
+    images: list[Image.Image] = []
+    palette: Image.Image | None = None
+    for image in _frames(session, widget, frames, size, progress):
+        rgb = _to_pil(image)
+        if palette is None:  # one palette for every frame: colours do not flicker as the playhead moves
+            palette = rgb.quantize(GIF_COLORS, method=Image.Quantize.MEDIANCUT)
+        images.append(rgb.quantize(palette=palette, dither=Image.Dither.NONE))
+    with _atomic(target) as tmp:
+        buf = io.BytesIO()
+        images[0].save(buf, "GIF", save_all=True, append_images=images[1:], duration=round(1000 / fps), loop=0,
+                       optimize=False, disposal=1)
+        tmp.write_bytes(buf.getvalue())
+
+
+def _write_frame_folder(session: Session, widget: QWidget, folder: Path, frames: int, size: QSize | None,
+                        progress: Progress | None) -> None:
+    if not folder.parent.is_dir():
+        raise ExportError(f"{folder}: folder {folder.parent} does not exist")
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise ExportError(f"{folder}: cannot create the folder ({exc.strerror or exc})") from None
+    digits = len(str(frames))
+    written: list[Path] = []
+    try:
+        for k, image in enumerate(_frames(session, widget, frames, size, progress), 1):
+            target = folder / f"frame_{k:0{digits}d}.png"
+            _save_png(image, target)
+            written.append(target)
+    except BaseException:
+        for p in written:
+            p.unlink(missing_ok=True)
+        raise
+
+
+def write_summary_csv(session: Session, path: str | os.PathLike) -> int:
+    """The summary table as CSV, one row per run, with each run's configuration; returns the rows."""
+    target = check_target(path, (".csv",))
+    header, rows = summary_csv_rows(session)
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(["" if v is None else v for v in row] for row in rows)
+    with _atomic(target) as tmp:
+        tmp.write_text(text.getvalue(), encoding="utf-8")
+    return len(rows)

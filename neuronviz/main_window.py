@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (
     QGridLayout,
     QLabel,
     QMainWindow,
+    QMenu,
     QMessageBox,
     QVBoxLayout,
     QWidget,
@@ -20,6 +21,7 @@ from PySide6.QtWidgets import (
 from neuronviz.files import OPEN_FILTERS, SAVE_FILTERS, open_runs, save_runs, with_suffix_of
 from neuronviz.runner import SimulationRunner
 from neuronviz.session import Session
+from neuronviz.widgets.export_actions import ExportActions
 from neuronviz.widgets.layer_details import LayerDetails
 from neuronviz.widgets.pane import ComparisonPane
 from neuronviz.widgets.playback import PlaybackBar
@@ -44,6 +46,8 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.session, self.settings = session, settings
         self.runner = SimulationRunner(self)
+        self.exports = ExportActions(self, session, settings)
+        self.pane_menu: QMenu | None = None
         self.panes: list[ComparisonPane] = []
         self.grid_host = QWidget()
         self.grid = QGridLayout(self.grid_host)
@@ -97,6 +101,8 @@ class MainWindow(QMainWindow):
         self.empty.setParent(None)
         runs = self.session.runs
         self.panes = [ComparisonPane(self.session, run) for run in runs]
+        for pane in self.panes:
+            pane.sig_context_menu.connect(lambda pos, pane=pane: self._pane_menu(pane, pos))
         cols = 1 if len(runs) <= 1 else (2 if len(runs) <= 4 else 3)
         for i, pane in enumerate(self.panes):
             self.grid.addWidget(pane, i // cols, i % cols)
@@ -125,6 +131,14 @@ class MainWindow(QMainWindow):
         self.recent_menu = file.addMenu("Open &recent")
         self._refresh_recent()
         self._action(file, "&Save as…", self.save_dialog, QKeySequence.StandardKey.Save)
+        file.addSeparator()
+        export = file.addMenu("&Export")
+        self._action(export, "&Image of the view (PNG, SVG)…", lambda: self.exports.export_image(), "Ctrl+E")
+        self._action(export, "&Copy image of the view", lambda: self.exports.copy_image(), "Ctrl+Shift+C")
+        self._action(export, "&Animation (GIF)…", self.exports.export_animation, "Ctrl+Shift+E")
+        self._action(export, "&Summary table (CSV)…", self.exports.export_csv)
+        export.addSeparator()
+        export.addAction("Right-click a pane to export only that pane").setEnabled(False)
         file.addSeparator()
         self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
         view = self.menuBar().addMenu("&View")
@@ -192,6 +206,16 @@ class MainWindow(QMainWindow):
             action.setCheckable(True)
             action.setChecked(i == self.session.baseline)
             action.triggered.connect(lambda _=False, i=i: self.session.set_baseline(i))
+
+    def _pane_menu(self, pane: ComparisonPane, global_pos) -> None:
+        menu = QMenu(self)
+        menu.addAction("Export this pane as image (PNG, SVG)…", lambda: self.exports.export_image(pane))
+        menu.addAction("Copy image of this pane", lambda: self.exports.copy_image(pane))
+        menu.addSeparator()
+        index = self.panes.index(pane)
+        menu.addAction("Make this the baseline", lambda: self.session.set_baseline(index))
+        menu.popup(global_pos)
+        self.pane_menu = menu  # kept for tests and so it is not collected while open
 
     def show_shortcuts(self) -> None:
         rows = "".join(f"<tr><td><b>{k}</b></td><td>{v}</td></tr>" for k, v in SHORTCUTS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, Qt, Signal
+from PySide6.QtCore import QEvent, QPoint, QPointF, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
@@ -18,6 +18,7 @@ from neuronviz.widgets.chip_diagram import CORE_ENGINES, ChipDiagram, ChipState
 from sim.metrics import CounterIntegral
 
 COUNTER_PLOT_HEIGHT = 70
+COUNTER_PLOT_MIN_HEIGHT = 48  # below this a counter plot's tick labels overlap: it is hidden instead
 SIMULATOR_COUNTERS = ("sbuf_bytes", "psum_bytes", "hbm_read_bytes_per_s", "hbm_write_bytes_per_s")
 MAX_OTHER_COUNTERS = 4
 OTHER_COUNTER_COLORS = tuple(ENGINE_COLORS[k] for k in ENGINE_ORDER)
@@ -79,6 +80,7 @@ class ComparisonPane(QWidget):
     """Draws one run; reads the session, never other panes."""
 
     sig_layer_clicked = Signal(str)
+    sig_context_menu = Signal(QPoint)  # right click anywhere on the pane, at this global position
 
     def __init__(self, session: Session, run: Run, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -91,6 +93,9 @@ class ComparisonPane(QWidget):
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground(palette().background)
         self._build_plots()
+        self.graphics.installEventFilter(self)
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.customContextMenuRequested.connect(lambda pos: self.sig_context_menu.emit(self.mapToGlobal(pos)))
         body = QHBoxLayout()
         body.setContentsMargins(0, 0, 0, 0)
         body.addWidget(self.diagram)
@@ -135,6 +140,7 @@ class ComparisonPane(QWidget):
         self.timeline.addItem(self.layers)
         self.curves: list[DensityCurve] = []
         self.counter_plots: list[pg.PlotItem] = []
+        self._shown_counter_plots = 0
         self._engine_plot()
         self._memory_plots()
         self._other_counters_plot()
@@ -149,6 +155,7 @@ class ComparisonPane(QWidget):
 
     def _counter_plot(self, label: str, y_max: float) -> pg.PlotItem:
         plot = self.graphics.addPlot(row=len(self.counter_plots) + 1, col=0)
+        self._shown_counter_plots += 1
         plot.setXLink(self.timeline)
         plot.setMouseEnabled(x=True, y=False)
         plot.hideButtons()
@@ -158,6 +165,7 @@ class ComparisonPane(QWidget):
         plot.hideAxis("bottom")
         plot.addLegend(offset=(-4, 2), labelTextSize="7pt", colCount=4)
         plot.setYRange(0, y_max, padding=0)
+        plot.setMinimumHeight(COUNTER_PLOT_MIN_HEIGHT)
         plot.setMaximumHeight(COUNTER_PLOT_HEIGHT)
         self.counter_plots.append(plot)
         return plot
@@ -220,6 +228,29 @@ class ComparisonPane(QWidget):
             return get_chip(str(self.run.trace.meta.get("chip", "")))
         except UnknownNameError:
             return None
+
+    def eventFilter(self, watched, event) -> bool:
+        if watched is self.graphics and event.type() == QEvent.Type.Resize:
+            self._fit_counter_plots()
+        return False
+
+    def _fit_counter_plots(self) -> None:
+        """Lay out as many counter plots as fit under the timeline, in order; leave the rest out."""
+        layout = self.graphics.ci.layout
+        margins = layout.getContentsMargins()
+        room = self.graphics.height() - self.timeline.minimumHeight() - margins[1] - margins[3]
+        fitting = max(0, min(len(self.counter_plots),
+                             int(room // (COUNTER_PLOT_MIN_HEIGHT + layout.verticalSpacing()))))
+        if fitting == self._shown_counter_plots:
+            return
+        for plot in self.counter_plots[:self._shown_counter_plots]:
+            self.graphics.ci.removeItem(plot)
+        for i, plot in enumerate(self.counter_plots[:fitting]):
+            self.graphics.ci.addItem(plot, row=i + 1, col=0)
+            plot.setVisible(True)
+        for plot in self.counter_plots[fitting:]:
+            plot.setVisible(False)
+        self._shown_counter_plots = fitting
 
     # --- session reactions --------------------------------------------------------------
     def refresh_header(self, *_: object) -> None:
@@ -298,6 +329,10 @@ class ComparisonPane(QWidget):
             QToolTip.hideText()
 
     def _click(self, event) -> None:
+        if event.button() == Qt.MouseButton.RightButton:
+            event.accept()  # our menu, not pyqtgraph's
+            self.sig_context_menu.emit(event.screenPos().toPoint())
+            return
         if event.button() != Qt.MouseButton.LeftButton:
             return
         hit = self._data_point(event.scenePos())

@@ -30,6 +30,21 @@ def summary_rows(session: Session) -> list[list[object]]:
     return rows
 
 
+CONFIG_COLUMNS = ("chip", "model", "mode", "batch", "seq", "dtype", "cores per copy", "copies")
+
+
+def summary_csv_rows(session: Session) -> tuple[list[str], list[list[object]]]:
+    """The summary table with each run's configuration first: the rows of the CSV export."""
+    header = [*CONFIG_COLUMNS, *COLUMNS]
+    rows = []
+    for run, row in zip(session.runs, summary_rows(session), strict=True):
+        m = run.trace.meta
+        config = [m.get("chip", ""), m.get("model", ""), m.get("mode", ""), m.get("batch", ""), m.get("seq", ""),
+                  m.get("dtype", ""), m.get("cores_per_copy", ""), m.get("copies", "")]
+        rows.append([*config, *row])
+    return header, rows
+
+
 class _NumberItem(QTableWidgetItem):
     def __init__(self, value: object) -> None:
         super().__init__("n/a" if value is None else (f"{value:,}" if isinstance(value, (int, float)) else str(value)))

@@ -138,3 +138,17 @@ def test_a_chrome_trace_of_another_tool_opens_as_a_generic_pane(demo_window, qtb
     assert len(pane.counter_plots) == 1  # the tool's two memory counters, no simulator plots
     legend = [label.text for _, label in pane.counter_plots[0].legend.items]
     assert legend == ["GPU Memory.allocated", "GPU Memory.reserved"]
+
+
+def test_right_click_on_a_pane_offers_to_export_that_pane(demo_window, qtbot):
+    pane = demo_window.panes[1]
+    vb = pane.timeline.getViewBox()
+    pos = pane.graphics.mapFromScene(vb.sceneBoundingRect().center())
+    qtbot.mouseClick(pane.graphics.viewport(), Qt.MouseButton.RightButton, pos=pos)
+    menu = demo_window.pane_menu
+    assert menu is not None and menu.isVisible()
+    assert [a.text() for a in menu.actions() if a.text()][:2] == [
+        "Export this pane as image (PNG, SVG)…", "Copy image of this pane"]
+    menu.actions()[-1].trigger()  # make this the baseline
+    assert demo_window.session.baseline == 1
+    menu.close()
