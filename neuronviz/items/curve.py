@@ -1,4 +1,11 @@
-"""A curve evaluated per pixel column at paint time: exact at any zoom, cost O(pixels)."""
+"""Counter plots rasterised with NumPy: every series of a plot in one image, one paint call.
+
+Each series is evaluated per device-pixel column (a busy fraction or a counter mean from
+:mod:`sim.metrics`, so a pixel shows the exact average over the time it covers) and drawn as a
+one-pixel step line: in column ``i`` the pixels between the previous column's value and this
+one's are lit. That is what a step curve looks like at pixel resolution, at a cost of O(pixels)
+whatever the length of the trace, and one ``drawImage`` per plot instead of a path per series.
+"""
 
 from __future__ import annotations
 
@@ -7,24 +14,28 @@ from collections.abc import Callable
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF
-from PySide6.QtGui import QPainter, QPen
+from PySide6.QtGui import QColor, QImage, QPainter
 
-from neuronviz.items.raster import CACHE, visible_columns
+from neuronviz.items.raster import CACHE, argb, visible_columns
+
+MAX_ROWS = 2048
+
+Series = Callable[[np.ndarray], np.ndarray]  # window edges in ns -> one value per window
 
 
-class DensityCurve(pg.GraphicsObject):
-    """Plots ``values(edges_ns)``: one value per window between consecutive time edges.
+class CurveRaster(pg.GraphicsObject):
+    """Step curves of ``values(edges_ns)`` for y in ``[0, y_max]``; x is time in ns times ``x_scale``."""
 
-    ``values`` is a busy fraction or a counter mean (see :mod:`sim.metrics`), so what is drawn
-    for a pixel is the exact average over the time that pixel covers.
-    """
-
-    def __init__(self, values: Callable[[np.ndarray], np.ndarray], duration_ns: float, y_max: float,
-                 pen: QPen) -> None:
+    def __init__(self, duration_ns: float, y_max: float) -> None:
         super().__init__()
         self.setCacheMode(CACHE)
-        self.values, self.duration_ns, self.y_max, self.pen = values, duration_ns, y_max, pen
+        self.duration_ns, self.y_max = duration_ns, y_max
+        self.series: list[tuple[Series, int]] = []
         self.x_scale = 1.0
+
+    def add(self, values: Series, color: QColor) -> None:
+        self.series.append((values, argb(color) | 0xFF000000))
+        self.update()
 
     def set_x_scale(self, scale: float) -> None:
         self.prepareGeometryChange()
@@ -34,13 +45,27 @@ class DensityCurve(pg.GraphicsObject):
     def boundingRect(self) -> QRectF:
         return QRectF(0.0, 0.0, self.duration_ns * self.x_scale, self.y_max)
 
+    def rasterise(self, x0: float, x1: float, columns: int, rows: int) -> np.ndarray:
+        """ARGB pixels, row 0 at y = 0, ``columns`` columns between ``x0`` and ``x1``."""
+        img = np.zeros((rows, columns), np.uint32)
+        edges = np.linspace(x0, x1, columns + 1) / self.x_scale
+        r = np.arange(rows)[:, None]
+        for values, color in self.series:
+            y = np.nan_to_num(np.asarray(values(edges), np.float64))
+            row = np.clip(np.floor(y / self.y_max * rows), 0, rows - 1).astype(np.int64)
+            prev = np.concatenate([row[:1], row[:-1]])
+            lit = (r >= np.minimum(prev, row)) & (r <= np.maximum(prev, row))
+            img[lit] = color
+        return img
+
     def paint(self, p: QPainter, *args) -> None:
         vis = visible_columns(self, 0.0, self.duration_ns * self.x_scale)
-        if vis is None:
+        if vis is None or not self.series:
             return
         x0, x1, cols = vis
-        edges = np.linspace(x0, x1, cols + 1)
-        y = self.values(edges / self.x_scale)
-        x = np.repeat(edges, 2)[1:-1]
-        p.setPen(self.pen)
-        p.drawPath(pg.arrayToQPath(x, np.repeat(y, 2)))
+        px_h = self.pixelHeight()
+        rows = int(min(MAX_ROWS, max(1, np.ceil(self.y_max / px_h)))) if px_h else 1
+        img = pg.functions.ndarray_to_qimage(np.ascontiguousarray(self.rasterise(x0, x1, cols, rows)),
+                                             QImage.Format.Format_ARGB32)
+        p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
+        p.drawImage(QRectF(x0, 0.0, x1 - x0, self.y_max), img, QRectF(0, 0, cols, rows))

@@ -23,7 +23,7 @@ CACHE = QGraphicsItem.CacheMode.DeviceCoordinateCache
 ROW_FILL = 0.8  # fraction of a row's height the bars fill
 
 
-def _argb(color: QColor) -> int:
+def argb(color: QColor) -> int:
     return (color.red() << 16) | (color.green() << 8) | color.blue()
 
 
@@ -46,7 +46,7 @@ class TrackRows(pg.GraphicsObject):
         super().__init__()
         self.setCacheMode(CACHE)
         self.integrals = integrals
-        self.rgb = np.array([_argb(c) for c in colors], dtype=np.uint32)
+        self.rgb = np.array([argb(c) for c in colors], dtype=np.uint32)
         self.duration_ns = duration_ns
         self.x_scale = 1.0
 
@@ -92,8 +92,8 @@ class LayerRow(pg.GraphicsObject):
         self.start = np.asarray(start_ns, dtype=np.float64)[order]
         self.end = np.asarray(end_ns, dtype=np.float64)[order]
         self.y = y
-        self.shades = np.array([_argb(shades[0]), _argb(shades[1])], dtype=np.uint32) | np.uint32(0xFF000000)
-        self.highlight = np.uint32(_argb(highlight) | 0xFF000000)
+        self.shades = np.array([argb(shades[0]), argb(shades[1])], dtype=np.uint32) | np.uint32(0xFF000000)
+        self.highlight = np.uint32(argb(highlight) | 0xFF000000)
         self.text_color = text
         self.selected = -1  # index into names
         self.x_scale = 1.0
