@@ -21,6 +21,7 @@ MAX_COLUMNS = 8192
 # only repaints it when the view changes, so an animating playhead costs a blit
 CACHE = QGraphicsItem.CacheMode.DeviceCoordinateCache
 ROW_FILL = 0.8  # fraction of a row's height the bars fill
+MIN_LABEL_PX = 24  # layer spans narrower than this on screen get no name
 
 
 def argb(color: QColor) -> int:
@@ -141,9 +142,17 @@ class LayerRow(pg.GraphicsObject):
         self._labels(p, x0, x1)
 
     def _labels(self, p: QPainter, x0: float, x1: float) -> None:
+        """Names inside the spans wide enough to hold a few characters (vectorised pick first, so
+        a zoom showing thousands of narrow layers costs no more than one showing a few)."""
         lo = int(np.searchsorted(self.end, x0 / self.x_scale))
         hi = int(np.searchsorted(self.start, x1 / self.x_scale))
-        if hi - lo > 400:
+        px = self.pixelWidth()
+        if hi <= lo or not px:
+            return
+        a = np.maximum(self.start[lo:hi] * self.x_scale, x0)
+        b = np.minimum(self.end[lo:hi] * self.x_scale, x1)
+        wide = lo + np.flatnonzero((b - a) / px >= MIN_LABEL_PX)
+        if not len(wide):
             return
         tr = p.transform()
         p.save()
@@ -152,7 +161,7 @@ class LayerRow(pg.GraphicsObject):
         font.setPointSizeF(8.0)
         p.setFont(font)
         metrics = p.fontMetrics()
-        for i in range(lo, hi):
+        for i in wide.tolist():
             a = tr.map(QPointF(max(self.start[i] * self.x_scale, x0), self.y + 0.1))
             b = tr.map(QPointF(min(self.end[i] * self.x_scale, x1), self.y + 0.9))
             rect = QRectF(a, b).normalized().adjusted(3, 0, -3, 0)

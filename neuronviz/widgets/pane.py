@@ -8,7 +8,7 @@ from PySide6.QtCore import QEvent, QPoint, QPointF, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
-from neuronviz.items.curve import DensityCurve
+from neuronviz.items.curve import CurveRaster
 from neuronviz.items.raster import LayerRow, TrackRows
 from neuronviz.items.time_axis import TimeAxis
 from neuronviz.session import Run, Session
@@ -46,6 +46,20 @@ def _fmt_si(value: float, unit: str) -> str:
         if abs(value) >= scale:
             return f"{value / scale:.2f} {prefix}{unit}"
     return f"{value:.0f} {unit}"
+
+
+def _eager_transform(plot: pg.PlotItem) -> None:
+    """Apply a new x range to the plot's transform at once. pyqtgraph defers it to the start of
+    the next paint, where changing transforms schedules a second full repaint of the pane."""
+    vb = plot.getViewBox()
+    vb.sigXRangeChanged.connect(lambda *_: vb.updateMatrix())
+
+
+def _fixed_labels(plot: pg.PlotItem) -> None:
+    """No automatic SI prefixes on the axis labels: rewriting them on every range change would
+    trigger a second repaint of the pane per zoom step (our axes print their own units)."""
+    for name in ("left", "bottom", "right", "top"):
+        plot.getAxis(name).enableAutoSIPrefix(False)
 
 
 def header_html(run: Run, baseline: Run | None) -> str:
@@ -132,13 +146,15 @@ class ComparisonPane(QWidget):
         left = self.timeline.getAxis("left")
         left.setTicks([ticks, []])
         left.setWidth(LEFT_AXIS_WIDTH)
+        _fixed_labels(self.timeline)
+        _eager_transform(self.timeline)
         self.timeline.getAxis("bottom").setStyle(showValues=True)
         self.rows_item = TrackRows(view.integrals, [engine_color(k) for k in view.row_kinds], self.run.duration_ns)
         self.timeline.addItem(self.rows_item)
         self.layers = LayerRow(tr.layer_names, tr.layer_start_ns, tr.layer_end_ns, -1.0,
                                (QColor(pal.layer_a), QColor(pal.layer_b)), QColor("#d1495b"), QColor(pal.foreground))
         self.timeline.addItem(self.layers)
-        self.curves: list[DensityCurve] = []
+        self.curves: list[CurveRaster] = []
         self.counter_plots: list[pg.PlotItem] = []
         self._shown_counter_plots = 0
         self._engine_plot()
@@ -163,19 +179,22 @@ class ComparisonPane(QWidget):
         plot.getAxis("left").setWidth(LEFT_AXIS_WIDTH)
         plot.getAxis("left").setLabel(label)
         plot.hideAxis("bottom")
+        _fixed_labels(plot)
+        _eager_transform(plot)
         plot.addLegend(offset=(-4, 2), labelTextSize="7pt", colCount=4)
         plot.setYRange(0, y_max, padding=0)
         plot.setMinimumHeight(COUNTER_PLOT_MIN_HEIGHT)
         plot.setMaximumHeight(COUNTER_PLOT_HEIGHT)
         self.counter_plots.append(plot)
+        raster = CurveRaster(self.run.duration_ns, y_max)
+        plot.addItem(raster)
+        self.curves.append(raster)
         return plot
 
     def _curve(self, plot: pg.PlotItem, values, kind: str, name: str, color: QColor | None = None) -> None:
         pen = pg.mkPen(color or engine_color(kind), width=1)
-        item = DensityCurve(values, self.run.duration_ns, plot.viewRange()[1][1], pen)
-        plot.addItem(item)
+        self.curves[self.counter_plots.index(plot)].add(values, color or engine_color(kind))
         plot.legend.addItem(pg.PlotDataItem(pen=pen), name)
-        self.curves.append(item)
 
     def _engine_plot(self) -> None:
         """Busy % of each compute engine (the first core's, like the chip diagram)."""
