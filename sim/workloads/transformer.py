@@ -40,7 +40,10 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> No
     if spec.family == DECODER:
         ready = b.vector("rope", elems=tokens * (heads + kv) * hd, rows=tokens, passes=1)
         b.copy_out("kv_append", elems=2 * tokens * kv * hd, rows=tokens)
-    b.matmul("scores", ph.seq, hd, ctx, count=ph.batch * heads, weights=False,
+    # grouped-query attention: the query heads that share a KV head are stacked on the matmul's
+    # free axis against that head's keys and values, which are loaded once, not once per query head
+    group = -(-heads // kv)
+    b.matmul("scores", ph.seq * group, hd, ctx, count=ph.batch * kv, weights=False,
              hbm_elems=cache_elems, deps=(ready,))
     score_elems = ph.batch * heads * ph.seq * ctx
     if causal:
@@ -48,7 +51,7 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> No
     b.vector("softmax_max", elems=score_elems, rows=ph.batch * heads * ph.seq)
     b.scalar("softmax_exp", elems=score_elems, rows=ph.batch * heads * ph.seq, act="exp")
     b.vector("softmax_norm", elems=score_elems, rows=ph.batch * heads * ph.seq)
-    b.matmul("context", ph.seq, ctx, hd, count=ph.batch * heads, weights=False, hbm_elems=cache_elems)
+    b.matmul("context", ph.seq * group, ctx, hd, count=ph.batch * kv, weights=False, hbm_elems=cache_elems)
     b.matmul("out_proj", tokens, heads * hd, spec.hidden)
     b.allreduce("attn_allreduce", elems=tokens * spec.hidden, ranks=ph.tp)
     b.vector("residual", elems=tokens * spec.hidden, rows=tokens)

@@ -85,3 +85,14 @@ def test_default_deployment_splits_a_large_model_over_the_fewest_cores(run):
     assert (small.meta["cores_per_copy"], small.meta["copies"]) == (1, 2)
     trn2 = run("bert-large", "trn2")
     assert (trn2.meta["instance"], trn2.meta["lnc"], trn2.meta["copies"]) == ("trn2.48xlarge", 2, 64)
+
+
+def test_grouped_query_attention_reads_each_kv_head_once():
+    """Llama-2-70B has 64 query heads and 8 KV heads: on 8 cores each core holds 8 query heads
+    sharing one KV head, so a decode step's scores read that head's keys once, for 8 queries."""
+    spec = get_model("llama-2-70b")
+    prog = build_program(spec, Phase(2, 1, 1024, tp=8, decode_step=True), 2)
+    scores = next(op for op in prog.ops if op.name == "scores")
+    assert (scores.m, scores.k, scores.n, scores.count) == (8, spec.head_dim, 1024, 2)
+    assert scores.hbm_elems == scores.k * scores.n * scores.count  # the K cache, loaded once
+    assert scores.flops == 2.0 * 2 * 8 * 1 * spec.head_dim * 1024  # every query head still scored
