@@ -12,15 +12,15 @@ from PySide6.QtWidgets import QApplication
 from neuronviz.files import demo_runs
 from neuronviz.main_window import MainWindow
 from neuronviz.session import Run, Session
-from neuronviz.theme import palette
+from neuronviz.theme import THEMES, apply_theme
 
 
-def make_app() -> QApplication:
+def make_app(theme: str = "system") -> QApplication:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("neuronviz")
     app.setOrganizationName("neuronviz")
-    pal = palette()
-    pg.setConfigOptions(antialias=False, background=pal.background, foreground=pal.foreground)
+    pg.setConfigOptions(antialias=False)
+    apply_theme(theme)
     return app
 
 
@@ -35,7 +35,10 @@ def build_window(runs: list[Run] | None, settings: QSettings, path: str = "") ->
 def run_app(argv: list[str]) -> int:
     """``neuronviz [FILE...]``: open the files (a bad one shows a dialog), or the animated demo."""
     app = make_app()
-    window = build_window(None if not argv else [], QSettings())
+    settings = QSettings()
+    theme = str(settings.value("view/theme", "system"))
+    apply_theme(theme if theme in THEMES else "system")
+    window = build_window(None if not argv else [], settings)
     window.show()
     if argv:
         window.open_files(argv)

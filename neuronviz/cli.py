@@ -108,7 +108,7 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
 
 
 @contextmanager
-def _headless_window(files: list[str]) -> Iterator:
+def _headless_window(files: list[str], theme: str = "system") -> Iterator:
     """The main window on ``files`` (or the demo), offscreen, with throwaway settings."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QSettings
@@ -117,7 +117,7 @@ def _headless_window(files: list[str]) -> Iterator:
     from neuronviz.files import open_runs
 
     runs = [run for path in files for run in open_runs(path)] if files else None
-    make_app()
+    make_app(theme)
     with tempfile.TemporaryDirectory() as tmp:  # never read or touch the user's window settings
         window = build_window(runs, QSettings(f"{tmp}/settings.ini", QSettings.Format.IniFormat),
                               path=files[0] if len(files) == 1 else "")
@@ -150,7 +150,7 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
 
     size = parse_size(args.size)
     check_target(args.output, IMAGE_SUFFIXES)
-    with _headless_window(args.files) as window:
+    with _headless_window(args.files, args.theme) as window:
         session = window.session
         if args.time_us is not None:
             session.set_playhead(args.time_us * 1e3 / session.max_duration_ns)
@@ -159,6 +159,10 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
         write_image(_target_widget(window, args.pane), args.output, size)
     print(f"wrote {args.output} ({size.width()}x{size.height()})")
     return 0
+
+
+def _add_theme(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--theme", choices=("light", "dark"), default="light", help="colours (default light)")
 
 
 def _fraction(text: str) -> float:
@@ -180,6 +184,7 @@ def _add_screenshot(sub: argparse._SubParsersAction) -> None:
     at.add_argument("--at", type=_fraction, default=0.5, help="playhead as a fraction of the longest run")
     at.add_argument("--time-us", type=float, help="playhead time in microseconds")
     p.add_argument("--pane", type=_positive_int, help="render only this pane (1 = first)")
+    _add_theme(p)
     p.set_defaults(func=cmd_screenshot)
 
 
@@ -260,7 +265,7 @@ def cmd_animate(args: argparse.Namespace) -> int:
     frame_count(args.fps, args.seconds)
     if not is_frame_folder(args.output):
         check_target(args.output, (".gif",))
-    with _headless_window(args.files) as window:
+    with _headless_window(args.files, args.theme) as window:
         frames = write_animation(window.session, _target_widget(window, args.pane), args.output, args.fps,
                                  args.seconds, size, _TerminalProgress(f"rendering {args.output}"))
     print(f"wrote {args.output} ({frames} frames, {size.width()}x{size.height()}, {args.fps} frames/s)")
@@ -286,6 +291,7 @@ def _add_animate(sub: argparse._SubParsersAction) -> None:
                    help="length of the animation; the playhead sweeps the whole run (default 5)")
     p.add_argument("--size", default="1280x720", help="WIDTHxHEIGHT in pixels (default 1280x720)")
     p.add_argument("--pane", type=_positive_int, help="render only this pane (1 = first)")
+    _add_theme(p)
     p.set_defaults(func=cmd_animate)
 
 

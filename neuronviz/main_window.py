@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QSettings, Qt
-from PySide6.QtGui import QAction, QKeySequence, QShortcut
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 from neuronviz.files import OPEN_FILTERS, SAVE_FILTERS, open_runs, save_runs, with_suffix_of
 from neuronviz.runner import SimulationRunner
 from neuronviz.session import Session
+from neuronviz.theme import THEMES, apply_theme
 from neuronviz.widgets.export_actions import ExportActions
 from neuronviz.widgets.layer_details import LayerDetails
 from neuronviz.widgets.pane import ComparisonPane
@@ -148,6 +149,15 @@ class MainWindow(QMainWindow):
         self._action(view, "&Fit", self.fit, "F")
         self.baseline_menu = view.addMenu("&Baseline")
         self.baseline_menu.aboutToShow.connect(self._fill_baseline_menu)
+        theme_menu = view.addMenu("&Theme")
+        group = QActionGroup(self)
+        current = str(self.settings.value("view/theme", "system"))
+        for name in THEMES:
+            action = theme_menu.addAction(name.capitalize() if name != "system" else "Follow the system")
+            action.setCheckable(True)
+            action.setChecked(name == current)
+            action.triggered.connect(lambda _=False, name=name: self.set_theme(name))
+            group.addAction(action)
         view.addSeparator()
         for dock in self.findChildren(QDockWidget):
             view.addAction(dock.toggleViewAction())
@@ -198,6 +208,12 @@ class MainWindow(QMainWindow):
     def _toggle_normalised(self, on: bool) -> None:
         self.session.set_normalised(on)
         self.fit()
+
+    def set_theme(self, name: str) -> None:
+        """Switch between the system's, the light and the dark theme; remembered between launches."""
+        apply_theme(name)
+        self.settings.setValue("view/theme", name)
+        self.rebuild_panes()
 
     def _fill_baseline_menu(self) -> None:
         self.baseline_menu.clear()

@@ -1,12 +1,15 @@
 """Colours used everywhere: engine colours from the Okabe-Ito palette (readable by colour-blind
-users), and light/dark backgrounds that follow the system colour scheme."""
+users), and light/dark backgrounds that follow the system colour scheme unless the user picks
+one (View > Theme, or ``--theme`` for the headless exports)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QGuiApplication
+from PySide6.QtGui import QColor, QGuiApplication, QPalette
+from PySide6.QtWidgets import QApplication, QStyleFactory
 
 ENGINE_COLORS = {
     "tensor": "#0072B2",      # blue
@@ -43,8 +46,14 @@ LIGHT = Palette("#ffffff", "#202020", "#d8d8d8", "#c9d3e0", "#e3e8ef", "#000000"
 DARK = Palette("#1e1e1e", "#e0e0e0", "#3a3a3a", "#3b4656", "#2c3440", "#ffffff", "#ff5050")
 
 
+THEMES = ("system", "light", "dark")
+_chosen = "system"
+
+
 def is_dark() -> bool:
-    """True when the system (or the forced style) uses a dark colour scheme."""
+    """True when the chosen theme, or the system's colour scheme when following it, is dark."""
+    if _chosen != "system":
+        return _chosen == "dark"
     app = QGuiApplication.instance()
     if app is None:
         return False
@@ -53,3 +62,37 @@ def is_dark() -> bool:
 
 def palette() -> Palette:
     return DARK if is_dark() else LIGHT
+
+
+def _widget_palette(p: Palette) -> QPalette:
+    """A Fusion palette in the plot colours, for a theme that differs from the system's."""
+    pal = QPalette()
+    base, text = QColor(p.background), QColor(p.foreground)
+    window = base.lighter(130) if is_dark() else base.darker(106)
+    for role, colour in ((QPalette.ColorRole.Window, window), (QPalette.ColorRole.Base, base),
+                         (QPalette.ColorRole.AlternateBase, window), (QPalette.ColorRole.Button, window),
+                         (QPalette.ColorRole.WindowText, text), (QPalette.ColorRole.Text, text),
+                         (QPalette.ColorRole.ButtonText, text), (QPalette.ColorRole.ToolTipBase, base),
+                         (QPalette.ColorRole.ToolTipText, text), (QPalette.ColorRole.Highlight, QColor("#0072B2")),
+                         (QPalette.ColorRole.HighlightedText, QColor("white"))):
+        pal.setColor(role, colour)
+    pal.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text, QColor(p.grid))
+    pal.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.WindowText, QColor(p.grid))
+    return pal
+
+
+def apply_theme(name: str) -> None:
+    """Use theme ``name`` (system, light or dark) for the widgets and every plot made from now on."""
+    global _chosen
+    if name not in THEMES:
+        raise ValueError(f"unknown theme '{name}' (choose from {', '.join(THEMES)})")
+    _chosen = name
+    app = QApplication.instance()
+    pal = palette()
+    if app is not None:
+        if name == "system":
+            app.setPalette(app.style().standardPalette())
+        else:
+            app.setStyle(QStyleFactory.create("Fusion"))
+            app.setPalette(_widget_palette(pal))
+    pg.setConfigOptions(background=pal.background, foreground=pal.foreground)

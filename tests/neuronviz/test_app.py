@@ -152,3 +152,60 @@ def test_right_click_on_a_pane_offers_to_export_that_pane(demo_window, qtbot):
     menu.actions()[-1].trigger()  # make this the baseline
     assert demo_window.session.baseline == 1
     menu.close()
+
+
+def test_dark_theme_repaints_the_panes_dark_and_is_remembered(demo_window, qtbot):
+    from neuronviz.theme import DARK, LIGHT
+
+    try:
+        demo_window.set_theme("dark")
+        assert demo_window.settings.value("view/theme") == "dark"
+        pane = demo_window.panes[0]
+        assert len(demo_window.panes) == 4
+        assert pane.graphics.backgroundBrush().color().name() == DARK.background
+        img = pane.grab().toImage()
+        dark = QColor(DARK.background)
+        px = [img.pixelColor(x, y) for x in range(0, img.width(), 17) for y in range(0, img.height(), 17)]
+        assert sum(abs(c.red() - dark.red()) < 24 for c in px) > len(px) / 3
+        demo_window.set_theme("light")
+        assert demo_window.panes[0].graphics.backgroundBrush().color().name() == LIGHT.background
+    finally:
+        demo_window.set_theme("system")
+
+
+def test_hovering_an_engine_bar_shows_the_event(demo_window, qtbot):
+    from PySide6.QtWidgets import QToolTip
+
+    pane = demo_window.panes[1]
+    view = pane.view
+    row = view.row_kinds.index("tensor")
+    bi = view.integrals[row]
+    i = int(np.argmax(bi.dur))  # the longest Tensor event
+    t = bi.start[i] + bi.dur[i] / 2
+    pane.timeline.setXRange(bi.start[i] - bi.dur[i], bi.start[i] + 2 * bi.dur[i], padding=0)
+    qtbot.wait(10)
+    scene_pos = pane.timeline.getViewBox().mapViewToScene(QPointF(t, row + 0.5))
+    pane._hover(scene_pos)
+    text = QToolTip.text()
+    info = view.event_at(row, t)
+    assert info is not None and info.op in text and info.layer in text
+    assert "FLOP" in text and "duration" in text
+    pane._hover(pane.timeline.getViewBox().mapViewToScene(QPointF(t, row + 0.5)) + QPointF(0, 10_000))
+    qtbot.waitUntil(lambda: not QToolTip.isVisible(), timeout=2000)  # off the timeline: hidden
+
+
+def test_dropping_a_file_on_the_window_opens_it(demo_window, tmp_path):
+    from PySide6.QtCore import QMimeData, QPoint, QUrl
+    from PySide6.QtGui import QDropEvent
+
+    path = tmp_path / "two.nvtrace"
+    from sim.io.native import save_traces
+
+    save_traces(path, [r.trace for r in demo_window.session.runs[:2]])
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(path))])
+    event = QDropEvent(QPoint(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                       Qt.KeyboardModifier.NoModifier)
+    demo_window.dropEvent(event)
+    assert len(demo_window.panes) == 2
+    assert demo_window.windowTitle() == "neuronviz — two.nvtrace"

@@ -54,3 +54,15 @@ def test_bad_file_and_bad_output_path(tmp_path, capsys):
     assert main(["screenshot", "-o", str(tmp_path / "missing" / "x.png")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert not list(tmp_path.glob("*.png"))
+
+
+def test_dark_theme_screenshot_is_mostly_dark(tmp_path, capsys):
+    out = tmp_path / "dark.png"
+    try:
+        assert main(["screenshot", "-o", str(out), "--size", "800x500", "--theme", "dark"]) == 0
+    finally:
+        from neuronviz.theme import apply_theme
+
+        apply_theme("system")
+    _, px = _pixels(out)
+    assert (px.mean(axis=2) < 80).mean() > 0.5
