@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from PySide6.QtCore import QSettings, Qt
@@ -14,12 +15,13 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMenu,
     QMessageBox,
+    QProgressDialog,
     QVBoxLayout,
     QWidget,
 )
 
 from neuronviz.files import OPEN_FILTERS, SAVE_FILTERS, open_runs, save_runs, with_suffix_of
-from neuronviz.runner import SimulationRunner
+from neuronviz.runner import FileLoader, SimulationRunner
 from neuronviz.session import Session
 from neuronviz.theme import THEMES, apply_theme
 from neuronviz.widgets.export_actions import ExportActions
@@ -31,6 +33,7 @@ from neuronviz.widgets.summary import SummaryTable
 from sim.errors import SimError
 
 MAX_RECENT = 10
+BACKGROUND_OPEN_BYTES = 32 << 20  # files bigger than this (together) open in a worker thread
 SUMMARY_HEIGHT = 150
 ZOOM_STEP = 1.25
 PAN_STEP = 0.1
@@ -42,11 +45,23 @@ SHORTCUTS = (
 )
 
 
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0  # a missing file fails on the quick path, with its one-line reason
+
+
 class MainWindow(QMainWindow):
     def __init__(self, session: Session, settings: QSettings) -> None:
         super().__init__()
         self.session, self.settings = session, settings
         self.runner = SimulationRunner(self)
+        self.loader = FileLoader(open_runs, self)
+        self.loader.sig_finished.connect(self._opened)
+        self.loader.sig_failed.connect(self._open_failed)
+        self.opening: QProgressDialog | None = None
+        self._opening: tuple[int, bool] | None = None  # generation and replace flag of a background open
         self.exports = ExportActions(self, session, settings)
         self.pane_menu: QMenu | None = None
         self.panes: list[ComparisonPane] = []
@@ -244,7 +259,13 @@ class MainWindow(QMainWindow):
             self.open_files(paths)
 
     def open_files(self, paths: list[str], replace: bool = True) -> bool:
-        """Open ``paths``; a bad file shows its one-line reason and leaves the open runs alone."""
+        """Open ``paths``; a bad file shows its one-line reason and leaves the open runs alone.
+
+        Big files are read in a worker thread behind a cancellable progress dialog; then this
+        returns True once loading has started, and the panes appear when it is done."""
+        if sum(_size(p) for p in paths) > BACKGROUND_OPEN_BYTES:
+            self._open_in_background(paths, replace)
+            return True
         runs = []
         for path in paths:
             try:
@@ -252,12 +273,44 @@ class MainWindow(QMainWindow):
             except SimError as exc:
                 QMessageBox.warning(self, "Cannot open trace", str(exc))
                 return False
+        self._show_opened(runs, paths, replace)
+        return True
+
+    def _show_opened(self, runs: list, paths: list[str], replace: bool) -> None:
+        for path in paths:
             self._remember(path)
         if replace:
             self.session.set_runs(runs, path=paths[0] if len(paths) == 1 else "")
         else:
             self.session.add_runs(runs)
-        return True
+
+    def _open_in_background(self, paths: list[str], replace: bool) -> None:
+        names = ", ".join(Path(p).name for p in paths)
+        progress = QProgressDialog(f"Opening {names}…", "Cancel", 0, 0, self)
+        progress.setWindowTitle("Opening traces")
+        progress.setWindowModality(Qt.WindowModality.WindowModal)
+        progress.setMinimumDuration(300)
+        progress.canceled.connect(self.loader.cancel)
+        if self.opening is not None:
+            self.opening.close()
+        self.opening = progress
+        self._opening = (self.loader.start(list(paths)), replace)
+
+    def _opened(self, gen: int, runs: list, paths: list) -> None:
+        # a result can be on its way when the user cancels: the loader's generation decides
+        if self._opening is not None and gen == self._opening[0] and self.loader.current(gen):
+            self._end_opening()
+            self._show_opened(runs, paths, self._opening[1])
+
+    def _open_failed(self, gen: int, reason: str) -> None:
+        if self._opening is not None and gen == self._opening[0]:
+            self._end_opening()
+            QMessageBox.warning(self, "Cannot open trace", reason)
+
+    def _end_opening(self) -> None:
+        if self.opening is not None:
+            self.opening.close()
+            self.opening = None
 
     def save_dialog(self) -> None:
         if not self.session.runs:
@@ -305,6 +358,7 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event) -> None:
         self.runner.cancel()
+        self.loader.cancel()
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/state", self.saveState())
         super().closeEvent(event)

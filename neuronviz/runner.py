@@ -59,3 +59,49 @@ class SimulationRunner(QObject):
             return
         if self.current(gen):
             self.sig_finished.emit(gen, runs)
+
+
+class FileLoader(QObject):
+    """Opens trace files off the GUI thread (a big Chrome JSON takes seconds to parse) and builds
+    each run's drawing indexes there too; the window stays responsive and can cancel."""
+
+    sig_finished = Signal(int, list, list)  # generation, [Run], [path]
+    sig_failed = Signal(int, str)  # generation, one-line reason
+
+    def __init__(self, open_runs, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._open_runs = open_runs
+        self._generation = 0
+        self._lock = threading.Lock()
+
+    def start(self, paths: list[str]) -> int:
+        with self._lock:
+            self._generation += 1
+            gen = self._generation
+        threading.Thread(target=self._work, args=(gen, paths), daemon=True).start()
+        return gen
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._generation += 1
+
+    def current(self, gen: int) -> bool:
+        with self._lock:
+            return gen == self._generation
+
+    def _work(self, gen: int, paths: list[str]) -> None:
+        runs = []
+        try:
+            for path in paths:
+                for run in self._open_runs(path):
+                    if not self.current(gen):
+                        return
+                    run.view  # noqa: B018 - computed here, off the GUI thread
+                    run.metrics  # noqa: B018
+                    runs.append(run)
+        except SimError as exc:
+            if self.current(gen):
+                self.sig_failed.emit(gen, str(exc))
+            return
+        if self.current(gen):
+            self.sig_finished.emit(gen, runs, paths)

@@ -209,3 +209,32 @@ def test_dropping_a_file_on_the_window_opens_it(demo_window, tmp_path):
     demo_window.dropEvent(event)
     assert len(demo_window.panes) == 2
     assert demo_window.windowTitle() == "neuronviz — two.nvtrace"
+
+
+def test_big_files_open_in_the_background_and_can_fail_or_be_cancelled(demo_window, qtbot, tmp_path,
+                                                                       monkeypatch):
+    from pathlib import Path
+
+    import neuronviz.main_window as mw
+
+    monkeypatch.setattr(mw, "BACKGROUND_OPEN_BYTES", 0)  # every file counts as big
+    golden = str(Path(__file__).parents[1] / "data" / "bert-base-trn1-inf2.nvtrace")
+    assert demo_window.open_files([golden])
+    assert len(demo_window.panes) == 4  # not yet: the demo stays until the file is read
+    qtbot.waitUntil(lambda: len(demo_window.panes) == 2, timeout=10_000)
+    assert demo_window.opening is None
+    assert demo_window.windowTitle() == "neuronviz — bert-base-trn1-inf2.nvtrace"
+
+    shown = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: shown.append(text))
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "ts": "soon"}]}')
+    demo_window.open_files([str(bad)])
+    qtbot.waitUntil(lambda: bool(shown), timeout=10_000)
+    assert "bad.json" in shown[0] and len(demo_window.panes) == 2
+
+    before = list(demo_window.session.runs)
+    demo_window.open_files([golden])
+    demo_window.opening.canceled.emit()  # what the Cancel button does
+    qtbot.wait(500)
+    assert demo_window.session.runs == before  # the same Run objects: the cancelled load was dropped
