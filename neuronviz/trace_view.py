@@ -15,6 +15,23 @@ from sim.trace import Trace
 ENGINE_ORDER = ("tensor", "vector", "scalar", "gpsimd", "dma_read", "dma_write", "collective")
 
 
+class RowIntegral(BusyIntegral):
+    """A row's busy integral that remembers its last answer: the engine row and the busy % plot
+    of a pane ask for the same pixel columns in the same frame."""
+
+    def __init__(self, start_ns: np.ndarray, dur_ns: np.ndarray) -> None:
+        super().__init__(start_ns, dur_ns)
+        self._last: tuple[bytes, np.ndarray] | None = None
+
+    def fractions(self, edges: np.ndarray) -> np.ndarray:
+        key = np.asarray(edges, np.float64).tobytes()
+        if self._last is None or self._last[0] != key:
+            result = super().fractions(edges)
+            result.flags.writeable = False
+            self._last = (key, result)
+        return self._last[1]
+
+
 @dataclass(frozen=True)
 class EventInfo:
     track: str
@@ -43,7 +60,7 @@ class TraceView:
             idx = np.flatnonzero(ev["track"] == track)
             idx = idx[np.argsort(ev["start_ns"][idx], kind="stable")]
             self._idx.append(idx)
-            self.integrals.append(BusyIntegral(ev["start_ns"][idx], ev["dur_ns"][idx]))
+            self.integrals.append(RowIntegral(ev["start_ns"][idx], ev["dur_ns"][idx]))
 
     def event_at(self, row: int, t_ns: float) -> EventInfo | None:
         """The event of ``row`` covering ``t_ns`` (or the nearest one within ``slack``)."""

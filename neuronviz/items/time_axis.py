@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import pyqtgraph as pg
+from PySide6.QtGui import QPicture
 
 UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns"))
 
 
 class TimeAxis(pg.AxisItem):
+    """Linked panes show the same range at the same size: the first axis to paint a frame records
+    its picture and the others replay it, instead of each laying out the same ticks again."""
+
+    _shared: dict[tuple, QPicture] = {}
+    SHARED_PICTURES = 8
+
     def __init__(self, orientation: str = "bottom") -> None:
         super().__init__(orientation)
         self.normalised = False
@@ -17,6 +24,23 @@ class TimeAxis(pg.AxisItem):
         self.normalised = on
         self.picture = None
         self.update()
+
+    def _picture_key(self) -> tuple:
+        return (tuple(self.range), self.size().toTuple(), self.normalised, self.pen().color().rgba(),
+                self.textPen().color().rgba(), self.style["tickFont"].key() if self.style["tickFont"] else "")
+
+    def paint(self, p, opt, widget) -> None:
+        if self.picture is None:
+            key = self._picture_key()
+            shared = TimeAxis._shared.get(key)
+            if shared is None:
+                super().paint(p, opt, widget)
+                if len(TimeAxis._shared) >= self.SHARED_PICTURES:
+                    TimeAxis._shared.pop(next(iter(TimeAxis._shared)))
+                TimeAxis._shared[key] = self.picture
+                return
+            self.picture = shared
+        self.picture.play(p)
 
     def tickStrings(self, values, scale, spacing):
         if self.normalised:
