@@ -24,6 +24,7 @@ from neuronviz.files import OPEN_FILTERS, SAVE_FILTERS, open_runs, save_runs, wi
 from neuronviz.runner import FileLoader, SimulationRunner
 from neuronviz.session import Session
 from neuronviz.theme import THEMES, apply_theme
+from neuronviz.widgets.area_stats import AreaStats
 from neuronviz.widgets.export_actions import ExportActions
 from neuronviz.widgets.layer_details import LayerDetails
 from neuronviz.widgets.pane import ComparisonPane
@@ -41,7 +42,9 @@ PLAYHEAD_STEP = 0.01
 SHORTCUTS = (
     ("Space", "play / pause"), ("Left / Right", "move the playhead by 1%"), ("Home / End", "start / end"),
     ("+ / - or W / S", "zoom in / out around the playhead"), ("A / D", "pan left / right"),
-    ("F", "fit the whole run"), ("Esc", "clear the layer selection"), ("Ctrl+wheel, drag", "zoom, pan"),
+    ("F", "fit the selected window, or the whole run"), ("Esc", "clear the layer and window selection"),
+    ("Drag on a timeline", "select a time window (totals in the Selection tab)"),
+    ("Wheel, Shift+drag", "zoom, pan"),
 )
 
 
@@ -80,10 +83,13 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(central)
         self.summary = SummaryTable(session)
         self.details = LayerDetails(session)
+        self.area_stats = AreaStats(session)
         self.run_panel = RunPanel(session, self.runner)
         self._dock("Summary", self.summary, Qt.DockWidgetArea.BottomDockWidgetArea)
         details = self._dock("Layer details", self.details, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.tabifyDockWidget(self.findChild(QDockWidget, "Summary"), details)
+        selection = self._dock("Selection", self.area_stats, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(details, selection)
         self.findChild(QDockWidget, "Summary").raise_()
         run_dock = self._dock("Run", self.run_panel, Qt.DockWidgetArea.RightDockWidgetArea)
         run_dock.hide()
@@ -130,10 +136,11 @@ class MainWindow(QMainWindow):
         self._update_title()
 
     def fit(self) -> None:
-        """Show every run whole (the shared axis spans the longest run)."""
+        """Show the selected window, or every run whole (the shared axis spans the longest run)."""
         if self.panes:
             end = 1.0 if self.session.normalised else self.session.max_duration_ns
-            self.panes[0].timeline.setXRange(0.0, end, padding=0.01)
+            a, b = self.session.area or (0.0, 1.0)
+            self.panes[0].timeline.setXRange(a * end, b * end, padding=0.01)
 
     def _update_title(self) -> None:
         name = Path(self.session.path).name if self.session.path else (
@@ -197,7 +204,7 @@ class MainWindow(QMainWindow):
             "=": lambda: self.zoom(1 / ZOOM_STEP), "-": lambda: self.zoom(ZOOM_STEP),
             "W": lambda: self.zoom(1 / ZOOM_STEP), "S": lambda: self.zoom(ZOOM_STEP),
             "A": lambda: self.pan(-PAN_STEP), "D": lambda: self.pan(PAN_STEP),
-            "Escape": lambda: self.session.select_layer(""),
+            "Escape": self.clear_selection,
         }
         for key, slot in keys.items():
             QShortcut(QKeySequence(key), self, slot, context=Qt.ShortcutContext.WindowShortcut)
@@ -223,6 +230,10 @@ class MainWindow(QMainWindow):
     def _toggle_normalised(self, on: bool) -> None:
         self.session.set_normalised(on)
         self.fit()
+
+    def clear_selection(self) -> None:
+        self.session.select_layer("")
+        self.session.clear_area()
 
     def set_theme(self, name: str) -> None:
         """Switch between the system's, the light and the dark theme; remembered between launches."""

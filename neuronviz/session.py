@@ -47,6 +47,7 @@ class Session(QObject):
     sig_selection_changed = Signal(str)  # layer name, "" for none
     sig_time_mode_changed = Signal(bool)  # True: each pane normalised to its own duration
     sig_baseline_changed = Signal(int)
+    sig_area_changed = Signal()  # the area selection (a time window) was drawn, moved or cleared
 
     def __init__(self) -> None:
         super().__init__()
@@ -56,22 +57,44 @@ class Session(QObject):
         self.normalised = False
         self.baseline = 0
         self.path = ""  # the file the comparison was opened from or saved to
+        self.area: tuple[float, float] | None = None  # selected window, fractions like the playhead
 
     @property
     def max_duration_ns(self) -> float:
         return max((r.duration_ns for r in self.runs), default=1.0)
 
-    def time_of(self, run: Run) -> float:
-        """The playhead as a time (ns) in ``run``."""
+    def time_of(self, run: Run, fraction: float | None = None) -> float:
+        """The playhead (or ``fraction`` of the shared axis) as a time (ns) in ``run``."""
+        f = self.playhead if fraction is None else fraction
         if self.normalised:
-            return self.playhead * run.duration_ns
-        return self.playhead * self.max_duration_ns
+            return f * run.duration_ns
+        return f * self.max_duration_ns
+
+    def area_of(self, run: Run) -> tuple[float, float] | None:
+        """The selected window as times (ns) in ``run``."""
+        if self.area is None:
+            return None
+        return self.time_of(run, self.area[0]), self.time_of(run, self.area[1])
+
+    def set_area(self, a: float, b: float) -> None:
+        """Select the window between fractions ``a`` and ``b`` of the shared axis (any order)."""
+        lo, hi = sorted((min(1.0, max(0.0, a)), min(1.0, max(0.0, b))))
+        area = (lo, hi) if hi > lo else None
+        if area != self.area:
+            self.area = area
+            self.sig_area_changed.emit()
+
+    def clear_area(self) -> None:
+        if self.area is not None:
+            self.area = None
+            self.sig_area_changed.emit()
 
     def set_runs(self, runs: list[Run], path: str = "") -> None:
         self.runs = list(runs)
         self.path = path
         self.baseline = 0
         self.selected_layer = ""
+        self.area = None
         self.sig_runs_changed.emit()
 
     def add_runs(self, runs: list[Run]) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.metrics import BusyIntegral
+from sim.metrics import BusyIntegral, CounterIntegral
 from sim.trace import Trace
 
 ENGINE_ORDER = ("tensor", "vector", "scalar", "gpsimd", "dma_read", "dma_write", "collective")
@@ -113,3 +113,50 @@ def compare_layer(view: TraceView, name: str) -> LayerComparison | None:
     top = max(busy, key=busy.get) if busy else ""
     bound = {"dma_read": "memory", "dma_write": "memory"}.get(top, top)
     return LayerComparison(b - a, bound, busy)
+
+
+@dataclass(frozen=True)
+class WindowStats:
+    """What one run did in a time window: the aggregate of an area selection."""
+
+    start_ns: float
+    end_ns: float
+    busy: dict[str, float]  # busy fraction of each row kind in the window (the busiest core)
+    flops: float  # FLOPs of the events in the window, pro rata of their overlap
+    nbytes: float  # bytes moved by DMA events in the window, pro rata
+    read_bytes: float  # HBM/DDR bytes read in the window (from the bandwidth counter)
+    write_bytes: float
+    top_ops: list[tuple[str, float]]  # (op, busy ns in the window) of the longest ops, longest first
+
+
+TOP_OPS = 5
+
+
+def window_stats(view: TraceView, t0: float, t1: float) -> WindowStats:
+    """Aggregate ``view``'s trace over ``[t0, t1]`` ns: busy %, FLOPs, bytes, the longest ops."""
+    tr = view.trace
+    width = max(t1 - t0, 1e-9)
+    edges = np.array([t0, t0 + width])
+    busy: dict[str, float] = {}
+    for kind, bi in zip(view.row_kinds, view.integrals, strict=True):
+        busy[kind] = max(busy.get(kind, 0.0), float(BusyIntegral.fractions(bi, edges)[0]))
+    ev = tr.events
+    start, dur = ev["start_ns"], ev["dur_ns"]
+    overlap = np.clip(np.minimum(start + dur, t1) - np.maximum(start, t0), 0.0, None)
+    inside = overlap > 0
+    share = np.where(dur[inside] > 0, overlap[inside] / np.where(dur[inside] > 0, dur[inside], 1.0), 1.0)
+    kinds = np.array([t.kind for t in tr.tracks] or [""], dtype=object)
+    dma = np.isin(kinds[ev["track"][inside]], ("dma_read", "dma_write"))
+    per_op = np.bincount(ev["op"][inside], weights=overlap[inside], minlength=len(tr.op_names))
+    names: dict[str, float] = {}
+    for o in np.flatnonzero(per_op).tolist():
+        names[tr.op_names[o]] = names.get(tr.op_names[o], 0.0) + float(per_op[o])
+    top = sorted(names.items(), key=lambda kv: -kv[1])[:TOP_OPS]
+    moved = {}
+    for name in ("hbm_read_bytes_per_s", "hbm_write_bytes_per_s"):
+        c = tr.counters.get(name)
+        moved[name] = float(CounterIntegral(c.t_ns, c.value).means(edges)[0] * width / 1e9) if c is not None \
+            and len(c.t_ns) else 0.0
+    return WindowStats(t0, t1, busy, float((ev["flops"][inside] * share).sum()),
+                       float((ev["bytes"][inside][dma] * share[dma]).sum()), moved["hbm_read_bytes_per_s"],
+                       moved["hbm_write_bytes_per_s"], top)

@@ -8,6 +8,7 @@ from PySide6.QtCore import QEvent, QPoint, QPointF, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
+from neuronviz.items.area import AreaViewBox
 from neuronviz.items.curve import CurveRaster
 from neuronviz.items.raster import LayerRow, TrackRows
 from neuronviz.items.time_axis import TimeAxis
@@ -18,6 +19,8 @@ from neuronviz.widgets.chip_diagram import CORE_ENGINES, ChipDiagram, ChipState
 from sim.metrics import CounterIntegral
 
 COUNTER_PLOT_HEIGHT = 70
+AREA_COLOR = (0, 114, 178, 40)  # the selected window: translucent blue over the tracks
+AREA_EDGE_COLOR = (0, 114, 178, 160)
 COUNTER_PLOT_MIN_HEIGHT = 48  # below this a counter plot's tick labels overlap: it is hidden instead
 SIMULATOR_COUNTERS = ("sbuf_bytes", "psum_bytes", "hbm_read_bytes_per_s", "hbm_write_bytes_per_s")
 MAX_OTHER_COUNTERS = 4
@@ -100,6 +103,9 @@ class ComparisonPane(QWidget):
         super().__init__(parent)
         self.session, self.run = session, run
         self.view = run.view
+        counters = run.trace.counters
+        self._counter_integrals = {name: CounterIntegral(counters[name].t_ns, counters[name].value)
+                                   for name in SIMULATOR_COUNTERS if name in counters and len(counters[name].t_ns)}
         self.header = QLabel()
         self.header.setTextFormat(Qt.TextFormat.RichText)
         self.header.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -123,6 +129,7 @@ class ComparisonPane(QWidget):
         session.sig_selection_changed.connect(self.layers.set_selected)
         session.sig_time_mode_changed.connect(self.apply_time_mode)
         session.sig_baseline_changed.connect(self.refresh_header)
+        session.sig_area_changed.connect(self.show_area)
         self.refresh_header()
         self.apply_time_mode(session.normalised)
         self.layers.set_selected(session.selected_layer)
@@ -134,7 +141,9 @@ class ComparisonPane(QWidget):
         tr, view = self.run.trace, self.view
         n_rows = len(view.rows)
         self.time_axis = TimeAxis()
-        self.timeline = self.graphics.addPlot(row=0, col=0, axisItems={"bottom": self.time_axis})
+        self.timeline = self.graphics.addPlot(row=0, col=0, axisItems={"bottom": self.time_axis},
+                                              viewBox=AreaViewBox())
+        self.timeline.getViewBox().sig_area.connect(self._area_dragged)
         self.timeline.setMinimumHeight(24 + 18 * (n_rows + 1))
         self.timeline.setMouseEnabled(x=True, y=False)
         self.timeline.invertY(True)
@@ -160,6 +169,14 @@ class ComparisonPane(QWidget):
         self._engine_plot()
         self._memory_plots()
         self._other_counters_plot()
+        self.area_items = []
+        for plot in (self.timeline, *self.counter_plots):
+            region = pg.LinearRegionItem(movable=False, brush=pg.mkBrush(AREA_COLOR),
+                                         pen=pg.mkPen(AREA_EDGE_COLOR, width=1))
+            region.setZValue(-5)
+            region.hide()
+            plot.addItem(region, ignoreBounds=True)
+            self.area_items.append(region)
         self.playheads = []
         for plot in (self.timeline, *self.counter_plots):
             line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(pal.playhead, width=1.5))
@@ -285,6 +302,19 @@ class ComparisonPane(QWidget):
         for item in self.curves:
             item.set_x_scale(scale)
         self.show_playhead()
+        self.show_area()
+
+    def show_area(self, *_: object) -> None:
+        area = self.session.area_of(self.run)
+        for region in self.area_items:
+            region.setVisible(area is not None)
+            if area is not None:
+                region.setRegion((area[0] * self.x_scale(), area[1] * self.x_scale()))
+
+    def _area_dragged(self, a: float, b: float, finished: bool) -> None:
+        """A drag on the timeline selects that window in every pane (x is in this pane's units)."""
+        to_fraction = 1.0 if self.session.normalised else 1.0 / self.session.max_duration_ns
+        self.session.set_area(a * to_fraction, b * to_fraction)
 
     def x_scale(self) -> float:
         return 1.0 / self.run.duration_ns if self.session.normalised else 1.0
@@ -298,11 +328,20 @@ class ComparisonPane(QWidget):
 
     def chip_state(self, t_ns: float) -> ChipState:
         """The chip diagram at time ``t_ns`` of this run."""
-        m, c = self.run.trace.meta, self.run.trace.counters
+        m = self.run.trace.meta
         chip = self._chip()
-        activity = self.view.activity(t_ns, ACTIVITY_WINDOW * self.run.duration_ns)
-        sbuf = c["sbuf_bytes"].at(t_ns) / chip.sbuf_bytes if chip and "sbuf_bytes" in c else 0.0
-        psum = c["psum_bytes"].at(t_ns) / chip.psum_bytes if chip and "psum_bytes" in c else 0.0
+        window = ACTIVITY_WINDOW * self.run.duration_ns
+        activity = self.view.activity(t_ns, window)
+        edges = np.array([t_ns - window / 2, t_ns + window / 2])
+
+        def mean(name: str) -> float:
+            """The counter's mean over the same window as the engines' activity (not its value at one
+            instant, which flickers between a transfer and the gap after it)."""
+            ci = self._counter_integrals.get(name)
+            return float(ci.means(edges)[0]) if ci is not None else 0.0
+
+        sbuf = mean("sbuf_bytes") / chip.sbuf_bytes if chip else 0.0
+        psum = mean("psum_bytes") / chip.psum_bytes if chip else 0.0
         peak = chip.memory_bytes_per_s / chip.cores if chip else 1e12
         engines = tuple(k for k in ("tensor", "vector", "scalar", "gpsimd") if k in self.view.row_kinds
                         or (chip is not None and (k != "gpsimd" or chip.gpsimd is not None)))
@@ -310,8 +349,7 @@ class ComparisonPane(QWidget):
             title=self.run.title, cores=int(m.get("cores_active", 1)) if chip else 1, engines=engines,
             activity=activity, sbuf_fill=sbuf, psum_fill=psum,
             memory_kind=chip.memory_kind if chip else "memory",
-            read_bytes_per_s=c["hbm_read_bytes_per_s"].at(t_ns) if "hbm_read_bytes_per_s" in c else 0.0,
-            write_bytes_per_s=c["hbm_write_bytes_per_s"].at(t_ns) if "hbm_write_bytes_per_s" in c else 0.0,
+            read_bytes_per_s=mean("hbm_read_bytes_per_s"), write_bytes_per_s=mean("hbm_write_bytes_per_s"),
             peak_bytes_per_s=peak,
         )
 

@@ -7,6 +7,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QMessageBox
 
 from neuronviz.theme import ENGINE_COLORS
+from neuronviz.trace_view import window_stats
 
 
 def test_demo_opens_four_panes_on_four_generations(demo_window):
@@ -238,3 +239,34 @@ def test_big_files_open_in_the_background_and_can_fail_or_be_cancelled(demo_wind
     demo_window.opening.canceled.emit()  # what the Cancel button does
     qtbot.wait(500)
     assert demo_window.session.runs == before  # the same Run objects: the cancelled load was dropped
+
+
+def test_dragging_on_a_timeline_selects_a_window_in_every_pane(demo_window, qtbot):
+    from PySide6.QtTest import QTest
+
+    pane = demo_window.panes[1]
+    vb = pane.timeline.getViewBox()
+    d = demo_window.session.max_duration_ns
+    demo_window.panes[0].timeline.setXRange(0, d, padding=0)
+    qtbot.wait(10)
+    a, b = (pane.graphics.mapFromScene(vb.mapViewToScene(QPointF(x, 1.5))) for x in (0.1 * d, 0.3 * d))
+    viewport = pane.graphics.viewport()
+    QTest.mousePress(viewport, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, a)
+    for k in range(1, 11):
+        QTest.mouseMove(viewport, a + (b - a) * k / 10)
+    QTest.mouseRelease(viewport, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, b)
+    lo, hi = demo_window.session.area
+    assert lo == pytest.approx(0.1, abs=0.01) and hi == pytest.approx(0.3, abs=0.01)
+    assert demo_window.panes[0].timeline.viewRange()[0][0] == pytest.approx(0, abs=1e-6 * d)  # no pan
+    for p in demo_window.panes:
+        region = p.area_items[0]
+        assert region.isVisible()
+        assert region.getRegion() == pytest.approx((lo * d, hi * d))
+    table = demo_window.area_stats.table
+    assert table.rowCount() == 4
+    inf1 = demo_window.session.runs[0]  # inf1 is still busy in the window; the others finish before it
+    stats = window_stats(inf1.view, lo * d, hi * d)
+    assert stats.busy["tensor"] > 0 and stats.flops > 0
+    assert table.item(0, 2).text() == f"{100 * stats.busy['tensor']:.0f}"
+    demo_window.clear_selection()
+    assert demo_window.session.area is None and not pane.area_items[0].isVisible()

@@ -1,0 +1,56 @@
+"""The area selection, aggregated per run: what each chip did in the selected time window."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+
+from neuronviz.session import Session
+from neuronviz.trace_view import window_stats
+
+COLUMNS = ("run", "window µs", "Tensor %", "Vector %", "Scalar %", "GpSimd %", "DMA %", "TFLOP/s", "read MB",
+           "write MB", "longest ops in the window")
+HINT = "Drag across a timeline to select a time window (Shift+drag pans); Esc clears it."
+
+
+def _fmt_time(ns: float) -> str:
+    return f"{ns / 1e6:,.3f} ms" if ns >= 1e6 else f"{ns / 1e3:,.2f} µs"
+
+
+class AreaStats(QWidget):
+    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.title = QLabel(HINT)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.title)
+        layout.addWidget(self.table)
+        session.sig_area_changed.connect(self.refresh)
+        session.sig_runs_changed.connect(self.refresh)
+        session.sig_time_mode_changed.connect(self.refresh)
+
+    def refresh(self, *_: object) -> None:
+        runs = self.session.runs if self.session.area is not None else []
+        self.table.setRowCount(len(runs))
+        if not runs:
+            self.title.setText(HINT)
+            return
+        first = self.session.area_of(runs[0])
+        mode = "of each run" if self.session.normalised else "on the shared time axis"
+        self.title.setText(f"Window {_fmt_time(first[0])} to {_fmt_time(first[1])} {mode} "
+                           f"({_fmt_time(first[1] - first[0])})")
+        for r, run in enumerate(runs):
+            t0, t1 = self.session.area_of(run)
+            s = window_stats(run.view, t0, t1)
+            dma = max(s.busy.get("dma_read", 0.0), s.busy.get("dma_write", 0.0))
+            cells = [run.title, f"{(t1 - t0) / 1e3:,.2f}",
+                     *(f"{100 * s.busy.get(k, 0.0):.0f}" for k in ("tensor", "vector", "scalar", "gpsimd")),
+                     f"{100 * dma:.0f}", f"{s.flops / max(t1 - t0, 1e-9) / 1e3:,.2f}",
+                     f"{s.read_bytes / 1e6:,.2f}", f"{s.write_bytes / 1e6:,.2f}",
+                     ", ".join(f"{op} {ns / 1e3:,.1f} µs" for op, ns in s.top_ops)]
+            for c, text in enumerate(cells):
+                self.table.setItem(r, c, QTableWidgetItem(text))
+        self.table.resizeColumnsToContents()
