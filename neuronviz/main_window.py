@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
@@ -75,6 +76,8 @@ class MainWindow(QMainWindow):
         self.empty = QLabel("Open a trace (File > Open) or simulate one (Run panel).")
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.playback = PlaybackBar(session)
+        self.playback.sig_find_next.connect(self.find_next)
+        session.sig_search_changed.connect(self._count_matches)
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -205,6 +208,7 @@ class MainWindow(QMainWindow):
             "W": lambda: self.zoom(1 / ZOOM_STEP), "S": lambda: self.zoom(ZOOM_STEP),
             "A": lambda: self.pan(-PAN_STEP), "D": lambda: self.pan(PAN_STEP),
             "Escape": self.clear_selection,
+            "Ctrl+F": lambda: (self.playback.search.setFocus(), self.playback.search.selectAll()),
         }
         for key, slot in keys.items():
             QShortcut(QKeySequence(key), self, slot, context=Qt.ShortcutContext.WindowShortcut)
@@ -230,6 +234,41 @@ class MainWindow(QMainWindow):
     def _toggle_normalised(self, on: bool) -> None:
         self.session.set_normalised(on)
         self.fit()
+
+    def _count_matches(self, text: str) -> None:
+        runs = self.session.runs
+        n = len(runs[0].view.find_layers(text)) if runs and text else 0
+        self.playback.matches.setText(f"{n} layer(s)" if text else "")
+
+    def find_next(self, backwards: bool = False) -> None:
+        """Select the next layer of the first run that matches the search, after the playhead
+        (before it when ``backwards``); the playhead moves to it and the view follows."""
+        if not self.session.runs or not self.session.search:
+            return
+        run = self.session.runs[0]
+        found = run.view.find_layers(self.session.search)
+        if not len(found):
+            return
+        starts = run.trace.layer_start_ns[found]
+        now = self.session.time_of(run)
+        if backwards:
+            before = np.flatnonzero(starts < now - 1e-6)
+            i = found[before[-1]] if len(before) else found[-1]
+        else:
+            after = np.flatnonzero(starts > now + 1e-6)
+            i = found[after[0]] if len(after) else found[0]
+        t0 = float(run.trace.layer_start_ns[i])
+        scale = 1.0 / run.duration_ns if self.session.normalised else 1.0 / self.session.max_duration_ns
+        self.session.set_playhead(t0 * scale)
+        self.session.select_layer(run.trace.layer_names[i])
+        (x0, x1), _ = self.panes[0].timeline.viewRange()
+        x = t0 * self._x_unit(run)
+        if not x0 <= x <= x1:
+            half = (x1 - x0) / 2
+            self.panes[0].timeline.setXRange(x - half, x + half, padding=0)
+
+    def _x_unit(self, run) -> float:
+        return 1.0 / run.duration_ns if self.session.normalised else 1.0
 
     def clear_selection(self) -> None:
         self.session.select_layer("")

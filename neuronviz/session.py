@@ -48,6 +48,7 @@ class Session(QObject):
     sig_time_mode_changed = Signal(bool)  # True: each pane normalised to its own duration
     sig_baseline_changed = Signal(int)
     sig_area_changed = Signal()  # the area selection (a time window) was drawn, moved or cleared
+    sig_search_changed = Signal(str)  # text to find in layer and op names ("" for none)
 
     def __init__(self) -> None:
         super().__init__()
@@ -58,6 +59,7 @@ class Session(QObject):
         self.baseline = 0
         self.path = ""  # the file the comparison was opened from or saved to
         self.area: tuple[float, float] | None = None  # selected window, fractions like the playhead
+        self.search = ""
 
     @property
     def max_duration_ns(self) -> float:
@@ -83,6 +85,12 @@ class Session(QObject):
         if area != self.area:
             self.area = area
             self.sig_area_changed.emit()
+
+    def set_search(self, text: str) -> None:
+        text = text.strip()
+        if text != self.search:
+            self.search = text
+            self.sig_search_changed.emit(text)
 
     def clear_area(self) -> None:
         if self.area is not None:

@@ -62,6 +62,20 @@ class TraceView:
             self._idx.append(idx)
             self.integrals.append(RowIntegral(ev["start_ns"][idx], ev["dur_ns"][idx]))
 
+    def find_layers(self, text: str) -> np.ndarray:
+        """Indices of the layers whose name, or the name of one of whose ops, contains ``text``
+        (case-insensitive), in time order; empty for an empty ``text``."""
+        tr = self.trace
+        needle = text.strip().lower()
+        if not needle:
+            return np.zeros(0, np.int64)
+        hit = np.array([needle in n.lower() for n in tr.layer_names] or [False])[: len(tr.layer_names)]
+        ops = [o for o, n in enumerate(tr.op_names) if needle in n.lower()]
+        if ops:
+            hit[tr.op_layer[ops]] = True
+        found = np.flatnonzero(hit)
+        return found[np.argsort(tr.layer_start_ns[found], kind="stable")]
+
     def event_at(self, row: int, t_ns: float) -> EventInfo | None:
         """The event of ``row`` covering ``t_ns`` (or the nearest one within ``slack``)."""
         if not 0 <= row < len(self.rows):

@@ -22,6 +22,7 @@ MAX_COLUMNS = 8192
 CACHE = QGraphicsItem.CacheMode.DeviceCoordinateCache
 ROW_FILL = 0.8  # fraction of a row's height the bars fill
 MIN_LABEL_PX = 24  # layer spans narrower than this on screen get no name
+MATCH_COLOR = "#F0C808"  # layers matching the search: a yellow that reads on light and dark backgrounds
 
 
 def argb(color: QColor) -> int:
@@ -97,11 +98,18 @@ class LayerRow(pg.GraphicsObject):
         self.highlight = np.uint32(argb(highlight) | 0xFF000000)
         self.text_color = text
         self.selected = -1  # index into names
+        self.matches = np.zeros(len(names), bool)  # spans that match the search, by index into names
+        self.match_color = np.uint32(argb(QColor(MATCH_COLOR)) | 0xFF000000)
         self.x_scale = 1.0
 
     def set_x_scale(self, scale: float) -> None:
         self.prepareGeometryChange()
         self.x_scale = scale
+        self.update()
+
+    def set_matches(self, indices: np.ndarray) -> None:
+        self.matches = np.zeros(len(self.names), bool)
+        self.matches[indices] = True
         self.update()
 
     def set_selected(self, name: str) -> None:
@@ -125,6 +133,8 @@ class LayerRow(pg.GraphicsObject):
         ic = np.clip(i, 0, None)
         inside = (i >= 0) & (centres < self.end[ic])
         px = np.where(inside, self.shades[ic % 2], np.uint32(0))
+        if self.matches.any():
+            px = np.where(inside & self.matches[self.order[ic]], self.match_color, px)
         if self.selected >= 0:
             px = np.where(inside & (self.order[ic] == self.selected), self.highlight, px)
         return px.astype(np.uint32)

@@ -130,9 +130,11 @@ class ComparisonPane(QWidget):
         session.sig_time_mode_changed.connect(self.apply_time_mode)
         session.sig_baseline_changed.connect(self.refresh_header)
         session.sig_area_changed.connect(self.show_area)
+        session.sig_search_changed.connect(self.show_search)
         self.refresh_header()
         self.apply_time_mode(session.normalised)
         self.layers.set_selected(session.selected_layer)
+        self.show_search(session.search)
         self.show_playhead()
 
     # --- construction -------------------------------------------------------------------
@@ -303,6 +305,9 @@ class ComparisonPane(QWidget):
             item.set_x_scale(scale)
         self.show_playhead()
         self.show_area()
+
+    def show_search(self, text: str) -> None:
+        self.layers.set_matches(self.view.find_layers(text))
 
     def show_area(self, *_: object) -> None:
         area = self.session.area_of(self.run)

@@ -1,11 +1,21 @@
-"""Playback bar: play/pause, speed, loop, scrub slider and the time readout."""
+"""Playback bar: play/pause, speed, loop, scrub slider, the time readout and the search box."""
 
 from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QPushButton, QSlider, QWidget
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QApplication,
+    QCheckBox,
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSlider,
+    QWidget,
+)
 
 from neuronviz.session import Session
 
@@ -15,6 +25,8 @@ SPEEDS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
 
 
 class PlaybackBar(QWidget):
+    sig_find_next = Signal(bool)  # Enter in the search box: True for the previous match (Shift+Enter)
+
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.session = session
@@ -31,12 +43,23 @@ class PlaybackBar(QWidget):
         self.slider.setRange(0, SLIDER_STEPS)
         self.readout = QLabel()
         self.readout.setMinimumWidth(190)
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Find layer or op (Ctrl+F)")
+        self.search.setClearButtonEnabled(True)
+        self.search.setMaximumWidth(220)
+        self.search.setToolTip("Highlights matching layers in every pane; Enter jumps to the next, Shift+Enter back")
+        self.matches = QLabel()
+        self.search.textChanged.connect(session.set_search)
+        self.search.returnPressed.connect(
+            lambda: self.sig_find_next.emit(bool(QApplication.keyboardModifiers() & Qt.KeyboardModifier.ShiftModifier)))
         layout = QHBoxLayout(self)
         layout.setContentsMargins(6, 2, 6, 2)
         for w in (self.play_button, self.speed, self.loop):
             layout.addWidget(w)
         layout.addWidget(self.slider, 1)
         layout.addWidget(self.readout)
+        layout.addWidget(self.search)
+        layout.addWidget(self.matches)
         self.timer = QTimer(self)
         self.timer.setInterval(16)
         self.timer.timeout.connect(self._tick)

@@ -270,3 +270,36 @@ def test_dragging_on_a_timeline_selects_a_window_in_every_pane(demo_window, qtbo
     assert table.item(0, 2).text() == f"{100 * stats.busy['tensor']:.0f}"
     demo_window.clear_selection()
     assert demo_window.session.area is None and not pane.area_items[0].isVisible()
+
+
+def test_search_highlights_matching_layers_and_enter_walks_through_them(demo_window, qtbot):
+    session = demo_window.session
+    box = demo_window.playback.search
+    box.setText("layer3.")
+    run = session.runs[0]
+    found = run.view.find_layers("layer3.")
+    names = {run.trace.layer_names[i] for i in found}
+    assert names and all(n.startswith("layer3.") for n in names)
+    assert demo_window.playback.matches.text() == f"{len(found)} layer(s)"
+    for pane in demo_window.panes:
+        marked = {pane.run.trace.layer_names[i] for i in np.flatnonzero(pane.layers.matches)}
+        assert marked == names
+    session.set_playhead(0.0)
+    box.returnPressed.emit()
+    first = run.trace.layer_names[found[0]]
+    assert session.selected_layer == first
+    assert session.time_of(run) == pytest.approx(run.trace.layer_start_ns[found[0]])
+    demo_window.find_next()
+    assert session.selected_layer == run.trace.layer_names[found[1]]
+    demo_window.find_next(backwards=True)
+    assert session.selected_layer == first
+    box.setText("")
+    assert not demo_window.panes[0].layers.matches.any()
+
+
+def test_searching_an_op_name_marks_the_layers_that_run_it(demo_window):
+    view = demo_window.session.runs[1].view
+    tr = view.trace
+    layers = view.find_layers("SOFTMAX_EXP")  # case-insensitive, an op of every attention block
+    expected = {int(tr.op_layer[o]) for o, n in enumerate(tr.op_names) if n == "softmax_exp"}
+    assert set(layers.tolist()) == expected and len(expected) == 24  # bert-large: 24 layers
