@@ -404,6 +404,9 @@ class ComparisonPane(QWidget):
         if -1.0 <= y < 0.0:
             i = self.layers.span_at(t)
             name = self.run.trace.layer_names[i] if i >= 0 else ""
-            self.session.select_layer(name)
-            self.sig_layer_clicked.emit(name)
+        else:  # an engine event selects the layer it belongs to
+            info = self.view.event_at(int(np.floor(y)), t)
+            name = info.layer if info is not None else ""
+        self.session.select_layer(name)
+        self.sig_layer_clicked.emit(name)
 

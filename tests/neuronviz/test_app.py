@@ -303,3 +303,18 @@ def test_searching_an_op_name_marks_the_layers_that_run_it(demo_window):
     layers = view.find_layers("SOFTMAX_EXP")  # case-insensitive, an op of every attention block
     expected = {int(tr.op_layer[o]) for o, n in enumerate(tr.op_names) if n == "softmax_exp"}
     assert set(layers.tolist()) == expected and len(expected) == 24  # bert-large: 24 layers
+
+
+def test_clicking_an_engine_event_selects_its_layer(demo_window, qtbot):
+    pane = demo_window.panes[2]
+    view = pane.view
+    row = view.row_kinds.index("vector")
+    bi = view.integrals[row]
+    i = int(np.argmax(bi.dur))
+    t = bi.start[i] + bi.dur[i] / 2
+    pane.timeline.setXRange(bi.start[i] - bi.dur[i], bi.start[i] + 2 * bi.dur[i], padding=0)
+    qtbot.wait(10)
+    pos = pane.graphics.mapFromScene(pane.timeline.getViewBox().mapViewToScene(QPointF(t, row + 0.5)))
+    qtbot.mouseClick(pane.graphics.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+    assert demo_window.session.selected_layer == view.event_at(row, t).layer != ""
+    assert demo_window.details.table.rowCount() == 4
