@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QPicture
 
 UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns"))
+TICK_PX = 90  # minimum distance between labelled ticks
+MIN_TICKS = 2
 
 
 class TimeAxis(pg.AxisItem):
@@ -41,6 +44,17 @@ class TimeAxis(pg.AxisItem):
                 return
             self.picture = shared
         self.picture.play(p)
+
+    def tickSpacing(self, minVal, maxVal, size):
+        """Major ticks at 1, 2 or 5 times a power of ten, at least ``TICK_PX`` apart so that labels
+        such as "400 µs" never run into each other, however narrow the pane."""
+        span = abs(maxVal - minVal)
+        if span == 0 or size <= 0:
+            return []
+        raw = span / max(MIN_TICKS, size / TICK_PX)
+        power = 10.0 ** np.floor(np.log10(raw))
+        major = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+        return [(major, 0), (major / 5, 0)]
 
     def tickStrings(self, values, scale, spacing):
         if self.normalised:
