@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import QSettings, Qt
-from PySide6.QtGui import QAction, QActionGroup, QKeySequence, QShortcut
+from PySide6.QtGui import QAction, QActionGroup, QCursor, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
@@ -42,7 +42,7 @@ PAN_STEP = 0.1
 PLAYHEAD_STEP = 0.01
 SHORTCUTS = (
     ("Space", "play / pause"), ("Left / Right", "move the playhead by 1%"), ("Home / End", "start / end"),
-    ("+ / - or W / S", "zoom in / out around the playhead"), ("A / D", "pan left / right"),
+    ("+ / - or W / S", "zoom in / out around the mouse (or the playhead)"), ("A / D", "pan left / right"),
     ("F", "fit the selected window, or the whole run"), ("Esc", "clear the layer and window selection"),
     ("Drag on a timeline", "select a time window (totals in the Selection tab)"),
     ("Wheel, Shift+drag", "zoom, pan"),
@@ -216,12 +216,26 @@ class MainWindow(QMainWindow):
     def _playhead_x(self) -> float:
         return self.session.playhead * (1.0 if self.session.normalised else self.session.max_duration_ns)
 
+    def _mouse_x(self) -> float | None:
+        """The time (x) under the mouse pointer if it is over a pane's tracks."""
+        for pane in self.panes:
+            view = pane.graphics.viewport()
+            pos = view.mapFromGlobal(QCursor.pos())
+            if view.rect().contains(pos):
+                vb = pane.timeline.getViewBox()
+                scene = pane.graphics.mapToScene(pos)
+                if vb.sceneBoundingRect().contains(scene):
+                    return vb.mapSceneToView(scene).x()
+        return None
+
     def zoom(self, factor: float) -> None:
-        """Zoom every pane (they are linked) around the playhead; ``factor`` < 1 zooms in."""
+        """Zoom every pane (they are linked) around the mouse pointer when it is over a timeline,
+        as in Perfetto, else around the playhead; ``factor`` < 1 zooms in."""
         if not self.panes:
             return
         (x0, x1), _ = self.panes[0].timeline.viewRange()
-        c = min(max(self._playhead_x(), x0), x1)
+        mouse = self._mouse_x()
+        c = min(max(self._playhead_x() if mouse is None else mouse, x0), x1)
         self.panes[0].timeline.setXRange(c - (c - x0) * factor, c + (x1 - c) * factor, padding=0)
 
     def pan(self, fraction: float) -> None:

@@ -318,3 +318,20 @@ def test_clicking_an_engine_event_selects_its_layer(demo_window, qtbot):
     qtbot.mouseClick(pane.graphics.viewport(), Qt.MouseButton.LeftButton, pos=pos)
     assert demo_window.session.selected_layer == view.event_at(row, t).layer != ""
     assert demo_window.details.table.rowCount() == 4
+
+
+def test_w_zooms_around_the_mouse_when_it_is_over_a_timeline(demo_window, qtbot, monkeypatch):
+    import neuronviz.main_window as mw
+
+    d = demo_window.session.max_duration_ns
+    demo_window.panes[0].timeline.setXRange(0, d, padding=0)
+    qtbot.wait(10)
+    pane = demo_window.panes[3]
+    vb = pane.timeline.getViewBox()
+    at = pane.graphics.viewport().mapToGlobal(pane.graphics.mapFromScene(vb.mapViewToScene(QPointF(0.25 * d, 1.0))))
+    monkeypatch.setattr(mw.QCursor, "pos", staticmethod(lambda: at))
+    demo_window.zoom(0.5)
+    (x0, x1), _ = demo_window.panes[0].timeline.viewRange()
+    c = vb.mapSceneToView(pane.graphics.mapToScene(pane.graphics.viewport().mapFromGlobal(at))).x()
+    assert (x1 - x0) == pytest.approx(0.5 * d, rel=1e-3)
+    assert x0 == pytest.approx(c - 0.5 * c, rel=1e-2)  # the time under the pointer stays put
