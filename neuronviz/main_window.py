@@ -309,6 +309,7 @@ class MainWindow(QMainWindow):
         menu.addSeparator()
         index = self.panes.index(pane)
         menu.addAction("Make this the baseline", lambda: self.session.set_baseline(index))
+        menu.addAction("Close this pane", lambda: self.session.remove_run(index))
         menu.popup(global_pos)
         self.pane_menu = menu  # kept for tests and so it is not collected while open
 

@@ -110,8 +110,12 @@ class Session(QObject):
         self.sig_runs_changed.emit()
 
     def remove_run(self, index: int) -> None:
+        """Close run ``index``; the baseline stays on the same run, or goes to the first one."""
         del self.runs[index]
-        self.baseline = min(self.baseline, max(0, len(self.runs) - 1))
+        if index == self.baseline:
+            self.baseline = 0
+        elif index < self.baseline:
+            self.baseline -= 1
         self.sig_runs_changed.emit()
 
     def set_playhead(self, fraction: float) -> None:

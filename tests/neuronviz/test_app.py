@@ -150,9 +150,13 @@ def test_right_click_on_a_pane_offers_to_export_that_pane(demo_window, qtbot):
     assert menu is not None and menu.isVisible()
     assert [a.text() for a in menu.actions() if a.text()][:2] == [
         "Export this pane as image (PNG, SVG)…", "Copy image of this pane"]
-    menu.actions()[-1].trigger()  # make this the baseline
+    actions = {a.text(): a for a in menu.actions()}
+    actions["Make this the baseline"].trigger()
     assert demo_window.session.baseline == 1
     menu.close()
+    actions["Close this pane"].trigger()
+    assert [p.run.trace.meta["chip"] for p in demo_window.panes] == ["inf1", "trn1", "trn2"]
+    assert demo_window.session.baseline == 0  # the baseline was closed: back to the first run
 
 
 def test_dark_theme_repaints_the_panes_dark_and_is_remembered(demo_window, qtbot):
