@@ -1,5 +1,6 @@
-"""The run panel: choose a model (or a config.json), mode, sizes, dtype and chips; simulate in
-the background with progress and cancel; the results open as panes."""
+"""The run panel: choose a model (or a config.json), mode, sizes, dtype, chips (or one instance)
+and cores per copy; simulate in the background with progress and cancel; the results open as
+panes."""
 
 from __future__ import annotations
 
@@ -21,10 +22,12 @@ from PySide6.QtWidgets import (
 from neuronviz.runner import SimulationRunner
 from neuronviz.session import Session
 from sim.hardware.chip import all_chips
+from sim.hardware.instances import all_instances
 from sim.run import DTYPE_BYTES, MODES, RunConfig
 from sim.workloads import preset_names
 
 DEFAULT_CHIPS = ("inf1", "inf2", "trn1", "trn2")
+DEFAULT_INSTANCE = "default for each chip"
 
 
 class RunPanel(QWidget):
@@ -50,6 +53,15 @@ class RunPanel(QWidget):
         self.chips = {key: QCheckBox(key) for key in all_chips()}
         for key, box in self.chips.items():
             box.setChecked(key in DEFAULT_CHIPS)
+        self.instance = QComboBox()
+        self.instance.addItem(DEFAULT_INSTANCE)
+        self.instance.addItems(list(all_instances()))
+        self.instance.setToolTip("One instance type instead of the ticked chips (its chip is implied)")
+        self.instance.currentTextChanged.connect(
+            lambda text: [box.setEnabled(text == DEFAULT_INSTANCE) for box in self.chips.values()])
+        self.cores = self._spin(0, 512, 0)
+        self.cores.setSpecialValueText("SDK default")
+        self.cores.setToolTip("NeuronCores one model copy spans, split tensor-parallel")
         self.keep = QCheckBox("Keep the open runs")
         self.keep.setChecked(True)
         self.run_button = QPushButton("Simulate")
@@ -72,6 +84,8 @@ class RunPanel(QWidget):
         for box in self.chips.values():
             chip_row.addWidget(box)
         form.addRow("Chips", chip_row)
+        form.addRow("Instance", self.instance)
+        form.addRow("Cores per copy", self.cores)
         buttons = QHBoxLayout()
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.cancel_button)
@@ -101,10 +115,15 @@ class RunPanel(QWidget):
             self.model.setCurrentText(path)
 
     def configs(self) -> list[RunConfig]:
-        chips = [k for k, box in self.chips.items() if box.isChecked()]
-        return [RunConfig(model=self.model.currentText().strip(), chip=chip, mode=self.mode.currentText(),
-                          batch=self.batch.value(), seq=self.seq.value() or None,
-                          new_tokens=self.new_tokens.value(), dtype=self.dtype.currentText()) for chip in chips]
+        instance = self.instance.currentText()
+        if instance != DEFAULT_INSTANCE:
+            targets = [(None, instance)]
+        else:
+            targets = [(k, None) for k, box in self.chips.items() if box.isChecked()]
+        return [RunConfig(model=self.model.currentText().strip(), chip=chip, instance=inst,
+                          mode=self.mode.currentText(), batch=self.batch.value(), seq=self.seq.value() or None,
+                          new_tokens=self.new_tokens.value(), dtype=self.dtype.currentText(),
+                          cores=self.cores.value() or None) for chip, inst in targets]
 
     def start(self) -> None:
         configs = self.configs()

@@ -339,3 +339,19 @@ def test_w_zooms_around_the_mouse_when_it_is_over_a_timeline(demo_window, qtbot,
     c = vb.mapSceneToView(pane.graphics.mapToScene(pane.graphics.viewport().mapFromGlobal(at))).x()
     assert (x1 - x0) == pytest.approx(0.5 * d, rel=1e-3)
     assert x0 == pytest.approx(c - 0.5 * c, rel=1e-2)  # the time under the pointer stays put
+
+
+def test_run_panel_instance_and_cores_make_one_run_on_that_instance(demo_window):
+    panel = demo_window.run_panel
+    panel.model.setCurrentText("llama-3-8b")
+    panel.mode.setCurrentText("decode")
+    panel.instance.setCurrentText("inf2.48xlarge")
+    panel.cores.setValue(8)
+    assert not panel.chips["inf1"].isEnabled()
+    (cfg,) = panel.configs()
+    assert (cfg.instance, cfg.chip, cfg.cores, cfg.mode) == ("inf2.48xlarge", None, 8, "decode")
+    panel.instance.setCurrentIndex(0)
+    panel.cores.setValue(0)
+    assert panel.chips["inf1"].isEnabled()
+    assert [(c.chip, c.cores) for c in panel.configs()] == [("inf1", None), ("inf2", None), ("trn1", None),
+                                                            ("trn2", None)]
