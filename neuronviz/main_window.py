@@ -148,7 +148,8 @@ class MainWindow(QMainWindow):
     def _update_title(self) -> None:
         name = Path(self.session.path).name if self.session.path else (
             "demo comparison" if any(r.source == "demo" for r in self.session.runs) else "")
-        self.setWindowTitle(f"neuronviz — {name}" if name else "neuronviz")
+        mark = " *" if self.session.unsaved else ""
+        self.setWindowTitle(f"neuronviz — {name}{mark}" if name else f"neuronviz{mark}")
 
     # --- menus and shortcuts ----------------------------------------------------------------
     def _menus(self, run_dock: QDockWidget) -> None:
@@ -328,6 +329,8 @@ class MainWindow(QMainWindow):
 
         Big files are read in a worker thread behind a cancellable progress dialog; then this
         returns True once loading has started, and the panes appear when it is done."""
+        if replace and not self.confirm_discard():
+            return False
         if sum(_size(p) for p in paths) > BACKGROUND_OPEN_BYTES:
             self._open_in_background(paths, replace)
             return True
@@ -390,7 +393,7 @@ class MainWindow(QMainWindow):
         except SimError as exc:
             QMessageBox.warning(self, "Cannot save", str(exc))
             return False
-        self.session.path = path
+        self.session.mark_saved(path)
         self._remember(path)
         self._update_title()
         return True
@@ -421,7 +424,23 @@ class MainWindow(QMainWindow):
         if paths:
             self.open_files(paths)
 
+    def confirm_discard(self) -> bool:
+        """Ask before simulated runs that were never saved are lost; False keeps the window open."""
+        if not self.session.unsaved:
+            return True
+        answer = QMessageBox.question(
+            self, "Unsaved runs", "Runs simulated in this session have not been saved. Save them first?",
+            QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard | QMessageBox.StandardButton.Cancel,
+            QMessageBox.StandardButton.Save)
+        if answer == QMessageBox.StandardButton.Save:
+            self.save_dialog()
+            return not self.session.unsaved
+        return answer == QMessageBox.StandardButton.Discard
+
     def closeEvent(self, event) -> None:
+        if not self.confirm_discard():
+            event.ignore()
+            return
         self.runner.cancel()
         self.loader.cancel()
         self.settings.setValue("window/geometry", self.saveGeometry())

@@ -7,7 +7,7 @@ import threading
 
 from PySide6.QtCore import QObject, Signal
 
-from neuronviz.session import Run
+from neuronviz.session import SIMULATED, Run
 from sim.errors import SimError
 from sim.run import RunConfig, simulate
 
@@ -51,7 +51,7 @@ class SimulationRunner(QObject):
             for i, cfg in enumerate(configs):
                 if not self.current(gen):
                     return
-                runs.append(Run(simulate(cfg), source="simulated"))
+                runs.append(Run(simulate(cfg), source=SIMULATED))
                 self.sig_progress.emit(gen, i + 1, len(configs))
         except SimError as exc:
             if self.current(gen):

@@ -15,6 +15,8 @@ from neuronviz.trace_view import TraceView
 from sim.metrics import RunMetrics, compute_metrics
 from sim.trace import Trace
 
+SIMULATED = "simulated"  # the source of a run simulated in the app, until it is saved
+
 
 @dataclass(eq=False)
 class Run:
@@ -60,6 +62,16 @@ class Session(QObject):
         self.path = ""  # the file the comparison was opened from or saved to
         self.area: tuple[float, float] | None = None  # selected window, fractions like the playhead
         self.search = ""
+
+    @property
+    def unsaved(self) -> bool:
+        """True while runs simulated in the app have not been saved to a file."""
+        return any(r.source == SIMULATED for r in self.runs)
+
+    def mark_saved(self, path: str) -> None:
+        for r in self.runs:
+            r.source = path
+        self.path = path
 
     @property
     def max_duration_ns(self) -> float:

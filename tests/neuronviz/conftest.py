@@ -1,5 +1,6 @@
 import pytest
 from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QMessageBox
 
 from neuronviz.app import build_window, make_app
 
@@ -10,7 +11,9 @@ def settings(tmp_path):
 
 
 @pytest.fixture
-def demo_window(qtbot, settings):
+def demo_window(qtbot, settings, monkeypatch):
+    # closing the window at teardown must not wait on the "unsaved runs" question
+    monkeypatch.setattr(QMessageBox, "question", lambda *args: QMessageBox.StandardButton.Discard)
     make_app()
     window = build_window(None, settings)
     qtbot.addWidget(window)

@@ -355,3 +355,23 @@ def test_run_panel_instance_and_cores_make_one_run_on_that_instance(demo_window)
     assert panel.chips["inf1"].isEnabled()
     assert [(c.chip, c.cores) for c in panel.configs()] == [("inf1", None), ("inf2", None), ("trn1", None),
                                                             ("trn2", None)]
+
+
+def test_closing_with_unsaved_simulated_runs_asks_first(demo_window, qtbot, monkeypatch, tmp_path):
+    from neuronviz.session import SIMULATED, Run
+    from sim.run import RunConfig, simulate
+
+    session = demo_window.session
+    session.add_runs([Run(simulate(RunConfig(model="bert-base", chip="inf2", seq=32)), source=SIMULATED)])
+    assert session.unsaved and demo_window.windowTitle().endswith(" *")
+    asked = []
+    monkeypatch.setattr(QMessageBox, "question", lambda *args: asked.append(1) or QMessageBox.StandardButton.Cancel)
+    assert not demo_window.close()  # cancelled: the window stays, the runs too
+    assert demo_window.isVisible() and len(demo_window.panes) == 5 and asked
+    assert not demo_window.open_files([str(tmp_path / "other.nvtrace")])  # replacing asks too
+    assert len(demo_window.panes) == 5
+    path = str(tmp_path / "kept.nvtrace")
+    assert demo_window.save_to(path)
+    assert not session.unsaved and not demo_window.windowTitle().endswith(" *")
+    asked.clear()
+    assert demo_window.close() and not asked  # saved: closes without a question
