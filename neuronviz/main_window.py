@@ -46,6 +46,7 @@ SHORTCUTS = (
     ("F", "fit the selected window, or the whole run"), ("Esc", "clear the layer and window selection"),
     ("Drag on a timeline", "select a time window (totals in the Selection tab)"),
     ("Wheel, Shift+drag", "zoom, pan"),
+    ("M, right-click", "drop a marker at the playhead or the pointer; the last two select their window"),
 )
 
 
@@ -127,7 +128,7 @@ class MainWindow(QMainWindow):
         runs = self.session.runs
         self.panes = [ComparisonPane(self.session, run) for run in runs]
         for pane in self.panes:
-            pane.sig_context_menu.connect(lambda pos, pane=pane: self._pane_menu(pane, pos))
+            pane.sig_context_menu.connect(lambda pos, at, pane=pane: self._pane_menu(pane, pos, at))
         cols = 1 if len(runs) <= 1 else (2 if len(runs) <= 4 else 3)
         for i, pane in enumerate(self.panes):
             self.grid.addWidget(pane, i // cols, i % cols)
@@ -209,6 +210,7 @@ class MainWindow(QMainWindow):
             "W": lambda: self.zoom(1 / ZOOM_STEP), "S": lambda: self.zoom(ZOOM_STEP),
             "A": lambda: self.pan(-PAN_STEP), "D": lambda: self.pan(PAN_STEP),
             "Escape": self.clear_selection,
+            "M": lambda: self.session.add_marker(self.session.playhead),
             "Ctrl+F": lambda: (self.playback.search.setFocus(), self.playback.search.selectAll()),
         }
         for key, slot in keys.items():
@@ -303,8 +305,14 @@ class MainWindow(QMainWindow):
             action.setChecked(i == self.session.baseline)
             action.triggered.connect(lambda _=False, i=i: self.session.set_baseline(i))
 
-    def _pane_menu(self, pane: ComparisonPane, global_pos) -> None:
+    def _pane_menu(self, pane: ComparisonPane, global_pos, at: float = -1.0) -> None:
         menu = QMenu(self)
+        if at >= 0:
+            menu.addAction("Add marker here", lambda: self.session.add_marker(at))
+        if self.session.markers:
+            menu.addAction("Clear markers", self.session.clear_markers)
+        if at >= 0 or self.session.markers:
+            menu.addSeparator()
         menu.addAction("Export this pane as image (PNG, SVG)…", lambda: self.exports.export_image(pane))
         menu.addAction("Copy image of this pane", lambda: self.exports.copy_image(pane))
         menu.addSeparator()

@@ -51,6 +51,7 @@ class Session(QObject):
     sig_baseline_changed = Signal(int)
     sig_area_changed = Signal()  # the area selection (a time window) was drawn, moved or cleared
     sig_search_changed = Signal(str)  # text to find in layer and op names ("" for none)
+    sig_markers_changed = Signal()
 
     def __init__(self) -> None:
         super().__init__()
@@ -62,6 +63,7 @@ class Session(QObject):
         self.path = ""  # the file the comparison was opened from or saved to
         self.area: tuple[float, float] | None = None  # selected window, fractions like the playhead
         self.search = ""
+        self.markers: list[float] = []  # fractions of the shared axis, in the order they were dropped
 
     @property
     def unsaved(self) -> bool:
@@ -98,6 +100,19 @@ class Session(QObject):
             self.area = area
             self.sig_area_changed.emit()
 
+    def add_marker(self, fraction: float) -> None:
+        """Drop a marker; with two or more, the window between the last two is selected, so the
+        Selection tab shows the time between them and what each run did in it."""
+        self.markers.append(min(1.0, max(0.0, fraction)))
+        self.sig_markers_changed.emit()
+        if len(self.markers) >= 2:
+            self.set_area(*self.markers[-2:])
+
+    def clear_markers(self) -> None:
+        if self.markers:
+            self.markers = []
+            self.sig_markers_changed.emit()
+
     def set_search(self, text: str) -> None:
         text = text.strip()
         if text != self.search:
@@ -115,6 +130,7 @@ class Session(QObject):
         self.baseline = 0
         self.selected_layer = ""
         self.area = None
+        self.markers = []
         self.sig_runs_changed.emit()
 
     def add_runs(self, runs: list[Run]) -> None:

@@ -97,12 +97,15 @@ class ComparisonPane(QWidget):
     """Draws one run; reads the session, never other panes."""
 
     sig_layer_clicked = Signal(str)
-    sig_context_menu = Signal(QPoint)  # right click anywhere on the pane, at this global position
+    # right click anywhere on the pane: global position, and the fraction of the shared axis under
+    # the pointer (-1 outside the tracks)
+    sig_context_menu = Signal(QPoint, float)
 
     def __init__(self, session: Session, run: Run, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.session, self.run = session, run
         self.view = run.view
+        self.marker_lines: list[pg.InfiniteLine] = []
         counters = run.trace.counters
         self._counter_integrals = {name: CounterIntegral(counters[name].t_ns, counters[name].value)
                                    for name in SIMULATOR_COUNTERS if name in counters and len(counters[name].t_ns)}
@@ -115,7 +118,7 @@ class ComparisonPane(QWidget):
         self._build_plots()
         self.graphics.installEventFilter(self)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-        self.customContextMenuRequested.connect(lambda pos: self.sig_context_menu.emit(self.mapToGlobal(pos)))
+        self.customContextMenuRequested.connect(lambda pos: self.sig_context_menu.emit(self.mapToGlobal(pos), -1.0))
         body = QHBoxLayout()
         body.setContentsMargins(0, 0, 0, 0)
         body.addWidget(self.diagram)
@@ -131,10 +134,12 @@ class ComparisonPane(QWidget):
         session.sig_baseline_changed.connect(self.refresh_header)
         session.sig_area_changed.connect(self.show_area)
         session.sig_search_changed.connect(self.show_search)
+        session.sig_markers_changed.connect(self.show_markers)
         self.refresh_header()
         self.apply_time_mode(session.normalised)
         self.layers.set_selected(session.selected_layer)
         self.show_search(session.search)
+        self.show_markers()
         self.show_playhead()
 
     # --- construction -------------------------------------------------------------------
@@ -305,6 +310,7 @@ class ComparisonPane(QWidget):
             item.set_x_scale(scale)
         self.show_playhead()
         self.show_area()
+        self.show_markers()
 
     def show_search(self, text: str) -> None:
         self.layers.set_matches(self.view.find_layers(text))
@@ -316,10 +322,31 @@ class ComparisonPane(QWidget):
             if area is not None:
                 region.setRegion((area[0] * self.x_scale(), area[1] * self.x_scale()))
 
+    def _to_fraction(self) -> float:
+        """Factor from this run's time (ns) to a fraction of the shared axis."""
+        return 1.0 / self.run.duration_ns if self.session.normalised else 1.0 / self.session.max_duration_ns
+
     def _area_dragged(self, a: float, b: float, finished: bool) -> None:
         """A drag on the timeline selects that window in every pane (x is in this pane's units)."""
         to_fraction = 1.0 if self.session.normalised else 1.0 / self.session.max_duration_ns
         self.session.set_area(a * to_fraction, b * to_fraction)
+
+    def show_markers(self, *_: object) -> None:
+        for line in self.marker_lines:
+            if line.getViewBox() is not None:
+                line.getViewBox().removeItem(line)
+        self.marker_lines = []
+        pal = palette()
+        pen = pg.mkPen(pal.foreground, width=1, style=Qt.PenStyle.DashLine)
+        label = {"position": 0.03,  # the timeline counts rows downwards: near its top
+                  "color": pal.foreground, "fill": pal.background}
+        for n, f in enumerate(self.session.markers, 1):
+            x = self.session.time_of(self.run, f) * self.x_scale()
+            for k, plot in enumerate((self.timeline, *self.counter_plots)):
+                line = pg.InfiniteLine(x, angle=90, movable=False, pen=pen,
+                                       label=str(n) if k == 0 else None, labelOpts=label)
+                plot.addItem(line, ignoreBounds=True)
+                self.marker_lines.append(line)
 
     def x_scale(self) -> float:
         return 1.0 / self.run.duration_ns if self.session.normalised else 1.0
@@ -393,7 +420,9 @@ class ComparisonPane(QWidget):
     def _click(self, event) -> None:
         if event.button() == Qt.MouseButton.RightButton:
             event.accept()  # our menu, not pyqtgraph's
-            self.sig_context_menu.emit(event.screenPos().toPoint())
+            hit = self._data_point(event.scenePos())
+            fraction = -1.0 if hit is None else min(1.0, max(0.0, hit[0] * self._to_fraction()))
+            self.sig_context_menu.emit(event.screenPos().toPoint(), fraction)
             return
         if event.button() != Qt.MouseButton.LeftButton:
             return

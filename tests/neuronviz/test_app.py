@@ -148,8 +148,8 @@ def test_right_click_on_a_pane_offers_to_export_that_pane(demo_window, qtbot):
     qtbot.mouseClick(pane.graphics.viewport(), Qt.MouseButton.RightButton, pos=pos)
     menu = demo_window.pane_menu
     assert menu is not None and menu.isVisible()
-    assert [a.text() for a in menu.actions() if a.text()][:2] == [
-        "Export this pane as image (PNG, SVG)…", "Copy image of this pane"]
+    texts = [a.text() for a in menu.actions() if a.text()]
+    assert texts[:3] == ["Add marker here", "Export this pane as image (PNG, SVG)…", "Copy image of this pane"]
     actions = {a.text(): a for a in menu.actions()}
     actions["Make this the baseline"].trigger()
     assert demo_window.session.baseline == 1
@@ -375,3 +375,22 @@ def test_closing_with_unsaved_simulated_runs_asks_first(demo_window, qtbot, monk
     assert not session.unsaved and not demo_window.windowTitle().endswith(" *")
     asked.clear()
     assert demo_window.close() and not asked  # saved: closes without a question
+
+
+def test_two_markers_select_the_window_between_them(demo_window, qtbot):
+    session = demo_window.session
+    d = session.max_duration_ns
+    session.set_playhead(0.1)
+    qtbot.keyClick(demo_window, Qt.Key.Key_M)
+    pane = demo_window.panes[0]
+    demo_window._pane_menu(pane, pane.mapToGlobal(pane.rect().center()), 0.3)
+    add = next(a for a in demo_window.pane_menu.actions() if a.text() == "Add marker here")
+    add.trigger()
+    demo_window.pane_menu.close()
+    assert session.markers == pytest.approx([0.1, 0.3])
+    assert session.area == pytest.approx((0.1, 0.3))
+    xs = sorted({round(line.value()) for line in pane.marker_lines})
+    assert xs == [round(0.1 * d), round(0.3 * d)]
+    assert len(pane.marker_lines) == 2 * (1 + len(pane.counter_plots))
+    session.clear_markers()
+    assert pane.marker_lines == []
