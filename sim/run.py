@@ -173,9 +173,14 @@ def _step(starts: np.ndarray, ends: np.ndarray, amounts: np.ndarray) -> tuple[np
     order = np.argsort(t, kind="stable")
     t, v = t[order], np.cumsum(d[order])
     last = np.append(t[1:] != t[:-1], True)
-    v = v[last]
+    t, v = t[last], v[last]
     v[np.abs(v) < 1e-6 * max(1.0, float(np.abs(amounts).max()))] = 0.0
-    return t[last], v
+    # a sample that repeats the value before it changes nothing (back-to-back transfers at one
+    # rate): dropping it keeps the step function exact and the series short; the last sample
+    # stays, it ends the series
+    changes = np.ones(len(v), bool)
+    changes[1:-1] = v[1:-1] != v[:-2]
+    return t[changes], v[changes]
 
 
 def _build_trace(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, sched: CoreScheduler,
