@@ -47,16 +47,17 @@ class CurveRaster(pg.GraphicsObject):
 
     def rasterise(self, x0: float, x1: float, columns: int, rows: int) -> np.ndarray:
         """ARGB pixels, row 0 at y = 0, ``columns`` columns between ``x0`` and ``x1``."""
-        img = np.zeros((rows, columns), np.uint32)
         edges = np.linspace(x0, x1, columns + 1) / self.x_scale
-        r = np.arange(rows)[:, None]
-        for values, color in self.series:
+        r = np.arange(rows, dtype=np.int32)[:, None]
+        series = np.zeros((rows, columns), np.uint8)  # which series lights each pixel (0: none)
+        for k, (values, _) in enumerate(self.series, 1):
             y = np.nan_to_num(np.asarray(values(edges), np.float64))
-            row = np.clip(np.floor(y / self.y_max * rows), 0, rows - 1).astype(np.int64)
-            prev = np.concatenate([row[:1], row[:-1]])
-            lit = (r >= np.minimum(prev, row)) & (r <= np.maximum(prev, row))
-            img[lit] = color
-        return img
+            row = np.clip((y * (rows / self.y_max)).astype(np.int32), 0, rows - 1)
+            prev = np.empty_like(row)
+            prev[0], prev[1:] = row[0], row[:-1]
+            np.putmask(series, (r >= np.minimum(prev, row)) & (r <= np.maximum(prev, row)), k)
+        palette = np.array([0, *(color for _, color in self.series)], np.uint32)
+        return palette[series]
 
     def paint(self, p: QPainter, *args) -> None:
         vis = visible_columns(self, 0.0, self.duration_ns * self.x_scale)

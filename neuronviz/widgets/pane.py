@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolTip, QVBoxL
 
 from neuronviz.items.area import AreaViewBox
 from neuronviz.items.curve import CurveRaster
-from neuronviz.items.raster import LayerRow, TrackRows
+from neuronviz.items.raster import CACHE, LayerRow, TrackRows
 from neuronviz.items.time_axis import TimeAxis
 from neuronviz.session import Run, Session
 from neuronviz.theme import ENGINE_COLORS, ENGINE_LABELS, engine_color, palette
@@ -176,6 +176,9 @@ class ComparisonPane(QWidget):
         self._engine_plot()
         self._memory_plots()
         self._other_counters_plot()
+        for plot in self.counter_plots:  # legends are static: cached pixmaps, not repainted per frame
+            for item in (plot.legend, *plot.legend.childItems()):
+                item.setCacheMode(CACHE)
         self.area_items = []
         for plot in (self.timeline, *self.counter_plots):
             region = pg.LinearRegionItem(movable=False, brush=pg.mkBrush(AREA_COLOR),
