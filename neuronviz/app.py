@@ -7,10 +7,13 @@ import sys
 import pyqtgraph as pg
 import shiboken6
 from PySide6.QtCore import QSettings
+from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
+from neuronviz import __version__
 from neuronviz.files import demo_runs
 from neuronviz.main_window import MainWindow
+from neuronviz.resources import resource_path
 from neuronviz.session import Run, Session
 from neuronviz.theme import THEMES, apply_theme
 
@@ -19,6 +22,10 @@ def make_app(theme: str = "system") -> QApplication:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("neuronviz")
     app.setOrganizationName("neuronviz")
+    app.setApplicationVersion(__version__)
+    icon = resource_path("neuronviz.svg")
+    if icon is not None:
+        app.setWindowIcon(QIcon(str(icon)))
     pg.setConfigOptions(antialias=False)
     apply_theme(theme)
     return app

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from neuronviz import __version__
 from neuronviz.files import OPEN_FILTERS, SAVE_FILTERS, open_runs, save_runs, with_suffix_of
 from neuronviz.runner import FileLoader, SimulationRunner
 from neuronviz.session import Session
@@ -34,6 +35,10 @@ from neuronviz.widgets.run_panel import RunPanel
 from neuronviz.widgets.summary import SummaryTable
 from sim.errors import SimError
 
+ABOUT = ("<b>neuronviz {version}</b><p>A simulator of the AWS Neuron chip generations (Inferentia1 and 2, "
+         "Trainium1 to 3) and a viewer of what their engines, SRAM and memory do while a model runs.</p>"
+         "<p>Simulated figures are estimates: <code>neuronviz validate</code> compares them with published "
+         "Neuron measurements (docs/accuracy.md).</p>")
 MAX_RECENT = 10
 BACKGROUND_OPEN_BYTES = 32 << 20  # files bigger than this (together) open in a worker thread
 SUMMARY_HEIGHT = 150
@@ -192,6 +197,7 @@ class MainWindow(QMainWindow):
         self._action(run, "&Simulate…", lambda: (run_dock.show(), run_dock.raise_()), "Ctrl+R")
         help_menu = self.menuBar().addMenu("&Help")
         self._action(help_menu, "&Keyboard shortcuts", self.show_shortcuts, "?")
+        self._action(help_menu, "&About neuronviz", self.show_about)
 
     def _action(self, menu, text: str, slot, shortcut=None) -> QAction:
         action = QAction(text, self)
@@ -321,6 +327,9 @@ class MainWindow(QMainWindow):
         menu.addAction("Close this pane", lambda: self.session.remove_run(index))
         menu.popup(global_pos)
         self.pane_menu = menu  # kept for tests and so it is not collected while open
+
+    def show_about(self) -> None:
+        QMessageBox.about(self, "About neuronviz", ABOUT.format(version=__version__))
 
     def show_shortcuts(self) -> None:
         rows = "".join(f"<tr><td><b>{k}</b></td><td>{v}</td></tr>" for k, v in SHORTCUTS)

@@ -394,3 +394,17 @@ def test_two_markers_select_the_window_between_them(demo_window, qtbot):
     assert len(pane.marker_lines) == 2 * (1 + len(pane.counter_plots))
     session.clear_markers()
     assert pane.marker_lines == []
+
+
+def test_the_app_has_its_icon_and_an_about_box(demo_window, monkeypatch):
+    from PySide6.QtWidgets import QApplication
+
+    from neuronviz import __version__
+
+    icon = QApplication.instance().windowIcon()
+    assert not icon.isNull()
+    assert icon.pixmap(32, 32).toImage().pixelColor(12, 12) == QColor(ENGINE_COLORS["tensor"])
+    shown = []
+    monkeypatch.setattr(QMessageBox, "about", lambda parent, title, text: shown.append(text))
+    demo_window.show_about()
+    assert f"neuronviz {__version__}" in shown[0]
