@@ -14,9 +14,9 @@ from collections.abc import Callable
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF
-from PySide6.QtGui import QColor, QImage, QPainter
+from PySide6.QtGui import QColor, QPainter
 
-from neuronviz.items.raster import CACHE, argb, visible_columns
+from neuronviz.items.raster import CACHE, PREMULTIPLIED, argb, visible_columns
 
 MAX_ROWS = 2048
 
@@ -67,6 +67,6 @@ class CurveRaster(pg.GraphicsObject):
         px_h = self.pixelHeight()
         rows = int(min(MAX_ROWS, max(1, np.ceil(self.y_max / px_h)))) if px_h else 1
         img = pg.functions.ndarray_to_qimage(np.ascontiguousarray(self.rasterise(x0, x1, cols, rows)),
-                                             QImage.Format.Format_ARGB32)
+                                             PREMULTIPLIED)
         p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
         p.drawImage(QRectF(x0, 0.0, x1 - x0, self.y_max), img, QRectF(0, 0, cols, rows))

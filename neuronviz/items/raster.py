@@ -17,6 +17,9 @@ from PySide6.QtWidgets import QGraphicsItem
 from sim.metrics import BusyIntegral
 
 MAX_COLUMNS = 8192
+# images are built premultiplied (opaque colours or fully transparent pixels are the same either
+# way), so Qt draws them without converting the format on every paint
+PREMULTIPLIED = QImage.Format.Format_ARGB32_Premultiplied
 # drawn content depends on the view, not on the playhead: Qt keeps it as a device pixmap and
 # only repaints it when the view changes, so an animating playhead costs a blit
 CACHE = QGraphicsItem.CacheMode.DeviceCoordinateCache
@@ -48,7 +51,7 @@ class TrackRows(pg.GraphicsObject):
         super().__init__()
         self.setCacheMode(CACHE)
         self.integrals = integrals
-        self.rgb = np.array([argb(c) for c in colors], dtype=np.uint32)
+        self.channels = np.array([[c.red(), c.green(), c.blue()] for c in colors] or np.zeros((0, 3)), np.float64)
         self.duration_ns = duration_ns
         self.x_scale = 1.0
 
@@ -61,19 +64,23 @@ class TrackRows(pg.GraphicsObject):
         return QRectF(0.0, 0.0, self.duration_ns * self.x_scale, float(len(self.integrals)))
 
     def rasterise(self, x0: float, x1: float, columns: int) -> np.ndarray:
-        """ARGB pixels, one row per track, for ``columns`` columns between ``x0`` and ``x1``."""
+        """Premultiplied ARGB pixels, one row per track, for ``columns`` columns between ``x0`` and
+        ``x1``: the engine's colour, more opaque the busier it was in that column."""
         edges_ns = np.linspace(x0, x1, columns + 1) / self.x_scale
         frac = np.vstack([bi.fractions(edges_ns) for bi in self.integrals])
-        alpha = np.where(frac > 0, 90 + 165 * frac, 0).astype(np.uint32)
-        return (alpha << 24) | self.rgb[:, None]
+        alpha = np.where(frac > 0, 90 + 165 * frac, 0.0)
+        scale = alpha / 255.0
+        px = alpha.astype(np.uint32) << 24
+        for shift, channel in ((16, 0), (8, 1), (0, 2)):
+            px |= (scale * self.channels[:, channel, None]).astype(np.uint32) << shift
+        return px
 
     def paint(self, p: QPainter, *args) -> None:
         vis = visible_columns(self, 0.0, self.duration_ns * self.x_scale)
         if vis is None or not self.integrals:
             return
         x0, x1, cols = vis
-        img = pg.functions.ndarray_to_qimage(np.ascontiguousarray(self.rasterise(x0, x1, cols)),
-                                             QImage.Format.Format_ARGB32)
+        img = pg.functions.ndarray_to_qimage(np.ascontiguousarray(self.rasterise(x0, x1, cols)), PREMULTIPLIED)
         p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
         pad = (1.0 - ROW_FILL) / 2
         for row in range(len(self.integrals)):
@@ -147,7 +154,7 @@ class LayerRow(pg.GraphicsObject):
             return
         x0, x1, cols = vis
         img = pg.functions.ndarray_to_qimage(np.ascontiguousarray(self._pixels(x0, x1, cols)[None, :]),
-                                             QImage.Format.Format_ARGB32)
+                                             PREMULTIPLIED)
         p.drawImage(QRectF(x0, self.y + 0.1, x1 - x0, 0.8), img, QRectF(0, 0, cols, 1))
         self._labels(p, x0, x1)
 
