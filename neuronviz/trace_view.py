@@ -10,8 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.metrics import BusyIntegral, CounterIntegral
-from sim.trace import Trace
+from sim.trace import Trace, union_intervals
 
+NESTED_LOOKBACK = 64  # events checked backwards for an enclosing slice under the pointer
 ENGINE_ORDER = ("tensor", "vector", "scalar", "gpsimd", "dma_read", "dma_write", "collective")
 
 
@@ -54,13 +55,15 @@ class TraceView:
         self.rows = sorted(present, key=lambda i: (trace.tracks[i].core, rank.get(trace.tracks[i].kind, 99), i))
         self.row_names = [trace.tracks[i].name for i in self.rows]
         self.row_kinds = [trace.tracks[i].kind for i in self.rows]
-        self._idx = []
-        self.integrals = []
+        self._idx = []  # per row: its events, by start
+        self._starts = []
+        self.integrals = []  # per row: busy time over the union of its events (nested slices once)
         for track in self.rows:
             idx = np.flatnonzero(ev["track"] == track)
             idx = idx[np.argsort(ev["start_ns"][idx], kind="stable")]
             self._idx.append(idx)
-            self.integrals.append(RowIntegral(ev["start_ns"][idx], ev["dur_ns"][idx]))
+            self._starts.append(ev["start_ns"][idx])
+            self.integrals.append(RowIntegral(*union_intervals(ev["start_ns"][idx], ev["dur_ns"][idx])))
 
     def find_layers(self, text: str) -> np.ndarray:
         """Indices of the layers whose name, or the name of one of whose ops, contains ``text``
@@ -77,15 +80,19 @@ class TraceView:
         return found[np.argsort(tr.layer_start_ns[found], kind="stable")]
 
     def event_at(self, row: int, t_ns: float) -> EventInfo | None:
-        """The event of ``row`` covering ``t_ns`` (or the nearest one within ``slack``)."""
+        """The event of ``row`` covering ``t_ns``: the latest to start, so the innermost of nested
+        slices (an imported trace); None when no event covers it."""
         if not 0 <= row < len(self.rows):
             return None
-        bi, idx = self.integrals[row], self._idx[row]
-        i = int(np.searchsorted(bi.start, t_ns, side="right")) - 1
-        if i < 0 or t_ns > bi.start[i] + bi.dur[i]:
+        ev, tr = self.trace.events, self.trace
+        idx = self._idx[row]
+        i = int(np.searchsorted(self._starts[row], t_ns, side="right")) - 1
+        lo = max(-1, i - NESTED_LOOKBACK)
+        while i > lo and t_ns > ev["start_ns"][idx[i]] + ev["dur_ns"][idx[i]]:
+            i -= 1
+        if i <= lo:
             return None
         e = int(idx[i])
-        ev, tr = self.trace.events, self.trace
         layer = int(ev["layer"][e])
         return EventInfo(
             track=tr.tracks[int(ev["track"][e])].name, op=tr.op_names[int(ev["op"][e])],
@@ -136,7 +143,7 @@ class WindowStats:
     start_ns: float
     end_ns: float
     busy: dict[str, float]  # busy fraction of each row kind in the window (the busiest core)
-    flops: float  # FLOPs of the events in the window, pro rata of their overlap
+    flops: float  # FLOPs of the events in the window, pro rata of their overlap, for the whole copy
     nbytes: float  # bytes moved by DMA events in the window, pro rata
     read_bytes: float  # HBM/DDR bytes read in the window (from the bandwidth counter)
     write_bytes: float
@@ -171,6 +178,9 @@ def window_stats(view: TraceView, t0: float, t1: float) -> WindowStats:
         c = tr.counters.get(name)
         moved[name] = float(CounterIntegral(c.t_ns, c.value).means(edges)[0] * width / 1e9) if c is not None \
             and len(c.t_ns) else 0.0
-    return WindowStats(t0, t1, busy, float((ev["flops"][inside] * share).sum()),
-                       float((ev["bytes"][inside][dma] * share[dma]).sum()), moved["hbm_read_bytes_per_s"],
-                       moved["hbm_write_bytes_per_s"], top)
+    # the trace holds one core of a model copy; a copy spread over several cores (tensor parallel,
+    # logical cores) does that much work in each, as compute_metrics counts it
+    shards = float(tr.meta.get("cores_per_copy", 1)) * float(tr.meta.get("lnc", 1))
+    return WindowStats(t0, t1, busy, float((ev["flops"][inside] * share).sum()) * shards,
+                       float((ev["bytes"][inside][dma] * share[dma]).sum()) * shards,
+                       moved["hbm_read_bytes_per_s"] * shards, moved["hbm_write_bytes_per_s"] * shards, top)

@@ -56,11 +56,11 @@ def compute_metrics(trace: Trace) -> RunMetrics:
     if m["mode"] == "decode":
         ttft = m["prefill_ns"] * 1e-9 + overhead
         per_token = m["per_token_ns"] * 1e-9
-        throughput = m["copies"] * items / per_token
+        throughput = m["copies"] * items / per_token if per_token > 0 else 0.0
     else:
-        throughput = m["copies"] * items / latency
+        throughput = m["copies"] * items / latency if latency > 0 else 0.0
     price = m.get("price_usd_per_hour")
-    cost = None if price is None else price / (throughput * 3600.0) * 1e6
+    cost = None if price is None or throughput <= 0 else price / (throughput * 3600.0) * 1e6
     flops = float(np.sum(trace.events["flops"])) * shards
     return RunMetrics(
         latency_s=latency, throughput_per_s=throughput, cost_per_million_usd=cost,

@@ -55,6 +55,32 @@ def _freeze(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def union_intervals(start: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals ``[start, start + dur)`` merged where they overlap: sorted, disjoint starts
+    and durations covering the same time."""
+    order = np.argsort(start, kind="stable")
+    s = np.asarray(start, np.float64)[order]
+    e = s + np.asarray(dur, np.float64)[order]
+    if len(s) < 2:
+        return s, e - s
+    reach = np.maximum.accumulate(e)
+    new = np.concatenate(([True], s[1:] > reach[:-1]))
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], len(s)) - 1
+    return s[first], reach[last] - s[first]
+
+
+def union_length(start: np.ndarray, dur: np.ndarray) -> float:
+    """Total time covered by the intervals ``[start, start + dur)``, overlaps counted once."""
+    if not len(start):
+        return 0.0
+    e = np.asarray(start, np.float64) + np.asarray(dur, np.float64)
+    order = np.argsort(start, kind="stable")
+    if np.all(np.asarray(start)[order][1:] >= e[order][:-1]):
+        return float(np.sum(dur))  # the usual case: no overlap
+    return float(np.sum(union_intervals(start, dur)[1]))
+
+
 @dataclass(frozen=True)
 class Trace:
     """One run: events, counters, layer spans, op table and metadata. Arrays are read-only."""
@@ -97,5 +123,7 @@ class Trace:
         return -1
 
     def busy_ns(self, track: int) -> float:
-        """Time ``track`` was busy (its events never overlap each other)."""
-        return float(self.events["dur_ns"][self.events["track"] == track].sum())
+        """Time ``track`` was busy: the length of the union of its events (a simulated engine's
+        events never overlap; nested slices of an imported trace count once)."""
+        sel = self.events["track"] == track
+        return union_length(self.events["start_ns"][sel], self.events["dur_ns"][sel])

@@ -45,3 +45,35 @@ def test_an_empty_window_is_all_zero(view):
     d = view.trace.duration_ns
     s = window_stats(view, 2 * d, 3 * d)
     assert s.flops == 0 and s.read_bytes == 0 and s.top_ops == [] and max(s.busy.values()) == 0
+
+
+def test_a_copy_over_several_cores_counts_every_core_as_the_summary_does():
+    from sim.run import RunConfig, simulate
+
+    trace = simulate(RunConfig(model="bert-large", chip="trn1", cores=4))
+    assert trace.meta["cores_per_copy"] * trace.meta.get("lnc", 1) == 4
+    met = compute_metrics(trace)
+    s = window_stats(TraceView(trace), 0.0, trace.duration_ns)
+    assert s.flops == pytest.approx(met.flops)
+    assert s.read_bytes == pytest.approx(met.hbm_read_bytes, rel=1e-6)
+
+
+def test_nested_slices_of_an_imported_trace_count_once(tmp_path):
+    import json
+
+    from sim.io import load_file
+
+    path = tmp_path / "nested.json"
+    path.write_text(json.dumps({"traceEvents": [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "tensor"}},
+        {"ph": "X", "name": "outer", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
+        {"ph": "X", "name": "inner", "pid": 1, "tid": 1, "ts": 2, "dur": 1},
+        {"ph": "X", "name": "later", "pid": 1, "tid": 1, "ts": 12, "dur": 4},
+    ]}))
+    (trace,) = load_file(path)
+    assert compute_metrics(trace).engine_utilization["tensor"] == pytest.approx(14 / 16)
+    view = TraceView(trace)
+    assert view.event_at(0, 2500.0).op == "inner"  # the innermost slice under the pointer
+    assert view.event_at(0, 5000.0).op == "outer"  # the enclosing one once the inner has ended
+    assert view.event_at(0, 11000.0) is None
+    assert window_stats(view, 0.0, 16000.0).busy["tensor"] == pytest.approx(14 / 16)
