@@ -69,7 +69,7 @@ def file_summary(path: str, traces: list[Trace]) -> str:
         rows.append([str(i), str(m.get("chip_name") or m.get("chip", "")), str(m.get("instance", "")),
                      str(m.get("model", "")), str(m.get("mode", "")), str(m.get("batch", "")), str(m.get("seq", "")),
                      str(m.get("dtype", "")), str(len(tr.tracks)), f"{tr.n_events:,}",
-                     _fmt(tr.duration_ns / 1e6, 3), _fmt(met.latency_s * 1e3, 3)])
+                     _fmt(tr.end_ns / 1e6, 3), _fmt(met.latency_s * 1e3, 3)])
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]

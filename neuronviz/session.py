@@ -35,7 +35,8 @@ class Run:
 
     @property
     def duration_ns(self) -> float:
-        return max(self.trace.duration_ns, 1.0)
+        """Length of the run's time axis: from 0 to its last event or counter sample."""
+        return max(self.trace.end_ns, 1.0)
 
     @property
     def title(self) -> str:

@@ -116,6 +116,13 @@ class Trace:
         ends = self.events["start_ns"] + self.events["dur_ns"]
         return float(ends.max() - self.events["start_ns"].min())
 
+    @cached_property
+    def end_ns(self) -> float:
+        """The last instant the trace describes (an event's end or a counter sample), from 0."""
+        ends = [float((self.events["start_ns"] + self.events["dur_ns"]).max())] if self.n_events else []
+        ends += [float(c.t_ns[-1]) for c in self.counters.values() if len(c.t_ns)]
+        return max(0.0, *ends)
+
     def track_index(self, kind: str, core: int = 0) -> int:
         for i, t in enumerate(self.tracks):
             if t.kind == kind and t.core == core:

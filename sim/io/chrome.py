@@ -723,7 +723,12 @@ def _foreign_trace(scan: _Scan, idx: np.ndarray, counter_keys: list[tuple], labe
         o = np.argsort(t, kind="stable")
         counters[name] = Counter(name, "", t[o], value[o])
 
-    duration = float((start_ns + dur_ns).max() - start_ns.min()) if len(start_ns) else 0.0
+    # times start at the earliest timestamp (slices and counters): the trace lasts until its last one
+    duration = float((start_ns + dur_ns).max()) if len(start_ns) else 0.0
+    for pid, cname in counter_keys:
+        t_us = scan.counters[(pid, cname)][0]
+        if len(t_us):
+            duration = max(duration, float((t_us.max() - origin) * 1e3))
     meta = {
         "model": _stem(label), "chip": "", "chip_name": "Chrome trace", "instance": "", "mode": "imported",
         "batch": 1, "seq": 1, "dtype": "", "source": "chrome-json", "source_file": Path(label).name,

@@ -31,7 +31,7 @@ def test_info_lists_each_run_with_chip_model_events_and_latency(capsys):
         cells = line.split()
         assert cells[1] == trace.meta["chip_name"] and cells[3] == "bert-base"
         assert cells[-3] == f"{trace.n_events:,}"
-        assert float(cells[-2]) == pytest.approx(trace.duration_ns / 1e6, abs=1e-3)
+        assert float(cells[-2]) == pytest.approx(trace.end_ns / 1e6, abs=1e-3)
 
 
 def test_info_reads_a_trace_of_another_tool(capsys):
@@ -90,3 +90,20 @@ def test_bad_files_exit_2_with_one_line_naming_the_file(tmp_path, capsys, conten
 def test_export_to_a_missing_folder_fails_cleanly(tmp_path, capsys):
     code, _, err = run_cli(capsys, "export", GOLDEN, "-o", tmp_path / "missing" / "out.json")
     assert code == 2 and "cannot write" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("events, duration_ms", [
+    ([{"ph": "C", "name": "mem", "pid": 1, "ts": 10, "args": {"mem": 5}},
+      {"ph": "C", "name": "mem", "pid": 1, "ts": 30, "args": {"mem": 7}}], 0.02),  # counters only
+    ([{"ph": "i", "name": "x", "pid": 1, "tid": 1, "ts": 5}], 0.0),  # one instant: zero duration
+    ([{"ph": "C", "name": "m", "pid": 1, "ts": 0, "args": {"m": 1}},
+      {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 100, "dur": 10}], 0.11),  # slices after counters
+])
+def test_traces_without_slices_or_length_still_open(tmp_path, capsys, events, duration_ms):
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    code, out, _ = run_cli(capsys, "info", path)
+    assert code == 0
+    assert float(out.splitlines()[2].split()[-2]) == pytest.approx(duration_ms, abs=1e-3)
+    png = tmp_path / "odd.png"
+    assert run_cli(capsys, "screenshot", path, "-o", png, "--size", "600x400")[0] == 0 and png.exists()
