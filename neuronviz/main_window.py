@@ -348,6 +348,7 @@ class MainWindow(QMainWindow):
         returns True once loading has started, and the panes appear when it is done."""
         if replace and not self.confirm_discard():
             return False
+        self._cancel_opening()  # a file still loading in the background must not replace these later
         if sum(_size(p) for p in paths) > BACKGROUND_OPEN_BYTES:
             self._open_in_background(paths, replace)
             return True
@@ -375,17 +376,18 @@ class MainWindow(QMainWindow):
         progress.setWindowTitle("Opening traces")
         progress.setWindowModality(Qt.WindowModality.WindowModal)
         progress.setMinimumDuration(300)
-        progress.canceled.connect(self.loader.cancel)
-        if self.opening is not None:
-            self.opening.close()
+        progress.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        progress.canceled.connect(self._cancel_opening)
+        progress.setValue(0)  # starts the minimum-duration timer: without a value Qt never shows it
         self.opening = progress
         self._opening = (self.loader.start(list(paths)), replace)
 
     def _opened(self, gen: int, runs: list, paths: list) -> None:
         # a result can be on its way when the user cancels: the loader's generation decides
         if self._opening is not None and gen == self._opening[0] and self.loader.current(gen):
+            replace = self._opening[1]
             self._end_opening()
-            self._show_opened(runs, paths, self._opening[1])
+            self._show_opened(runs, paths, replace)
 
     def _open_failed(self, gen: int, reason: str) -> None:
         if self._opening is not None and gen == self._opening[0]:
@@ -393,9 +395,14 @@ class MainWindow(QMainWindow):
             QMessageBox.warning(self, "Cannot open trace", reason)
 
     def _end_opening(self) -> None:
-        if self.opening is not None:
-            self.opening.close()
-            self.opening = None
+        dialog, self.opening, self._opening = self.opening, None, None
+        if dialog is not None:
+            dialog.canceled.disconnect(self._cancel_opening)  # closing a progress dialog emits it
+            dialog.close()
+
+    def _cancel_opening(self) -> None:
+        self.loader.cancel()
+        self._end_opening()
 
     def save_dialog(self) -> None:
         if not self.session.runs:

@@ -103,5 +103,10 @@ class FileLoader(QObject):
             if self.current(gen):
                 self.sig_failed.emit(gen, str(exc))
             return
+        except Exception as exc:  # noqa: BLE001 - a worker must always answer, or the window waits forever
+            if self.current(gen):
+                self.sig_failed.emit(gen, f"{paths[0] if len(paths) == 1 else 'the files'}: cannot be shown "
+                                          f"({type(exc).__name__}: {exc})".replace("\n", " "))
+            return
         if self.current(gen):
             self.sig_finished.emit(gen, runs, paths)

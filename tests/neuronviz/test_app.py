@@ -226,6 +226,8 @@ def test_big_files_open_in_the_background_and_can_fail_or_be_cancelled(demo_wind
     golden = str(Path(__file__).parents[1] / "data" / "bert-base-trn1-inf2.nvtrace")
     assert demo_window.open_files([golden])
     assert len(demo_window.panes) == 4  # not yet: the demo stays until the file is read
+    dialog = demo_window.opening
+    assert dialog is not None and dialog.labelText() == "Opening bert-base-trn1-inf2.nvtrace…"
     qtbot.waitUntil(lambda: len(demo_window.panes) == 2, timeout=10_000)
     assert demo_window.opening is None
     assert demo_window.windowTitle() == "neuronviz — bert-base-trn1-inf2.nvtrace"
@@ -241,8 +243,18 @@ def test_big_files_open_in_the_background_and_can_fail_or_be_cancelled(demo_wind
     before = list(demo_window.session.runs)
     demo_window.open_files([golden])
     demo_window.opening.canceled.emit()  # what the Cancel button does
+    assert demo_window.opening is None
     qtbot.wait(500)
     assert demo_window.session.runs == before  # the same Run objects: the cancelled load was dropped
+
+    # a file opened while another still loads wins, even when the slow one finishes later
+    small = tmp_path / "small.json"
+    small.write_text('[{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 5}]')
+    demo_window.open_files([golden])
+    monkeypatch.setattr(mw, "BACKGROUND_OPEN_BYTES", 1 << 40)
+    assert demo_window.open_files([str(small)])
+    qtbot.wait(500)
+    assert [r.source for r in demo_window.session.runs] == [str(small)]
 
 
 def test_dragging_on_a_timeline_selects_a_window_in_every_pane(demo_window, qtbot):
@@ -408,3 +420,35 @@ def test_the_app_has_its_icon_and_an_about_box(demo_window, monkeypatch):
     monkeypatch.setattr(QMessageBox, "about", lambda parent, title, text: shown.append(text))
     demo_window.show_about()
     assert f"neuronviz {__version__}" in shown[0]
+
+
+def test_the_progress_dialog_of_a_slow_open_shows_itself(demo_window, qtbot, monkeypatch):
+    import time
+    from pathlib import Path
+
+    import neuronviz.main_window as mw
+
+    monkeypatch.setattr(mw, "BACKGROUND_OPEN_BYTES", 0)
+    real = demo_window.loader._open_runs
+    demo_window.loader._open_runs = lambda path: (time.sleep(1.0), real(path))[1]
+    demo_window.open_files([str(Path(__file__).parents[1] / "data" / "bert-base-trn1-inf2.nvtrace")])
+    qtbot.waitUntil(lambda: demo_window.opening is not None and demo_window.opening.isVisible(), timeout=900)
+    qtbot.waitUntil(lambda: len(demo_window.panes) == 2, timeout=10_000)
+    assert demo_window.opening is None
+
+
+def test_an_unexpected_error_in_a_background_open_is_reported_not_swallowed(demo_window, qtbot, monkeypatch):
+    import neuronviz.main_window as mw
+
+    monkeypatch.setattr(mw, "BACKGROUND_OPEN_BYTES", 0)
+    shown = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: shown.append(text))
+
+    def broken(path):
+        raise ZeroDivisionError("float division by zero")
+
+    demo_window.loader._open_runs = broken
+    demo_window.open_files(["/somewhere/odd.json"])
+    qtbot.waitUntil(lambda: bool(shown), timeout=5000)
+    assert shown == ["/somewhere/odd.json: cannot be shown (ZeroDivisionError: float division by zero)"]
+    assert demo_window.opening is None and len(demo_window.panes) == 4
