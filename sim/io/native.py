@@ -198,7 +198,39 @@ def _check_version(manifest: dict, fail) -> None:
         fail(f"written by a newer neuronviz (format {version}, this one reads {ours}.x): upgrade neuronviz")
 
 
+_META_NUMBERS = ("batch", "copies", "cores_per_copy", "launch_overhead_s")  # what the metrics read
+_DECODE_NUMBERS = ("prefill_ns", "per_token_ns")
+
+
+def _validate_meta(meta: Any, fail) -> None:
+    """The metadata every run needs to be shown and measured, with sane types."""
+    def number(key: str, required: bool = True) -> None:
+        value = meta.get(key)
+        if value is None and not required:
+            return
+        if type(value) not in (int, float) or not np.isfinite(value) or value < 0:
+            fail(f"run metadata '{key}' is {'missing' if value is None else 'not a non-negative number'}")
+
+    if not isinstance(meta.get("mode"), str):
+        fail("run metadata 'mode' is missing")
+    for key in _META_NUMBERS:
+        number(key)
+    for key in ("total_ns", "lnc", "price_usd_per_hour"):
+        number(key, required=False)
+    if meta["mode"] == "decode":
+        for key in _DECODE_NUMBERS:
+            number(key)
+
+
 def _validate_trace(trace: Trace, fail) -> None:
+    _validate_meta(trace.meta, fail)
+    kinds = [("op_layer", trace.op_layer, "iu"), ("layer_start_ns", trace.layer_start_ns, "fiu"),
+             ("layer_end_ns", trace.layer_end_ns, "fiu")]
+    for c in trace.counters.values():
+        kinds += [(f"counter '{c.name}' times", c.t_ns, "fiu"), (f"counter '{c.name}' values", c.value, "fiu")]
+    for what, a, allowed in kinds:
+        if a.dtype.kind not in allowed:
+            fail(f"{what} hold {a.dtype} values, not numbers")
     ev = trace.events
     n_tracks, n_ops, n_layers = len(trace.tracks), len(trace.op_names), len(trace.layer_names)
     if not (np.all(np.isfinite(ev["start_ns"])) and np.all(np.isfinite(ev["dur_ns"]))):
@@ -300,5 +332,9 @@ def load_traces(path: str | os.PathLike) -> list[Trace]:
         raise TraceFileError(f"{label}: permission denied") from None
     except (zipfile.BadZipFile, EOFError):
         raise TraceFileError(f"{label}: not a neuronviz trace file (damaged or truncated zip)") from None
+    except (TypeError, ValueError, KeyError, OverflowError) as exc:
+        # a safety net: every problem found above has its own message; this keeps the promise of
+        # one-line TraceFileErrors for shapes of input nobody has thought of
+        raise TraceFileError(f"{label}: not a readable neuronviz trace ({type(exc).__name__}: {exc})") from None
     except OSError as exc:
         raise TraceFileError(f"{label}: cannot read ({exc.strerror or exc})") from None

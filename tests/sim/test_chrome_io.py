@@ -329,3 +329,12 @@ def test_save_is_atomic_and_a_failed_save_keeps_the_previous_file(traces, tmp_pa
 def test_save_into_a_missing_folder_fails_cleanly(traces, tmp_path):
     with pytest.raises(TraceFileError, match="cannot write"):
         save_chrome(tmp_path / "no" / "such" / "dir.json", traces[:1])
+
+
+def test_our_own_json_without_the_metadata_the_metrics_need_is_refused(saved, tmp_path):
+    doc = json.loads(saved.read_text(encoding="utf-8"))
+    doc["otherData"]["neuronviz"]["runs"][0]["meta"] = {}
+    path = tmp_path / "emptymeta.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(TraceFileError, match="emptymeta.json: run metadata 'mode' is missing"):
+        load_chrome(path)

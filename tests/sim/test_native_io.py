@@ -163,3 +163,30 @@ def test_golden_file_still_loads():
     assert loaded[0].meta["model"] == "bert-base"
     assert loaded[0].n_events > 100
     assert TRACE_FORMAT_VERSION.split(".")[0] == "1"
+
+
+@pytest.mark.parametrize("member, array, message", [
+    ("run0/op_layer.npy", lambda n_ops, n_layers: np.array(["x"] * n_ops), "op_layer hold <U1 values, not numbers"),
+    ("run0/layer_start_ns.npy", lambda n_ops, n_layers: np.array(["0"] * n_layers),
+     "layer_start_ns hold <U1 values, not numbers"),
+])
+def test_columns_of_the_wrong_kind_give_one_line_errors(saved, tmp_path, member, array, message):
+    trace = load_traces(saved)[0]
+    bad = array(len(trace.op_names), len(trace.layer_names))
+
+    def retype(m):
+        m["runs"][0]["arrays"][member] = {"dtype": bad.dtype.str, "length": len(bad)}
+        return m
+
+    path = tmp_path / "bad.nvtrace"
+    _rewrite(saved, path, retype, members={member: _npy(bad)})
+    with pytest.raises(TraceFileError, match=message) as info:
+        load_traces(path)
+    assert "\n" not in str(info.value)
+
+
+def test_metadata_the_metrics_need_is_checked(saved, tmp_path):
+    path = tmp_path / "bad.nvtrace"
+    _rewrite(saved, path, lambda m: {**m, "runs": [{**m["runs"][0], "meta": {"mode": "inference"}}]})
+    with pytest.raises(TraceFileError, match="run metadata 'batch' is missing"):
+        load_traces(path)
