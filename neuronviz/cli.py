@@ -276,7 +276,7 @@ def cmd_animate(args: argparse.Namespace) -> int:
     from neuronviz.export import check_target, frame_count, is_frame_folder, parse_size, write_animation
 
     size = parse_size(args.size)
-    frame_count(args.fps, args.seconds)
+    frame_count(args.fps, args.seconds, size)
     if not is_frame_folder(args.output):
         check_target(args.output, (".gif",))
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,6 +31,7 @@ from sim.errors import SimError
 IMAGE_SUFFIXES = (".png", ".svg")
 MIN_SIZE, MAX_SIZE = QSize(200, 150), QSize(8000, 8000)
 MAX_FRAMES = 2000
+MAX_ANIMATION_PIXELS = 1_500_000_000  # frames x width x height: 1.5 GB of palette frames
 GIF_COLORS = 256
 SVG_DPI = 96  # CSS pixels: the SVG's width and height in mm come out as the widget's size in pixels
 
@@ -139,10 +141,16 @@ def write_image(widget: QWidget, path: str | os.PathLike, size: QSize | None = N
         _save_png(render(widget, size), target)
 
 
-def frame_count(fps: int, seconds: float) -> int:
+def frame_count(fps: int, seconds: float, size: QSize | None = None) -> int:
+    """Frames of an animation; an :class:`ExportError` when there are too few, or too many to hold
+    (a GIF keeps every frame, one byte per pixel, until it is written)."""
     frames = round(fps * seconds)
     if not 2 <= frames <= MAX_FRAMES:
         raise ExportError(f"{fps} frames/s for {seconds} s makes {frames} frames: choose 2 to {MAX_FRAMES}")
+    if size is not None and frames * size.width() * size.height() > MAX_ANIMATION_PIXELS:
+        most = MAX_ANIMATION_PIXELS // (size.width() * size.height())
+        raise ExportError(f"{frames} frames of {size.width()}x{size.height()} are too many to hold: at this size "
+                          f"at most {most} (fewer frames per second, fewer seconds or a smaller size)")
     return frames
 
 
@@ -179,7 +187,7 @@ def write_animation(session: Session, widget: QWidget, path: str | os.PathLike, 
     written (a GIF is renamed into place only when complete; frames already written to a folder
     are removed). The playhead is put back where it was.
     """
-    frames = frame_count(fps, seconds)
+    frames = frame_count(fps, seconds, size or widget.size())
     playhead = session.playhead
     try:
         if is_frame_folder(path):
@@ -201,31 +209,37 @@ def _write_gif(session: Session, widget: QWidget, target: Path, fps: int, frames
             palette = rgb.quantize(GIF_COLORS, method=Image.Quantize.MEDIANCUT)
         images.append(rgb.quantize(palette=palette, dither=Image.Dither.NONE))
     with _atomic(target) as tmp:
-        buf = io.BytesIO()
-        images[0].save(buf, "GIF", save_all=True, append_images=images[1:], duration=round(1000 / fps), loop=0,
+        images[0].save(tmp, "GIF", save_all=True, append_images=images[1:], duration=round(1000 / fps), loop=0,
                        optimize=False, disposal=1)
-        tmp.write_bytes(buf.getvalue())
 
 
 def _write_frame_folder(session: Session, widget: QWidget, folder: Path, frames: int, size: QSize | None,
                         progress: Progress | None) -> None:
+    """Numbered PNGs in ``folder``, rendered into a temporary folder beside it and moved in only
+    when every frame is done: a cancel or a failure leaves the folder as it was, and frames of an
+    earlier, longer export do not stay mixed in."""
     if not folder.parent.is_dir():
         raise ExportError(f"{folder}: folder {folder.parent} does not exist")
+    if folder.exists() and not folder.is_dir():
+        raise ExportError(f"{folder}: exists and is not a folder")
     try:
-        folder.mkdir(exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     except OSError as exc:
-        raise ExportError(f"{folder}: cannot create the folder ({exc.strerror or exc})") from None
-    digits = len(str(frames))
-    written: list[Path] = []
+        raise ExportError(f"{folder}: cannot write ({exc.strerror or exc})") from None
     try:
+        digits = len(str(frames))
         for k, image in enumerate(_frames(session, widget, frames, size, progress), 1):
-            target = folder / f"frame_{k:0{digits}d}.png"
-            _save_png(image, target)
-            written.append(target)
-    except BaseException:
-        for p in written:
-            p.unlink(missing_ok=True)
-        raise
+            if not image.save(str(staging / f"frame_{k:0{digits}d}.png"), "PNG"):
+                raise ExportError(f"{folder}: cannot write frame {k}")
+        folder.mkdir(exist_ok=True)
+        for old in folder.glob("frame_*.png"):
+            old.unlink()
+        for done in sorted(staging.iterdir()):
+            done.replace(folder / done.name)
+    except OSError as exc:
+        raise ExportError(f"{folder}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def write_summary_csv(session: Session, path: str | os.PathLike) -> int:

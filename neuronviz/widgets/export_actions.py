@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 from neuronviz.export import (
     ExportCancelled,
     ExportError,
+    frame_count,
     render,
     write_animation,
     write_image,
@@ -105,6 +106,11 @@ class ExportActions:
         if dialog.exec() != QDialog.DialogCode.Accepted:
             return None
         fps, seconds = dialog.fps.value(), dialog.seconds.value()
+        try:
+            frame_count(fps, seconds, self.window.size())  # refused now, not after picking a file
+        except ExportError as exc:
+            self._warn(exc)
+            return None
         self.settings.setValue("export/fps", fps)
         self.settings.setValue("export/seconds", seconds)
         path, _ = QFileDialog.getSaveFileName(self.window, "Export animation", self._folder(), "Animated GIF (*.gif)")

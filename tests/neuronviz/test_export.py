@@ -129,3 +129,25 @@ def test_app_animation_export_with_progress_dialog(demo_window, tmp_path):
     assert path is not None
     frames, _ = _gif_frames(path)
     assert len(frames) == 4
+
+
+def test_a_frame_folder_is_replaced_whole_and_left_alone_when_cancelled(demo_window, tmp_path):
+    folder = tmp_path / "frames"
+    folder.mkdir()
+    (folder / "frame_9.png").write_bytes(b"an older, longer export")
+    (folder / "notes.txt").write_text("mine")
+    write_animation(demo_window.session, demo_window.panes[0], f"{folder}/", 2, 1.5)
+    assert sorted(p.name for p in folder.iterdir()) == ["frame_1.png", "frame_2.png", "frame_3.png", "notes.txt"]
+    before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
+    with pytest.raises(ExportCancelled):
+        write_animation(demo_window.session, demo_window.panes[0], f"{folder}/", 2, 2.0,
+                        progress=lambda done, total: done < 2)
+    assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["frames"]  # no staging folder left
+
+
+def test_an_animation_too_big_to_hold_is_refused_before_rendering(capsys, tmp_path):
+    code = main(["animate", "-o", str(tmp_path / "big.gif"), "--fps", "60", "--seconds", "30", "--size", "4000x3000"])
+    assert code == 2
+    assert "1800 frames of 4000x3000 are too many to hold: at this size at most 125" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
