@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 from neuronviz import __version__
 from neuronviz.files import OPEN_FILTERS, SAVE_FILTERS, open_runs, save_runs, with_suffix_of
 from neuronviz.runner import FileLoader, SimulationRunner
-from neuronviz.session import Session
+from neuronviz.session import SIMULATED, Session
 from neuronviz.theme import THEMES, apply_theme
 from neuronviz.widgets.area_stats import AreaStats
 from neuronviz.widgets.export_actions import ExportActions
@@ -93,7 +93,7 @@ class MainWindow(QMainWindow):
         self.summary = SummaryTable(session)
         self.details = LayerDetails(session)
         self.area_stats = AreaStats(session)
-        self.run_panel = RunPanel(session, self.runner)
+        self.run_panel = RunPanel(session, self.runner, confirm_replace=self.confirm_discard)
         self._dock("Summary", self.summary, Qt.DockWidgetArea.BottomDockWidgetArea)
         details = self._dock("Layer details", self.details, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.tabifyDockWidget(self.findChild(QDockWidget, "Summary"), details)
@@ -324,9 +324,13 @@ class MainWindow(QMainWindow):
         menu.addSeparator()
         index = self.panes.index(pane)
         menu.addAction("Make this the baseline", lambda: self.session.set_baseline(index))
-        menu.addAction("Close this pane", lambda: self.session.remove_run(index))
+        menu.addAction("Close this pane", lambda: self.close_pane(index))
         menu.popup(global_pos)
         self.pane_menu = menu  # kept for tests and so it is not collected while open
+
+    def close_pane(self, index: int) -> None:
+        if self.confirm_discard([self.session.runs[index]]):
+            self.session.remove_run(index)
 
     def show_about(self) -> None:
         QMessageBox.about(self, "About neuronviz", ABOUT.format(version=__version__))
@@ -448,9 +452,10 @@ class MainWindow(QMainWindow):
         if paths:
             self.open_files(paths)
 
-    def confirm_discard(self) -> bool:
-        """Ask before simulated runs that were never saved are lost; False keeps the window open."""
-        if not self.session.unsaved:
+    def confirm_discard(self, runs: list | None = None) -> bool:
+        """Ask before simulated runs that were never saved (of ``runs``, default all) are lost;
+        False means: keep them."""
+        if not any(r.source == SIMULATED for r in (self.session.runs if runs is None else runs)):
             return True
         answer = QMessageBox.question(
             self, "Unsaved runs", "Runs simulated in this session have not been saved. Save them first?",

@@ -4,6 +4,8 @@ panes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -31,9 +33,11 @@ DEFAULT_INSTANCE = "default for each chip"
 
 
 class RunPanel(QWidget):
-    def __init__(self, session: Session, runner: SimulationRunner, parent: QWidget | None = None) -> None:
+    def __init__(self, session: Session, runner: SimulationRunner,
+                 confirm_replace: Callable[[], bool] = lambda: True, parent: QWidget | None = None) -> None:
+        """``confirm_replace`` is asked before results replace the open runs (Keep unticked)."""
         super().__init__(parent)
-        self.session, self.runner = session, runner
+        self.session, self.runner, self.confirm_replace = session, runner, confirm_replace
         self.generation = -1
         self.model = QComboBox()
         self.model.setEditable(True)
@@ -129,6 +133,8 @@ class RunPanel(QWidget):
         configs = self.configs()
         if not configs:
             self.status.setText("Tick at least one chip.")
+            return
+        if not self.keep.isChecked() and not self.confirm_replace():
             return
         self.generation = self.runner.start(configs)
         self.progress.setRange(0, len(configs))

@@ -380,8 +380,20 @@ def test_closing_with_unsaved_simulated_runs_asks_first(demo_window, qtbot, monk
     monkeypatch.setattr(QMessageBox, "question", lambda *args: asked.append(1) or QMessageBox.StandardButton.Cancel)
     assert not demo_window.close()  # cancelled: the window stays, the runs too
     assert demo_window.isVisible() and len(demo_window.panes) == 5 and asked
+    asked.clear()
     assert not demo_window.open_files([str(tmp_path / "other.nvtrace")])  # replacing asks too
-    assert len(demo_window.panes) == 5
+    assert asked and len(demo_window.panes) == 5
+    asked.clear()
+    demo_window.close_pane(4)  # closing that one pane asks
+    assert asked and len(demo_window.panes) == 5
+    asked.clear()
+    demo_window.close_pane(0)  # a demo run is not lost work: no question
+    assert not asked and len(demo_window.panes) == 4
+    panel = demo_window.run_panel
+    panel.keep.setChecked(False)
+    panel.start()  # results would replace the open runs: asks, and the answer Cancel stops it
+    assert asked and not demo_window.runner.busy and panel.run_button.isEnabled()
+    panel.keep.setChecked(True)
     path = str(tmp_path / "kept.nvtrace")
     assert demo_window.save_to(path)
     assert not session.unsaved and not demo_window.windowTitle().endswith(" *")
