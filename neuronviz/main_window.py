@@ -431,8 +431,9 @@ class MainWindow(QMainWindow):
         return str(Path(recent[0]).parent) if recent else ""
 
     def _remember(self, path: str) -> None:
-        recent = [p for p in (self.settings.value("files/recent", []) or []) if p != path]
-        self.settings.setValue("files/recent", [str(Path(path).resolve()), *recent][:MAX_RECENT])
+        full = str(Path(path).resolve())
+        recent = [p for p in (self.settings.value("files/recent", []) or []) if p != full]
+        self.settings.setValue("files/recent", [full, *recent][:MAX_RECENT])
         self._refresh_recent()
 
     def _refresh_recent(self) -> None:

@@ -48,6 +48,7 @@ DARK = Palette("#1e1e1e", "#e0e0e0", "#3a3a3a", "#3b4656", "#2c3440", "#ffffff",
 
 THEMES = ("system", "light", "dark")
 _chosen = "system"
+_system_style: str | None = None  # the style Qt picked for this desktop, kept while a theme is forced
 
 
 def is_dark() -> bool:
@@ -83,7 +84,7 @@ def _widget_palette(p: Palette) -> QPalette:
 
 def apply_theme(name: str) -> None:
     """Use theme ``name`` (system, light or dark) for the widgets and every plot made from now on."""
-    global _chosen
+    global _chosen, _system_style
     if name not in THEMES:
         raise ValueError(f"unknown theme '{name}' (choose from {', '.join(THEMES)})")
     _chosen = name
@@ -91,8 +92,13 @@ def apply_theme(name: str) -> None:
     pal = palette()
     if app is not None:
         if name == "system":
-            app.setPalette(app.style().standardPalette())
+            if _system_style is not None:  # back to the desktop's own style and palette
+                app.setStyle(QStyleFactory.create(_system_style))
+                _system_style = None
+            app.setPalette(QPalette())
         else:
+            if _system_style is None:
+                _system_style = app.style().name()
             app.setStyle(QStyleFactory.create("Fusion"))
             app.setPalette(_widget_palette(pal))
     pg.setConfigOptions(background=pal.background, foreground=pal.foreground)

@@ -52,13 +52,14 @@ import orjson
 from sim import __version__
 from sim.errors import TraceFileError
 from sim.io.native import _validate_trace
-from sim.trace import TRACE_FORMAT_VERSION, Counter, Trace, Track
+from sim.trace import EVENT_COLUMNS, TRACE_FORMAT_VERSION, Counter, Trace, Track
 
 FORMAT_NAME = "neuronviz-chrome"
 MAX_FILE_BYTES = 4 << 30  # the file as stored (compressed or not)
 MAX_JSON_BYTES = 4 << 30  # the JSON text after decompression: a zip-bomb guard
 GZIP_MAGIC = b"\x1f\x8b"
 CHUNK_EVENTS = 1 << 16  # events serialised at a time by save_chrome
+MAX_TRACKS = int(np.iinfo(EVENT_COLUMNS["track"]).max)  # the event table's track column is int16
 _READ_CHUNK = 1 << 24
 _KINDS_RE = re.compile(
     r"(?<![a-z])(tensor|vector|scalar|gpsimd|dma[ _-]?read|dma[ _-]?write|collective)(?![a-z])", re.IGNORECASE)
@@ -669,6 +670,8 @@ def _foreign_trace(scan: _Scan, idx: np.ndarray, counter_keys: list[tuple], labe
         pid_rank.setdefault(scan.keys[k][0], len(pid_rank))
     used.sort(key=lambda k: (scan.process_sort.get(scan.keys[k][0], 0), pid_rank[scan.keys[k][0]],
                              scan.thread_sort.get(scan.keys[k], 0), k))
+    if len(used) > MAX_TRACKS:
+        fail(f"{len(used):,} threads have slices; at most {MAX_TRACKS:,} can be shown")
     pids = list(dict.fromkeys(scan.keys[k][0] for k in used))
     core_of = {p: i for i, p in enumerate(pids)}
     track_of_key = np.full(len(scan.keys) or 1, -1, np.int64)
