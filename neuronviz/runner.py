@@ -1,5 +1,5 @@
-"""Simulations off the GUI thread. Each request has a generation id; results of a request that
-was cancelled or superseded are dropped."""
+"""Simulations and file loads off the GUI thread. Each request has a generation id; results of a
+request that was cancelled or superseded are dropped."""
 
 from __future__ import annotations
 
@@ -12,10 +12,9 @@ from sim.errors import SimError
 from sim.run import RunConfig, simulate
 
 
-class SimulationRunner(QObject):
-    sig_progress = Signal(int, int, int)  # generation, runs done, runs asked
-    sig_finished = Signal(int, list)  # generation, [Run]
-    sig_failed = Signal(int, str)  # generation, one-line reason
+class _Worker(QObject):
+    """One request at a time in a worker thread, numbered; a newer request or a cancel makes the
+    older one's results stale. Subclasses implement ``_work(generation, request)``."""
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -27,23 +26,32 @@ class SimulationRunner(QObject):
     def busy(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def start(self, configs: list[RunConfig]) -> int:
-        """Simulate ``configs`` in a worker thread; returns the request's generation id."""
+    def start(self, request: list) -> int:
+        """Work on ``request`` in a worker thread; returns the request's generation id."""
         with self._lock:
             self._generation += 1
             gen = self._generation
-        self._thread = threading.Thread(target=self._work, args=(gen, configs), daemon=True)
+        self._thread = threading.Thread(target=self._work, args=(gen, request), daemon=True)
         self._thread.start()
         return gen
 
     def cancel(self) -> None:
-        """Drop the running request: its remaining runs are skipped and its results ignored."""
+        """Drop the running request: what it has left is skipped and its results ignored."""
         with self._lock:
             self._generation += 1
 
     def current(self, gen: int) -> bool:
         with self._lock:
             return gen == self._generation
+
+    def _work(self, gen: int, request: list) -> None:
+        raise NotImplementedError
+
+
+class SimulationRunner(_Worker):
+    sig_progress = Signal(int, int, int)  # generation, runs done, runs asked
+    sig_finished = Signal(int, list)  # generation, [Run]
+    sig_failed = Signal(int, str)  # generation, one-line reason
 
     def _work(self, gen: int, configs: list[RunConfig]) -> None:
         runs = []
@@ -61,7 +69,7 @@ class SimulationRunner(QObject):
             self.sig_finished.emit(gen, runs)
 
 
-class FileLoader(QObject):
+class FileLoader(_Worker):
     """Opens trace files off the GUI thread (a big Chrome JSON takes seconds to parse) and builds
     each run's drawing indexes there too; the window stays responsive and can cancel."""
 
@@ -71,23 +79,6 @@ class FileLoader(QObject):
     def __init__(self, open_runs, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._open_runs = open_runs
-        self._generation = 0
-        self._lock = threading.Lock()
-
-    def start(self, paths: list[str]) -> int:
-        with self._lock:
-            self._generation += 1
-            gen = self._generation
-        threading.Thread(target=self._work, args=(gen, paths), daemon=True).start()
-        return gen
-
-    def cancel(self) -> None:
-        with self._lock:
-            self._generation += 1
-
-    def current(self, gen: int) -> bool:
-        with self._lock:
-            return gen == self._generation
 
     def _work(self, gen: int, paths: list[str]) -> None:
         runs = []

@@ -37,7 +37,6 @@ import gzip
 import math
 import os
 import re
-import tempfile
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -51,6 +50,7 @@ import orjson
 
 from sim import __version__
 from sim.errors import TraceFileError
+from sim.io.atomic import atomic_file
 from sim.io.native import _validate_trace
 from sim.trace import EVENT_COLUMNS, TRACE_FORMAT_VERSION, Counter, Trace, Track
 
@@ -268,34 +268,17 @@ def save_chrome(path: str | os.PathLike, traces: Sequence[Trace]) -> None:
         other = _other_data(traces, layouts)
     except ValueError as exc:
         raise TraceFileError(f"cannot write {target}: {exc}") from None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
-    except OSError as exc:
-        raise TraceFileError(f"cannot write {target}: {exc.strerror or exc}") from None
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a saved trace is an ordinary file
-        with os.fdopen(fd, "wb") as raw, _gc_paused():
-            out = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3, mtime=0) \
-                if target.name.lower().endswith(".gz") else raw
-            out.write(b'{"displayTimeUnit":"ns","otherData":' + orjson.dumps(other) + b',"traceEvents":[')
-            first = True
-            for body in _serialised(traces, layouts):
-                out.write(body if first else b"," + body)
-                first = False
-            out.write(b"]}")
-            if out is not raw:
-                out.close()
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(tmp, target)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, (OSError, ValueError, TypeError)):
-            problem = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise TraceFileError(f"cannot write {target}: {problem}".replace("\n", " ")) from None
-        raise
+    with atomic_file(target) as raw, _gc_paused():
+        out = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3, mtime=0) \
+            if target.name.lower().endswith(".gz") else raw
+        out.write(b'{"displayTimeUnit":"ns","otherData":' + orjson.dumps(other) + b',"traceEvents":[')
+        first = True
+        for body in _serialised(traces, layouts):
+            out.write(body if first else b"," + body)
+            first = False
+        out.write(b"]}")
+        if out is not raw:
+            out.close()
 
 
 # ----------------------------------------------------------------------------------------------

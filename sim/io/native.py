@@ -13,7 +13,6 @@ import io
 import json
 import os
 import struct
-import tempfile
 import zipfile
 import zlib
 from collections.abc import Sequence
@@ -24,6 +23,7 @@ import numpy as np
 import orjson
 
 from sim.errors import TraceFileError
+from sim.io.atomic import atomic_file
 from sim.trace import EVENT_COLUMNS, TRACE_FORMAT_VERSION, Counter, Trace, Track
 
 FORMAT_NAME = "nvtrace"
@@ -85,27 +85,10 @@ def save_traces(path: str | os.PathLike, traces: Sequence[Trace]) -> None:
         runs.append(manifest)
         members.update(arrays)
     manifest = {"format": FORMAT_NAME, "version": TRACE_FORMAT_VERSION, "runs": runs}
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
-    except OSError as exc:
-        raise TraceFileError(f"cannot write {target}: {exc.strerror or exc}") from None
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a saved trace is an ordinary file
-        with os.fdopen(fd, "wb") as f:
-            with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as zf:
-                zf.writestr(MANIFEST, json.dumps(manifest, allow_nan=False))
-                for name, array in members.items():
-                    _write_aligned(zf, name, _npy_bytes(array))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise TraceFileError(f"cannot write {target}: {exc.strerror or exc}") from None
-        raise
+    with atomic_file(target) as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr(MANIFEST, json.dumps(manifest, allow_nan=False))
+        for name, array in members.items():
+            _write_aligned(zf, name, _npy_bytes(array))
 
 
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, then the name and extra field lengths at offset 26
