@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QTableWidgetItem, QWidget
 
 from neuronviz.session import Session
 from neuronviz.trace_view import window_stats
+from neuronviz.widgets.comparison_table import ComparisonTable
 
 COLUMNS = ("run", "window µs", "Tensor %", "Vector %", "Scalar %", "GpSimd %", "DMA %", "TFLOP/s", "read MB",
            "write MB", "longest ops in the window")
@@ -16,18 +17,10 @@ def _fmt_time(ns: float) -> str:
     return f"{ns / 1e6:,.3f} ms" if ns >= 1e6 else f"{ns / 1e3:,.2f} µs"
 
 
-class AreaStats(QWidget):
+class AreaStats(ComparisonTable):
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(COLUMNS, HINT, parent)
         self.session = session
-        self.title = QLabel(HINT)
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.verticalHeader().setVisible(False)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addWidget(self.title)
-        layout.addWidget(self.table)
         session.sig_area_changed.connect(self.refresh)
         session.sig_runs_changed.connect(self.refresh)
         session.sig_time_mode_changed.connect(self.refresh)

@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QTableWidgetItem, QWidget
 
 from neuronviz.session import Session
 from neuronviz.theme import ENGINE_LABELS
 from neuronviz.trace_view import compare_layer
+from neuronviz.widgets.comparison_table import ComparisonTable
 
+HINT = "Click a layer in any pane to compare it across runs."
 COLUMNS = ("run", "time µs", "vs fastest", "bound by", "Tensor %", "Vector %", "Scalar %", "DMA read %")
 
 
-class LayerDetails(QWidget):
+class LayerDetails(ComparisonTable):
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(COLUMNS, HINT, parent)
         self.session = session
-        self.title = QLabel("Click a layer in any pane to compare it across runs.")
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.verticalHeader().setVisible(False)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addWidget(self.title)
-        layout.addWidget(self.table)
         session.sig_selection_changed.connect(self.refresh)
         session.sig_runs_changed.connect(self.refresh)
 
@@ -30,7 +24,7 @@ class LayerDetails(QWidget):
         name = self.session.selected_layer
         rows = [(run, compare_layer(run.view, name)) for run in self.session.runs] if name else []
         rows = [(run, c) for run, c in rows if c is not None]
-        self.title.setText(f"Layer <b>{name}</b>" if rows else "Click a layer in any pane to compare it across runs.")
+        self.title.setText(f"Layer <b>{name}</b>" if rows else HINT)
         self.table.setRowCount(len(rows))
         fastest = min((c.duration_ns for _, c in rows), default=1.0) or 1.0
         for r, (run, c) in enumerate(rows):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sim.errors import TraceFileError
 from sim.io.chrome import GZIP_MAGIC, load_chrome, save_chrome
-from sim.io.native import load_traces, save_traces
+from sim.io.native import load_traces, read_problem, save_traces
 from sim.trace import Trace
 
 NATIVE_SUFFIX = ".nvtrace"
@@ -33,14 +33,8 @@ def load_file(path: str | os.PathLike) -> list[Trace]:
     try:
         with open(path, "rb") as f:
             head = f.read(64)
-    except FileNotFoundError:
-        raise TraceFileError(f"{label}: no such file") from None
-    except IsADirectoryError:
-        raise TraceFileError(f"{label}: is a directory, not a trace file") from None
-    except PermissionError:
-        raise TraceFileError(f"{label}: permission denied") from None
     except OSError as exc:
-        raise TraceFileError(f"{label}: cannot read ({exc.strerror or exc})") from None
+        raise TraceFileError(f"{label}: {read_problem(exc)}") from None
     if head.startswith(ZIP_MAGIC):
         return load_traces(path)
     text = head.removeprefix(b"\xef\xbb\xbf").lstrip()

@@ -51,7 +51,7 @@ import orjson
 from sim import __version__
 from sim.errors import TraceFileError
 from sim.io.atomic import atomic_file
-from sim.io.native import _validate_trace
+from sim.io.native import _validate_trace, read_problem
 from sim.trace import EVENT_COLUMNS, TRACE_FORMAT_VERSION, Counter, Trace, Track
 
 FORMAT_NAME = "neuronviz-chrome"
@@ -323,14 +323,8 @@ def _read(path: str | os.PathLike, fail: _Fail) -> bytes | bytearray:
             if len(data) > MAX_FILE_BYTES:  # grew while being read
                 fail(f"the file is implausibly large (the limit is {MAX_FILE_BYTES:,} bytes)")
             return data
-    except FileNotFoundError:
-        fail("no such file")
-    except IsADirectoryError:
-        fail("is a directory, not a trace file")
-    except PermissionError:
-        fail("permission denied")
     except OSError as exc:
-        fail(f"cannot read ({exc.strerror or exc})")
+        fail(read_problem(exc))
 
 
 def _parse(data: bytes | bytearray, fail: _Fail) -> Any:

@@ -62,6 +62,17 @@ def _run_manifest(trace: Trace, prefix: str) -> tuple[dict[str, Any], dict[str, 
     return manifest, arrays
 
 
+def read_problem(exc: OSError) -> str:
+    """What went wrong opening or reading a trace file, in the words every loader uses."""
+    if isinstance(exc, FileNotFoundError):
+        return "no such file"
+    if isinstance(exc, IsADirectoryError):
+        return "is a directory, not a trace file"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    return f"cannot read ({exc.strerror or exc})"
+
+
 def _write_aligned(zf: zipfile.ZipFile, name: str, npy: bytes) -> None:
     """Store ``npy`` so that its array data starts on an ``ALIGN``-byte boundary of the file: the
     loader's zero-copy views are then aligned, which NumPy needs to run at full speed. The local
@@ -326,12 +337,6 @@ def load_traces(path: str | os.PathLike) -> list[Trace]:
             if not isinstance(runs, list) or not runs:
                 reader.fail("the file holds no runs")
             return [_run(reader, r) for r in runs]
-    except FileNotFoundError:
-        raise TraceFileError(f"{label}: no such file") from None
-    except IsADirectoryError:
-        raise TraceFileError(f"{label}: is a directory, not a trace file") from None
-    except PermissionError:
-        raise TraceFileError(f"{label}: permission denied") from None
     except (zipfile.BadZipFile, EOFError):
         raise TraceFileError(f"{label}: not a neuronviz trace file (damaged or truncated zip)") from None
     except (TypeError, ValueError, KeyError, OverflowError) as exc:
@@ -339,4 +344,4 @@ def load_traces(path: str | os.PathLike) -> list[Trace]:
         # one-line TraceFileErrors for shapes of input nobody has thought of
         raise TraceFileError(f"{label}: not a readable neuronviz trace ({type(exc).__name__}: {exc})") from None
     except OSError as exc:
-        raise TraceFileError(f"{label}: cannot read ({exc.strerror or exc})") from None
+        raise TraceFileError(f"{label}: {read_problem(exc)}") from None
