@@ -7,8 +7,8 @@ of results that must go back to device memory. Between stages a bounded number o
 (SBUF weight buffers, PSUM banks) lets a producer run ahead of its consumer.
 
 SBUF is split in two halves so the next op's weights can be prefetched while this op runs.
-Within its half an op keeps at most a quarter of SBUF of weights (larger weights stream through
-two buffers) and a quarter of activations. Activations larger than that are processed in
+Within its half an op keeps at most a quarter of SBUF of activations and streams larger weights
+through the rest. Activations larger than that are processed in
 blocks of sequences, fused across consecutive ops as the Neuron compiler tiles the batch
 dimension, so they never leave SBUF; a matmul whose weights do not fit then streams its
 weights once per block.
@@ -130,17 +130,22 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     parts = chip.sbuf_partitions
     scalar_s = stream_seconds(chip.scalar, parts, evac_free, plan.psum_tiles, 1, "fp32")
     vector_s = stream_seconds(chip.vector, parts, evac_free, plan.psum_tiles, 1, "fp32")
-    streaming = weights > quarter
+    # weights stream through what the activations leave of the op's half of SBUF: as many
+    # chunks as fit there run ahead of the matmuls (during a collective, a decoder's whole next
+    # matmul can be in flight)
+    act = min(act_in + out, quarter)
+    weight_room = 3 * quarter - act
     read = _dma(ctx, reads, chunks) if reads else None
-    if read is not None and streaming:
-        read = Stage(read.resource, read.dur_s, 0.0, read.nbytes, STREAM_BUFFERS, read.latency_s)
+    if read is not None and weights > weight_room:
+        buffers = max(STREAM_BUFFERS, int(weight_room // read.nbytes))
+        read = Stage(read.resource, read.dur_s, 0.0, read.nbytes, buffers, read.latency_s)
     evac = Stage(SCALAR if op.act else EVAC, scalar_s / chunks, 0.0, 0.0,
                  alt_dur_s=0.0 if op.act else vector_s / chunks)
     compute = (Stage(TENSOR, tensor_s / chunks, op.flops / chunks, 0.0, buffers=psum_bufs), evac)
     psum = min(tiles_per_chunk, banks) * chip.psum_bytes / chip.psum_banks
     return LoweredOp(
         chunks=chunks, read=read, compute=compute, write=_write(ctx, writes, chunks), read_after_deps=False,
-        sbuf_bytes=min(weights, quarter) + min(act_in + out, quarter), psum_bytes=psum,
+        sbuf_bytes=min(weights, weight_room) + act, psum_bytes=psum,
         weight_refetch_bytes=weights * (blocks - 1),
     )
 

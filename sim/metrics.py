@@ -49,13 +49,15 @@ def compute_metrics(trace: Trace) -> RunMetrics:
     """Everything the summary table and the CLI print, from the trace alone."""
     m = trace.meta
     shards = m["cores_per_copy"] * m.get("lnc", 1)
-    overhead = m["launch_overhead_s"]
+    overhead = m["launch_overhead_s"]  # per execution of a compiled program
     latency = m.get("total_ns", trace.duration_ns) * 1e-9 + overhead
     items = m["batch"]
     ttft = per_token = None
     if m["mode"] == "decode":
+        # the prompt is one execution and every further token one more
         ttft = m["prefill_ns"] * 1e-9 + overhead
-        per_token = m["per_token_ns"] * 1e-9
+        per_token = m["per_token_ns"] * 1e-9 + overhead
+        latency += overhead * max(0, m.get("new_tokens", 1) - 1)
         throughput = m["copies"] * items / per_token if per_token > 0 else 0.0
     else:
         throughput = m["copies"] * items / latency if latency > 0 else 0.0

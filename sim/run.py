@@ -123,7 +123,7 @@ def simulate(cfg: RunConfig) -> Trace:
     dt = DTYPE_BYTES[cfg.dtype]
     dep = plan_deployment(chip, inst, _memory_need(cfg, spec, seq, dt), cfg.cores, spec.name)
     ctx = CoreContext(chip, cfg.dtype, dep.active_cores_per_chip, dep.ranks_per_chip)
-    sched = CoreScheduler()
+    sched = CoreScheduler(chip.sbuf_bytes)
     tables = _Tables()
     t0, phase_spans = 0.0, []
     for name, prog, repeat in _phases(cfg, spec, seq, dep, dt):

@@ -14,7 +14,9 @@ as a compiler hoists prefetches above stores, so weights stream in while results
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 import numpy as np
 
@@ -103,7 +105,8 @@ class _PendingWrite:
 class CoreScheduler:
     """Schedules programs one after another on a single core, keeping engine clocks between them."""
 
-    def __init__(self) -> None:
+    def __init__(self, sbuf_bytes: float) -> None:
+        self.sbuf_bytes = sbuf_bytes
         self.free = np.zeros(COLLECTIVE + 1)
         self.log = EventLog()
         self.weight_refetch_bytes = 0.0
@@ -144,6 +147,8 @@ class CoreScheduler:
         op_end = np.empty(n_ops)
         settled = np.empty(n_ops)  # prefix maximum of op ends: every op up to i has finished
         pending: _PendingWrite | None = None
+        # held[k]: SBUF bytes of ops 0..k-1; ops j+1..i fit together when held[i+1] - held[j+1] <= SBUF
+        held = list(accumulate((lo.sbuf_bytes for lo in lowered), initial=0.0))
         for i, (op, lo) in enumerate(zip(program.ops, lowered, strict=True)):
             op_id = first_op_id + i
             dep_end = max((op_end[d] for d in op.deps), default=t0)
@@ -151,9 +156,11 @@ class CoreScheduler:
                 self._flush(pending)
                 pending = None
             stages = ([lo.read] if lo.read else []) + [self._resolve_evac(s, lo.chunks) for s in lo.compute]
-            # SBUF holds two ops' working sets (each at most half of it): an op starts once every
-            # op two or more places before it has finished; its weight reads need nothing else
-            gate = max(t0, settled[i - 2]) if i >= 2 else t0
+            # an op's reads start once SBUF has room for its working set next to the ops before
+            # it that may still run: the newest op that does not fit beside it must have finished
+            # (so weights stream in ahead, during collectives and small ops); they need nothing else
+            j = min(i, bisect_left(held, held[i + 1] - self.sbuf_bytes)) - 1
+            gate = max(t0, settled[j]) if j >= 0 else t0
             ready0 = [max(dep_end, gate)] * len(stages)
             if lo.read and not lo.read_after_deps:
                 ready0[0] = gate

@@ -9,13 +9,15 @@ def allreduce_seconds(chip: Chip, nbytes: float, ranks: int, ranks_per_chip: int
     """Ring all-reduce: each rank sends and receives ``2 (r-1)/r`` of the buffer.
 
     The ring crosses NeuronLink as soon as it spans more than one chip; its bandwidth per rank
-    is the chip's link bandwidth divided among the ranks on that chip.
+    is the chip's link bandwidth divided among the ranks on that chip. A ring that spans chips also
+    pays a fixed setup (the collective cores of every chip synchronising over NeuronLink).
     """
     if ranks <= 1 or nbytes <= 0:
         return 0.0
+    eff = chip.efficiency
     if ranks <= ranks_per_chip:
-        link = chip.intra_chip_link_bytes_per_s
+        link, setup = chip.intra_chip_link_bytes_per_s, 0.0
     else:
-        link = chip.neuronlink_bytes_per_s / max(1, ranks_per_chip)
+        link, setup = chip.neuronlink_bytes_per_s / max(1, ranks_per_chip), eff.collective_setup_s
     steps = 2 * (ranks - 1)
-    return steps * chip.efficiency.collective_latency_s + 2 * (ranks - 1) / ranks * nbytes / link
+    return setup + steps * eff.collective_latency_s + 2 * (ranks - 1) / ranks * nbytes / link

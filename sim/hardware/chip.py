@@ -83,6 +83,7 @@ class Efficiency:
     memory_fraction: float
     launch_overhead_s: float
     collective_latency_s: float
+    collective_setup_s: float
     stream_free_elems: float
 
 

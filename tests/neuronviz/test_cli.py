@@ -49,7 +49,7 @@ def test_simulate_json_has_one_run_per_chip_in_order(capsys):
 
 def test_simulate_decode_json_adds_token_times(capsys):
     code, out, _ = run_cli(capsys, "simulate", "--model", "gpt2", "--chips", "inf2", "--mode", "decode",
-                           "--seq", "64", "--new-tokens", "8", "--json")
+                           "--seq", "512", "--new-tokens", "8", "--json")
     assert code == 0
     run = json.loads(out)["runs"][0]
     assert run["time_to_first_token_ms"] > run["per_token_ms"] > 0

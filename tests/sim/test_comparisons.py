@@ -1,10 +1,13 @@
 """Relations the model must reproduce from first principles, not from stored numbers."""
 
+import numpy as np
 import pytest
 
+from sim.cost.collective import allreduce_seconds
 from sim.cost.dma import core_bytes_per_s
 from sim.hardware.chip import get_chip
 from sim.metrics import compute_metrics
+from sim.run import RunConfig, simulate
 
 
 def test_trainium2_beats_inferentia1_on_bert_large(run):
@@ -40,8 +43,9 @@ def test_fp32_is_much_slower_than_bf16_when_compute_bound(run):
 
 
 def test_decode_reports_time_to_first_token_and_per_token_time(run):
-    met = compute_metrics(run("gpt2", "trn1", mode="decode", seq=64, new_tokens=32))
-    assert met.time_to_first_token_s > met.per_token_s > 0
+    # a 512-token prompt is compute-bound, one more token streams the weights once
+    met = compute_metrics(run("gpt2", "trn1", mode="decode", seq=512, new_tokens=32))
+    assert met.time_to_first_token_s > 1.5 * met.per_token_s > 0
     assert met.throughput_per_s == pytest.approx(2 / met.per_token_s)  # two copies, batch 1
 
 
@@ -51,3 +55,33 @@ def test_training_step_is_slower_than_inference_and_writes_gradients(run):
     assert train.latency_s > 2.5 * inf.latency_s
     assert train.hbm_write_bytes > 110e6 * 4  # optimizer writes FP32 weights and moments
     assert train.flops == pytest.approx(3 * inf.flops, rel=0.1)
+
+
+def test_weights_stream_in_while_a_cross_chip_all_reduce_runs():
+    trace = simulate(RunConfig(model="llama-2-13b", instance="trn1.32xlarge", mode="decode", seq=128,
+                               new_tokens=2, cores=32))
+    ev = trace.events
+    coll = ev["track"] == trace.track_index("collective")
+    reads = ev["track"] == trace.track_index("dma_read")
+    c0, c1 = ev["start_ns"][coll], ev["start_ns"][coll] + ev["dur_ns"][coll]
+    r0, r1 = ev["start_ns"][reads], ev["start_ns"][reads] + ev["dur_ns"][reads]
+    # read time that falls inside some all-reduce: the next layer's weights arrive meanwhile
+    overlap = sum(np.clip(np.minimum(r1, b) - np.maximum(r0, a), 0, None).sum() for a, b in zip(c0, c1, strict=True))
+    assert overlap > 0.3 * ev["dur_ns"][coll].sum()
+
+
+def test_a_ring_across_chips_pays_the_collective_setup_and_one_within_a_chip_does_not():
+    chip = get_chip("trn1")
+    eff = chip.efficiency
+    within = allreduce_seconds(chip, 1024, ranks=2, ranks_per_chip=2)
+    across = allreduce_seconds(chip, 1024, ranks=32, ranks_per_chip=2)
+    assert within == pytest.approx(2 * eff.collective_latency_s + 1024 / chip.intra_chip_link_bytes_per_s)
+    assert across == pytest.approx(eff.collective_setup_s + 62 * eff.collective_latency_s
+                                   + 2 * 31 / 32 * 1024 / (chip.neuronlink_bytes_per_s / 2))
+
+
+def test_every_generated_token_pays_one_execution_launch(run):
+    trace = run("gpt2", "inf2", mode="decode", seq=64, new_tokens=8)
+    met, launch = compute_metrics(trace), trace.meta["launch_overhead_s"]
+    assert met.per_token_s == pytest.approx(trace.meta["per_token_ns"] * 1e-9 + launch)
+    assert met.latency_s == pytest.approx(met.time_to_first_token_s + 7 * met.per_token_s)
