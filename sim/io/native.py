@@ -13,6 +13,7 @@ import io
 import json
 import os
 import struct
+import tokenize
 import zipfile
 import zlib
 from collections.abc import Sequence
@@ -184,7 +185,7 @@ class _Reader:
             if version not in _NPY_HEADER_READERS:
                 raise ValueError(f"unsupported .npy version {version}")
             shape, fortran, dtype = _NPY_HEADER_READERS[version](head)
-        except (ValueError, OSError, EOFError, SyntaxError, TypeError) as exc:
+        except (ValueError, OSError, EOFError, SyntaxError, TypeError, tokenize.TokenError) as exc:
             self.fail(f"member '{name}' is not a plain .npy array ({exc})")
         if dtype.hasobject:
             self.fail(f"member '{name}' is not a plain array (it holds Python objects, which would need pickle)")

@@ -3,6 +3,7 @@
 import io
 import json
 import random
+import struct
 import zipfile
 
 import numpy as np
@@ -79,6 +80,7 @@ def _npy(array):
     ("truncated", "not a neuronviz trace file"), ("newer", "newer neuronviz"), ("not_ours", "not a neuronviz trace"),
     ("negative", "negative duration"), ("nan", "not finite"), ("bad_track", "track that does not exist"),
     ("wrong_dtype", "does not match the manifest"), ("pickle", "not a plain array"),
+    ("open_header", "not a plain .npy array"),
     ("traversal", "unsafe member name"), ("directory", "is a directory"),
 ])
 def test_damaged_files_give_one_line_errors(saved, tmp_path, case, message):
@@ -111,6 +113,10 @@ def test_damaged_files_give_one_line_errors(saved, tmp_path, case, message):
         _rewrite(saved, path, members={"run0/events/op.npy": _npy(np.zeros(n, np.float32))})
     elif case == "pickle":
         _rewrite(saved, path, members={"run0/events/op.npy": _npy(np.array([{"x": 1}] * n, dtype=object))})
+    elif case == "open_header":  # a header whose bracket never closes: NumPy's tokenizer fails
+        header = b"{'descr': '<i4', 'fortran_order': False, 'shape': (3,"
+        _rewrite(saved, path, members={"run0/events/op.npy": b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header) + 1)
+                                       + header + b"\n"})
     elif case == "traversal":
         _rewrite(saved, path)
         with zipfile.ZipFile(path, "a") as z:
