@@ -67,10 +67,24 @@ def _power_of_two_cores(chip: Chip, need: float, limit: int) -> int | None:
 
 
 def plan_deployment(chip: Chip, instance: Instance | None, need_bytes: float, cores: int | None,
-                    model: str) -> Deployment:
-    """Choose instance, cores per copy and copies; raise when the model cannot fit."""
+                    model: str, copies: int | None = None) -> Deployment:
+    """Choose instance, cores per copy and copies; raise when the model cannot fit.
+
+    ``copies`` runs fewer copies than the instance holds (one request in flight: ``copies=1``),
+    so the running copies share the chip's memory bandwidth with fewer others.
+    """
     if cores is not None and cores < 1:
         raise ConfigError(f"--cores must be at least 1, got {cores}")
+    dep = _plan(chip, instance, need_bytes, cores, model)
+    if copies is None:
+        return dep
+    if copies < 1 or copies > dep.copies:
+        raise ConfigError(f"--copies must be between 1 and the {dep.copies} copies {dep.instance.name} holds "
+                          f"with {dep.cores_per_copy} core(s) each, got {copies}")
+    return Deployment(chip, dep.instance, dep.cores_per_copy, copies)
+
+
+def _plan(chip: Chip, instance: Instance | None, need_bytes: float, cores: int | None, model: str) -> Deployment:
     candidates = [instance] if instance is not None else _candidates(chip)
     for inst in candidates:
         limit = inst.logical_cores

@@ -39,6 +39,7 @@ class RunConfig:
     new_tokens: int = 128
     dtype: str = "bf16"
     cores: int | None = None
+    copies: int | None = None  # model copies running at once; None: every copy the instance holds
 
 
 def _resolve_chip(cfg: RunConfig) -> tuple[Chip, Instance | None]:
@@ -58,7 +59,8 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
         raise ConfigError(f"unknown mode '{cfg.mode}': choose one of {', '.join(MODES)}")
     if cfg.mode == "decode" and spec.family != DECODER:
         raise ConfigError(f"decode mode needs a GPT-style decoder; {spec.name} is a {spec.family} model")
-    for name, value in (("batch", cfg.batch), ("new tokens", cfg.new_tokens), ("cores", cfg.cores or 1)):
+    for name, value in (("batch", cfg.batch), ("new tokens", cfg.new_tokens), ("cores", cfg.cores or 1),
+                        ("copies", 1 if cfg.copies is None else cfg.copies)):
         if not isinstance(value, int) or value < 1:
             raise ConfigError(f"{name} must be a positive integer, got {value}")
     seq = spec.default_seq if cfg.seq is None else cfg.seq
@@ -121,7 +123,7 @@ def simulate(cfg: RunConfig) -> Trace:
     chip, inst = _resolve_chip(cfg)
     seq = _validate(cfg, spec, chip)
     dt = DTYPE_BYTES[cfg.dtype]
-    dep = plan_deployment(chip, inst, _memory_need(cfg, spec, seq, dt), cfg.cores, spec.name)
+    dep = plan_deployment(chip, inst, _memory_need(cfg, spec, seq, dt), cfg.cores, spec.name, cfg.copies)
     ctx = CoreContext(chip, cfg.dtype, dep.active_cores_per_chip, dep.ranks_per_chip)
     sched = CoreScheduler(chip.sbuf_bytes)
     tables = _Tables()

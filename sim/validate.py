@@ -3,7 +3,8 @@
 Each row of ``calibration/published.csv`` names a model, an instance, a batch, sequence lengths
 and a metric (latency, throughput, time to first token, time per output token, training
 throughput). A row becomes a :class:`RunConfig` with the row's deployment (tensor-parallel
-degree for LLM rows, one copy per core otherwise); rows of models the simulator cannot build
+degree for LLM rows, one copy per core otherwise) and as many copies running as the measurement
+kept requests in flight (one for a latency-oriented "Real Time" row); rows of models the simulator cannot build
 are reported as skipped with the reason, never silently dropped.
 """
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim.errors import SimError
+from sim.hardware.instances import get_instance
 from sim.metrics import compute_metrics
 from sim.run import RunConfig, simulate
 from sim.workloads import preset_names
@@ -109,6 +111,8 @@ def row_config(row: Row, copies: dict[tuple, int] | None = None) -> RunConfig:
         if "PP=" in row.parallelism or "TP=" in row.parallelism:
             raise SimError("pipeline/tensor-parallel training is not modelled yet")
         return RunConfig(model=model, instance=row.instance, mode="training", batch=row.batch, seq=row.seq_in or None)
+    if row.parallelism == "pipeline":
+        raise SimError("NeuronCore Pipeline (layers split over cores, weights held on chip) is not modelled yet")
     if row.seq_out:
         cores = row.cores if row.parallelism == "tensor-parallel" else None
         return RunConfig(model=model, instance=row.instance, mode="decode", batch=row.batch, seq=row.seq_in,
@@ -117,7 +121,22 @@ def row_config(row: Row, copies: dict[tuple, int] | None = None) -> RunConfig:
     n = (copies or {}).get(_setup(row))
     if cores is None and n and row.cores and row.cores // n > 1:
         cores = row.cores // n  # one copy spread over several cores
-    return RunConfig(model=model, instance=row.instance, batch=row.batch, seq=row.seq_in or None, cores=cores)
+    return RunConfig(model=model, instance=row.instance, batch=row.batch, seq=row.seq_in or None, cores=cores,
+                     copies=None if n is None else min(n, _max_copies(row, cores)))
+
+
+def _max_copies(row: Row, cores: int | None) -> int:
+    return get_instance(row.instance).logical_cores // (cores or 1)
+
+
+def queueing(row: Row, cfg: RunConfig, copies: dict[tuple, int]) -> float:
+    """How many requests share each running copy in the measurement: a benchmark that keeps more
+    requests in flight than the instance has copies measures their wait too (latency = service
+    time x requests per copy)."""
+    n = copies.get(_setup(row))
+    if row.metric != "latency_ms_p50" or n is None or not cfg.copies:
+        return 1.0
+    return max(1.0, n / cfg.copies)
 
 
 def simulated_value(row: Row, cfg: RunConfig) -> float:
@@ -152,7 +171,10 @@ def validate(rows: Iterable[Row]) -> list[Result]:
             except SimError as exc:
                 cache[key] = str(exc)
         value = cache[key]
-        out.append(Result(row, value, "") if isinstance(value, float) else Result(row, None, value))
+        if isinstance(value, float):
+            out.append(Result(row, value * queueing(row, cfg, copies)))
+        else:
+            out.append(Result(row, None, value))
     return out
 
 
@@ -190,10 +212,34 @@ def summarise(results: list[Result]) -> Summary:
                    statistics.median(ratios) if ratios else float("nan"))
 
 
+@dataclass(frozen=True)
+class Group:
+    """The rows of one chip generation and metric: where the model is close and where it is not."""
+
+    generation: str
+    metric: str
+    rows: int
+    median_error: float  # signed: below zero, the simulator is faster (or reports less) than measured
+    median_abs_error: float
+
+
+def by_group(results: list[Result]) -> list[Group]:
+    groups: dict[tuple[str, str], list[float]] = {}
+    for r in results:
+        if r.error is not None:
+            groups.setdefault((r.row.instance.split(".")[0], r.row.metric), []).append(r.error)
+    return [Group(gen, metric, len(e), statistics.median(e), statistics.median(map(abs, e)))
+            for (gen, metric), e in sorted(groups.items())]
+
+
 def report(results: list[Result]) -> str:
-    """The validation table, the generation ratios and the summary, as Markdown."""
-    lines = ["| model | instance | batch | seq in/out | metric | measured | simulated | error |",
-             "|---|---|---:|---|---|---:|---:|---:|"]
+    """The error by generation and metric, the validation table, the generation ratios and the
+    summary, as Markdown."""
+    lines = ["| generation | metric | rows | median error | median absolute error |", "|---|---|---:|---:|---:|"]
+    lines += [f"| {g.generation} | {g.metric} | {g.rows} | {100 * g.median_error:+.1f}% | "
+              f"{100 * g.median_abs_error:.1f}% |" for g in by_group(results)]
+    lines += ["", "| model | instance | batch | seq in/out | metric | measured | simulated | error |",
+              "|---|---|---:|---|---|---:|---:|---:|"]
     for r in results:
         row = r.row
         seq = f"{row.seq_in}/{row.seq_out}" if row.seq_out else str(row.seq_in)

@@ -80,8 +80,8 @@ def header_html(run: Run, baseline: Run | None) -> str:
         unit = "tok/s"
     else:
         lat = f"latency {met.latency_s * 1e3:.3f} ms"
-        if m.get("copies", 1) > 1:  # the simulation runs every copy of the chip at once: say so
-            lat += f" <span style='color:gray'>(all {m['copies']} copies busy)</span>"
+        if m.get("copies", 1) > 1:  # copies running at once share the chip's memory: say so
+            lat += f" <span style='color:gray'>({m['copies']} copies busy)</span>"
         unit = "/s"
     cost = "n/a" if met.cost_per_million_usd is None else f"${met.cost_per_million_usd:.3f}"
     speed = ""

@@ -66,6 +66,10 @@ class RunPanel(QWidget):
         self.cores = self._spin(0, 512, 0)
         self.cores.setSpecialValueText("SDK default")
         self.cores.setToolTip("NeuronCores one model copy spans, split tensor-parallel")
+        self.copies = self._spin(0, 512, 0)
+        self.copies.setSpecialValueText("all")
+        self.copies.setToolTip("Model copies running at once: all that the instance holds (throughput under load) "
+                               "or 1 (a single request's latency, its copy alone on the chip)")
         self.keep = QCheckBox("Keep the open runs")
         self.keep.setChecked(True)
         self.run_button = QPushButton("Simulate")
@@ -90,6 +94,7 @@ class RunPanel(QWidget):
         form.addRow("Chips", chip_row)
         form.addRow("Instance", self.instance)
         form.addRow("Cores per copy", self.cores)
+        form.addRow("Copies running", self.copies)
         buttons = QHBoxLayout()
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.cancel_button)
@@ -127,7 +132,8 @@ class RunPanel(QWidget):
         return [RunConfig(model=self.model.currentText().strip(), chip=chip, instance=inst,
                           mode=self.mode.currentText(), batch=self.batch.value(), seq=self.seq.value() or None,
                           new_tokens=self.new_tokens.value(), dtype=self.dtype.currentText(),
-                          cores=self.cores.value() or None) for chip, inst in targets]
+                          cores=self.cores.value() or None, copies=self.copies.value() or None)
+                for chip, inst in targets]
 
     def start(self) -> None:
         configs = self.configs()

@@ -5,6 +5,7 @@ import pytest
 
 from sim.cost.collective import allreduce_seconds
 from sim.cost.dma import core_bytes_per_s
+from sim.errors import ConfigError
 from sim.hardware.chip import get_chip
 from sim.metrics import compute_metrics
 from sim.run import RunConfig, simulate
@@ -85,3 +86,18 @@ def test_every_generated_token_pays_one_execution_launch(run):
     met, launch = compute_metrics(trace), trace.meta["launch_overhead_s"]
     assert met.per_token_s == pytest.approx(trace.meta["per_token_ns"] * 1e-9 + launch)
     assert met.latency_s == pytest.approx(met.time_to_first_token_s + 7 * met.per_token_s)
+
+
+def test_a_lone_copy_has_the_chips_memory_to_itself(run):
+    loaded = compute_metrics(run("bert-large", "inf1"))
+    alone = compute_metrics(run("bert-large", "inf1", copies=1))
+    assert run("bert-large", "inf1", copies=1).meta["cores_active"] == 1
+    assert alone.latency_s < 0.5 * loaded.latency_s  # four copies share 50 GiB/s of DDR
+    assert alone.throughput_per_s == pytest.approx(1 / alone.latency_s)
+
+
+def test_more_copies_than_the_instance_holds_is_refused():
+    with pytest.raises(ConfigError, match="--copies must be between 1 and the 4 copies inf1.xlarge holds"):
+        simulate(RunConfig(model="bert-base", chip="inf1", copies=5))
+    with pytest.raises(ConfigError, match="copies must be a positive integer"):
+        simulate(RunConfig(model="bert-base", chip="inf1", copies=0))

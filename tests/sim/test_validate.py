@@ -6,8 +6,10 @@ from sim.validate import (
     PUBLISHED,
     Result,
     Row,
+    by_group,
     copies_in_measurement,
     generation_ratios,
+    queueing,
     read_rows,
     relative_error,
     report,
@@ -30,6 +32,10 @@ def test_relative_error_and_summary_arithmetic():
     s = summarise(results)
     assert (s.compared, s.skipped) == (3, 1)
     assert s.median_abs_error == pytest.approx(0.1)
+    groups = by_group(results)
+    assert [(g.generation, g.metric, g.rows) for g in groups] == [("inf2", "latency_ms_p50", 3)]
+    assert groups[0].median_error == pytest.approx(0.1)  # errors +10%, -50%, +10%
+    assert "| inf2 | latency_ms_p50 | 3 | +10.0% | 10.0% |" in report(results)
 
 
 def test_generation_ratio_compares_measured_and_simulated_ratios():
@@ -47,12 +53,26 @@ def test_rows_map_to_the_published_deployment():
     thr = _row("inf1.xlarge", metric="throughput_per_s", measured=125.7, cores=4)
     copies = copies_in_measurement([lat, thr])
     assert list(copies.values()) == [1]
-    assert row_config(lat, copies).cores == 4  # one copy over the chip's four cores
+    cfg = row_config(lat, copies)
+    assert (cfg.cores, cfg.copies) == (4, 1)  # one copy over the chip's four cores, one request in flight
     inf2 = [_row(measured=1.0), _row(metric="throughput_per_s", measured=1998.0)]
-    assert row_config(inf2[0], copies_in_measurement(inf2)).cores is None  # one copy per core
+    cfg = row_config(inf2[0], copies_in_measurement(inf2))
+    assert (cfg.cores, cfg.copies) == (None, 2)  # one copy per core, both running
     llm = _row("trn1.32xlarge", "tpot_ms_p50", 30.0, "llama-2-7b", 1, 32, "tensor-parallel", 128)
     cfg = row_config(llm)
     assert (cfg.mode, cfg.cores, cfg.new_tokens) == ("decode", 32, 128)
+
+
+def test_more_requests_in_flight_than_copies_wait_their_turn():
+    # 1095 sequences/s at 58.3 ms per batch of 8: eight batches in flight on four cores
+    lat = _row("inf1.xlarge", measured=58.3, batch=8, cores=4)
+    thr = _row("inf1.xlarge", metric="throughput_per_s", measured=1095.4, batch=8, cores=4)
+    copies = copies_in_measurement([lat, thr])
+    assert list(copies.values()) == [8]
+    cfg = row_config(lat, copies)
+    assert (cfg.cores, cfg.copies) == (None, 4)
+    assert queueing(lat, cfg, copies) == pytest.approx(2.0)  # each copy serves two requests in turn
+    assert queueing(thr, row_config(thr, copies), copies) == 1.0  # throughput needs no correction
 
 
 def test_validation_runs_on_a_small_subset_and_reports_it():
@@ -68,3 +88,5 @@ def test_validation_runs_on_a_small_subset_and_reports_it():
 def test_unsupported_models_are_reported_as_skipped():
     results = validate([_row(model="unet")])
     assert results[0].simulated is None and "no preset" in results[0].skipped
+    pipeline = validate([_row("inf1.6xlarge", parallelism="pipeline", cores=None)])
+    assert pipeline[0].simulated is None and "NeuronCore Pipeline" in pipeline[0].skipped
