@@ -78,6 +78,7 @@ def test_simulate_table_is_readable(capsys):
     (["--model", "bert-base", "--instance", "inf9.large"], "unknown instance 'inf9.large'"),
     (["--model", "llama-3-8b", "--instance", "inf2.xlarge", "--cores", "1", "--mode", "decode"], "does not fit"),
     (["--model", "bert-base", "--chips", "inf1", "--dtype", "fp8"], "does not run fp8"),
+    (["--model", "bert-base", "--chips", "inf1", "--copies", "5"], "the 4 copies inf1.xlarge holds"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(capsys, argv, message):
     code, out, err = run_cli(capsys, "simulate", *argv)
@@ -86,7 +87,17 @@ def test_bad_input_is_one_line_and_exit_code_2(capsys, argv, message):
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
-@pytest.mark.parametrize("flag, value", [("--batch", "-3"), ("--batch", "two"), ("--seq", "0")])
+def test_copies_sets_how_many_copies_run_at_once(capsys):
+    code, out, _ = run_cli(capsys, "simulate", "--model", "bert-large", "--chips", "inf1", "--copies", "1", "--json")
+    alone = json.loads(out)["runs"][0]
+    code_all, out_all, _ = run_cli(capsys, "simulate", "--model", "bert-large", "--chips", "inf1", "--json")
+    loaded = json.loads(out_all)["runs"][0]
+    assert code == code_all == 0
+    assert (alone["copies"], loaded["copies"]) == (1, 4)
+    assert alone["latency_ms"] < loaded["latency_ms"]  # it has the chip's DDR to itself
+
+
+@pytest.mark.parametrize("flag, value", [("--batch", "-3"), ("--batch", "two"), ("--seq", "0"), ("--copies", "0")])
 def test_bad_numbers_exit_2(capsys, flag, value):
     with pytest.raises(SystemExit) as info:
         main(["simulate", "--model", "bert-base", flag, value])
