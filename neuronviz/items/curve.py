@@ -46,18 +46,27 @@ class CurveRaster(pg.GraphicsObject):
         return QRectF(0.0, 0.0, self.duration_ns * self.x_scale, self.y_max)
 
     def rasterise(self, x0: float, x1: float, columns: int, rows: int) -> np.ndarray:
-        """ARGB pixels, row 0 at y = 0, ``columns`` columns between ``x0`` and ``x1``."""
+        """ARGB pixels, row 0 at y = 0, ``columns`` columns between ``x0`` and ``x1``; a later
+        series draws over an earlier one.
+
+        Only lit pixels are computed: column ``c`` of series ``s`` lights the run of rows from
+        ``low[s, c]``, ``n[s, c]`` pixels long. The runs of all series and columns are laid end
+        to end; the ``p``-th pixel of that sequence, in the run starting at ``start``, is image
+        row ``low + p - start``. A flat curve costs O(columns), a jagged one O(lit pixels), never
+        O(rows x columns) per series."""
         edges = np.linspace(x0, x1, columns + 1) / self.x_scale
-        r = np.arange(rows, dtype=np.int32)[:, None]
-        series = np.zeros((rows, columns), np.uint8)  # which series lights each pixel (0: none)
-        for k, (values, _) in enumerate(self.series, 1):
-            y = np.nan_to_num(np.asarray(values(edges), np.float64))
-            row = np.clip((y * (rows / self.y_max)).astype(np.int32), 0, rows - 1)
-            prev = np.empty_like(row)
-            prev[0], prev[1:] = row[0], row[:-1]
-            np.putmask(series, (r >= np.minimum(prev, row)) & (r <= np.maximum(prev, row)), k)
-        palette = np.array([0, *(color for _, color in self.series)], np.uint32)
-        return palette[series]
+        y = np.array([values(edges) for values, _ in self.series], np.float64)
+        # NaN reads as 0 (fmax ignores it); values beyond the plot stay on its edge
+        row = np.minimum(np.fmax(y * (rows / self.y_max), 0.0), rows - 1).astype(np.int64)
+        prev = np.concatenate([row[:, :1], row[:, :-1]], axis=1)
+        n = np.abs(row - prev) + 1
+        end = np.cumsum(n).reshape(n.shape)
+        first = (np.minimum(prev, row) - (end - n)) * columns + np.arange(columns)
+        flat = np.repeat(first.ravel(), n.ravel()) + np.arange(end[-1, -1]) * columns
+        image = np.zeros(rows * columns, np.uint32)
+        for (_, color), a, b in zip(self.series, (0, *end[:-1, -1]), end[:, -1], strict=True):
+            image[flat[a:b]] = color
+        return image.reshape(rows, columns)
 
     def paint(self, p: QPainter, *args) -> None:
         vis = visible_columns(self, 0.0, self.duration_ns * self.x_scale)
