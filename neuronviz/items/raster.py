@@ -80,11 +80,12 @@ class TrackRows(pg.GraphicsObject):
         if vis is None or not self.integrals:
             return
         x0, x1, cols = vis
-        img = pg.functions.ndarray_to_qimage(np.ascontiguousarray(self.rasterise(x0, x1, cols)), PREMULTIPLIED)
+        px = np.ascontiguousarray(self.rasterise(x0, x1, cols))
         p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
         pad = (1.0 - ROW_FILL) / 2
-        for row in range(len(self.integrals)):
-            p.drawImage(QRectF(x0, row + pad, x1 - x0, ROW_FILL), img, QRectF(0, row, cols, 1))
+        for row in range(len(self.integrals)):  # an image per row: an SVG would draw all rows in each
+            img = pg.functions.ndarray_to_qimage(px[row:row + 1], PREMULTIPLIED)
+            p.drawImage(QRectF(x0, row + pad, x1 - x0, ROW_FILL), img, QRectF(0, 0, cols, 1))
 
 
 class LayerRow(pg.GraphicsObject):
