@@ -16,31 +16,24 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QPainter
 
-from neuronviz.items.raster import CACHE, PREMULTIPLIED, argb, visible_columns
+from neuronviz.items.raster import PREMULTIPLIED, RasterItem, argb, visible_columns
 
 MAX_ROWS = 2048
 
 Series = Callable[[np.ndarray], np.ndarray]  # window edges in ns -> one value per window
 
 
-class CurveRaster(pg.GraphicsObject):
-    """Step curves of ``values(edges_ns)`` for y in ``[0, y_max]``; x is time in ns times ``x_scale``."""
+class CurveRaster(RasterItem):
+    """Step curves of ``values(edges_ns)`` for y in ``[0, y_max]``."""
 
     def __init__(self, duration_ns: float, y_max: float) -> None:
         super().__init__()
-        self.setCacheMode(CACHE)
         self.duration_ns, self.y_max = duration_ns, y_max
         self.series: list[tuple[Series, int]] = []
-        self.x_scale = 1.0
 
     def add(self, values: Series, color: QColor) -> None:
         self.series.append((values, argb(color) | 0xFF000000))
-        self.update()
-
-    def set_x_scale(self, scale: float) -> None:
-        self.prepareGeometryChange()
-        self.x_scale = scale
-        self.update()
+        self.changed()
 
     def boundingRect(self) -> QRectF:
         return QRectF(0.0, 0.0, self.duration_ns * self.x_scale, self.y_max)
@@ -75,7 +68,7 @@ class CurveRaster(pg.GraphicsObject):
         x0, x1, cols = vis
         px_h = self.pixelHeight()
         rows = int(min(MAX_ROWS, max(1, np.ceil(self.y_max / px_h)))) if px_h else 1
-        img = pg.functions.ndarray_to_qimage(np.ascontiguousarray(self.rasterise(x0, x1, cols, rows)),
-                                             PREMULTIPLIED)
+        img = self.drawn((*vis, rows), lambda: pg.functions.ndarray_to_qimage(
+            np.ascontiguousarray(self.rasterise(x0, x1, cols, rows)), PREMULTIPLIED))
         p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
         p.drawImage(QRectF(x0, 0.0, x1 - x0, self.y_max), img, QRectF(0, 0, cols, rows))
