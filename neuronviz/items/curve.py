@@ -16,7 +16,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QPainter
 
-from neuronviz.items.raster import PREMULTIPLIED, RasterItem, argb, visible_columns
+from neuronviz.items.raster import PIXEL_TOLERANCE, PREMULTIPLIED, RasterItem, argb, visible_columns
 
 MAX_ROWS = 2048
 
@@ -62,12 +62,11 @@ class CurveRaster(RasterItem):
         return image.reshape(rows, columns)
 
     def paint(self, p: QPainter, *args) -> None:
-        vis = visible_columns(self, 0.0, self.duration_ns * self.x_scale)
+        vis = visible_columns(self, p, 0.0, self.duration_ns * self.x_scale)
         if vis is None or not self.series:
             return
         x0, x1, cols = vis
-        px_h = self.pixelHeight()
-        rows = int(min(MAX_ROWS, max(1, np.ceil(self.y_max / px_h)))) if px_h else 1
+        rows = int(min(MAX_ROWS, max(1, np.ceil(self.y_max * abs(p.transform().m22()) - PIXEL_TOLERANCE))))
         img = self.drawn((*vis, rows), lambda: pg.functions.ndarray_to_qimage(
             np.ascontiguousarray(self.rasterise(x0, x1, cols, rows)), PREMULTIPLIED))
         p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)

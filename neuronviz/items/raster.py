@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QGraphicsItem
 from sim.metrics import BusyIntegral
 
 MAX_COLUMNS = 8192
+PIXEL_TOLERANCE = 1e-6  # of a pixel: below it a size in pixels counts as whole
 # images are built premultiplied (opaque colours or fully transparent pixels are the same either
 # way), so Qt draws them without converting the format on every paint
 PREMULTIPLIED = QImage.Format.Format_ARGB32_Premultiplied
@@ -33,16 +34,19 @@ def argb(color: QColor) -> int:
     return (color.red() << 16) | (color.green() << 8) | color.blue()
 
 
-def visible_columns(item: pg.GraphicsObject, x0: float, x1: float) -> tuple[float, float, int] | None:
-    """The visible part of ``[x0, x1]`` in item coordinates and its width in device pixels."""
-    view = item.viewRect()
+def visible_columns(item: pg.GraphicsObject, p: QPainter, x0: float, x1: float) -> tuple[float, float, int] | None:
+    """The visible part of ``[x0, x1]`` in the coordinates of ``item`` (a child of a ViewBox, in
+    its view coordinates) and its width in pixels of ``p``'s device."""
+    view = item.getViewBox()
     if view is None:
         return None
-    a, b = max(view.left(), x0), min(view.right(), x1)
-    px = item.pixelWidth()
-    if b <= a or not px:
+    rect = view.viewRect()
+    a, b = max(rect.left(), x0), min(rect.right(), x1)
+    px_per_x = abs(p.transform().m11())
+    if b <= a or not px_per_x:
         return None
-    return a, b, int(min(MAX_COLUMNS, max(1, np.ceil((b - a) / px))))
+    # a view a whole number of pixels wide gets that many columns, whatever the rounding
+    return a, b, int(min(MAX_COLUMNS, max(1, np.ceil((b - a) * px_per_x - PIXEL_TOLERANCE))))
 
 
 class RasterItem(pg.GraphicsObject):
@@ -101,7 +105,7 @@ class TrackRows(RasterItem):
         return px
 
     def paint(self, p: QPainter, *args) -> None:
-        vis = visible_columns(self, 0.0, self.duration_ns * self.x_scale)
+        vis = visible_columns(self, p, 0.0, self.duration_ns * self.x_scale)
         if vis is None or not self.integrals:
             return
         x0, x1, cols = vis
@@ -173,7 +177,7 @@ class LayerRow(RasterItem):
     def paint(self, p: QPainter, *args) -> None:
         if not len(self.start):
             return
-        vis = visible_columns(self, 0.0, float(self.end.max()) * self.x_scale)
+        vis = visible_columns(self, p, 0.0, float(self.end.max()) * self.x_scale)
         if vis is None:
             return
         x0, x1, cols = vis
@@ -187,12 +191,11 @@ class LayerRow(RasterItem):
         a zoom showing thousands of narrow layers costs no more than one showing a few)."""
         lo = int(np.searchsorted(self.end, x0 / self.x_scale))
         hi = int(np.searchsorted(self.start, x1 / self.x_scale))
-        px = self.pixelWidth()
-        if hi <= lo or not px:
+        if hi <= lo:
             return
         a = np.maximum(self.start[lo:hi] * self.x_scale, x0)
         b = np.minimum(self.end[lo:hi] * self.x_scale, x1)
-        wide = lo + np.flatnonzero((b - a) / px >= MIN_LABEL_PX)
+        wide = lo + np.flatnonzero((b - a) * abs(p.transform().m11()) >= MIN_LABEL_PX)
         if not len(wide):
             return
         tr = p.transform()
