@@ -22,7 +22,7 @@ from PIL import Image
 from PySide6.QtCore import QPoint, QRect, QSize
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtSvg import QSvgGenerator
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import QApplication, QGraphicsItem, QGraphicsView, QWidget
 
 from neuronviz.session import Session
 from neuronviz.widgets.summary import summary_csv_rows
@@ -111,6 +111,22 @@ def write_png(image: QImage, path: str | os.PathLike) -> None:
     _save_png(image, check_target(path, (".png",)))
 
 
+@contextmanager
+def _painted_afresh(widget: QWidget) -> Iterator[None]:
+    """Graphics items that the window keeps as device pixmaps (axes, legends, rasters) paint
+    themselves while inside, so that in an SVG their text stays text and their lines stay lines."""
+    views = [view for view in (widget, *widget.findChildren(QGraphicsView)) if isinstance(view, QGraphicsView)]
+    items = [item for view in views for item in view.scene().items()]
+    modes = [item.cacheMode() for item in items]
+    for item in items:
+        item.setCacheMode(QGraphicsItem.CacheMode.NoCache)
+    try:
+        yield
+    finally:
+        for item, mode in zip(items, modes, strict=True):
+            item.setCacheMode(mode)
+
+
 def write_svg(widget: QWidget, path: str | os.PathLike, size: QSize | None = None) -> None:
     """``widget`` painted into a vector SVG: text stays text, lines and bars stay shapes."""
     target = check_target(path, (".svg",))
@@ -127,7 +143,8 @@ def write_svg(widget: QWidget, path: str | os.PathLike, size: QSize | None = Non
         if not painter.begin(generator):
             raise ExportError(f"{target}: cannot write the SVG")
         try:
-            widget.render(painter, QPoint())
+            with _painted_afresh(widget):
+                widget.render(painter, QPoint())
         finally:
             painter.end()
 

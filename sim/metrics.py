@@ -74,6 +74,19 @@ def compute_metrics(trace: Trace) -> RunMetrics:
     )
 
 
+def _right_index(sorted_values: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``sorted_values.searchsorted(t, side="right")``, searching only the stretch between the
+    smallest and the largest ``t``: the pixel edges of a zoomed-in view touch a short, cache
+    friendly part of a long track instead of the whole of it."""
+    if not t.size:
+        return np.zeros(t.shape, np.intp)
+    first, last = t.min(), t.max()
+    if not first <= last:  # NaN among t
+        return sorted_values.searchsorted(t, side="right")
+    lo, hi = sorted_values.searchsorted([first, last], side="right")
+    return sorted_values[lo:hi].searchsorted(t, side="right") + lo
+
+
 class BusyIntegral:
     """Busy time of one track up to any instant, for activity over arbitrary windows.
 
@@ -97,7 +110,7 @@ class BusyIntegral:
         t = np.asarray(t, dtype=np.float64)
         if not len(self.start):
             return np.zeros_like(t)
-        i = np.searchsorted(self.start, t, side="right") - 1
+        i = _right_index(self.start, t) - 1
         ic = np.clip(i, 0, None)
         inside = np.clip(t - self.start[ic], 0.0, self.dur[ic])
         return np.where(i >= 0, self.before[ic] + inside, 0.0)
@@ -129,7 +142,7 @@ class CounterIntegral:
         t = np.asarray(t, dtype=np.float64)
         if not len(self.t):
             return np.zeros_like(t)
-        i = np.searchsorted(self.t, t, side="right") - 1
+        i = _right_index(self.t, t) - 1
         ic = np.clip(i, 0, None)
         return np.where(i >= 0, self.cum[ic] + self.v[ic] * (t - self.t[ic]), 0.0)
 

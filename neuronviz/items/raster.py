@@ -8,6 +8,8 @@ and below one pixel the bars merge into a utilisation shade instead of disappear
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
@@ -17,11 +19,11 @@ from PySide6.QtWidgets import QGraphicsItem
 from sim.metrics import BusyIntegral
 
 MAX_COLUMNS = 8192
+PIXEL_TOLERANCE = 1e-6  # of a pixel: below it a size in pixels counts as whole
 # images are built premultiplied (opaque colours or fully transparent pixels are the same either
 # way), so Qt draws them without converting the format on every paint
 PREMULTIPLIED = QImage.Format.Format_ARGB32_Premultiplied
-# drawn content depends on the view, not on the playhead: Qt keeps it as a device pixmap and
-# only repaints it when the view changes, so an animating playhead costs a blit
+# static items (axes, legends): Qt keeps them as device pixmaps, so repainting them costs a blit
 CACHE = QGraphicsItem.CacheMode.DeviceCoordinateCache
 ROW_FILL = 0.8  # fraction of a row's height the bars fill
 MIN_LABEL_PX = 24  # layer spans narrower than this on screen get no name
@@ -32,33 +34,60 @@ def argb(color: QColor) -> int:
     return (color.red() << 16) | (color.green() << 8) | color.blue()
 
 
-def visible_columns(item: pg.GraphicsObject, x0: float, x1: float) -> tuple[float, float, int] | None:
-    """The visible part of ``[x0, x1]`` in item coordinates and its width in device pixels."""
-    view = item.viewRect()
+def visible_columns(item: pg.GraphicsObject, p: QPainter, x0: float, x1: float) -> tuple[float, float, int] | None:
+    """The visible part of ``[x0, x1]`` in the coordinates of ``item`` (a child of a ViewBox, in
+    its view coordinates) and its width in pixels of ``p``'s device."""
+    view = item.getViewBox()
     if view is None:
         return None
-    a, b = max(view.left(), x0), min(view.right(), x1)
-    px = item.pixelWidth()
-    if b <= a or not px:
+    rect = view.viewRect()
+    a, b = max(rect.left(), x0), min(rect.right(), x1)
+    px_per_x = abs(p.transform().m11())
+    if b <= a or not px_per_x:
         return None
-    return a, b, int(min(MAX_COLUMNS, max(1, np.ceil((b - a) / px))))
+    # a view a whole number of pixels wide gets that many columns, whatever the rounding
+    return a, b, int(min(MAX_COLUMNS, max(1, np.ceil((b - a) * px_per_x - PIXEL_TOLERANCE))))
 
 
-class TrackRows(pg.GraphicsObject):
-    """Engine rows: row ``i`` spans y in ``[i, i+1)``; x is time in ns times ``x_scale``."""
+class RasterItem(pg.GraphicsObject):
+    """An item painted from images rasterised for the visible pixel columns; x is time in ns
+    times ``x_scale``.
 
-    def __init__(self, integrals: list[BusyIntegral], colors: list[QColor], duration_ns: float) -> None:
+    The last images are kept with the view they were made for. A repaint that does not change
+    the view (the playhead moving over the item) draws them again, and a zoom frame rasterises
+    once and draws straight to the screen, without a device pixmap to fill and blend in between.
+    """
+
+    def __init__(self) -> None:
         super().__init__()
-        self.setCacheMode(CACHE)
-        self.integrals = integrals
-        self.channels = np.array([[c.red(), c.green(), c.blue()] for c in colors] or np.zeros((0, 3)), np.float64)
-        self.duration_ns = duration_ns
         self.x_scale = 1.0
+        self._drawn: tuple[tuple, object] | None = None  # (view, images made for it)
 
     def set_x_scale(self, scale: float) -> None:
         self.prepareGeometryChange()
         self.x_scale = scale
+        self.changed()
+
+    def changed(self) -> None:
+        """What the item shows has changed: rasterise again at the next paint."""
+        self._drawn = None
         self.update()
+
+    def drawn(self, view: tuple, rasterise: Callable[[], object]) -> object:
+        """The images for ``view`` (any key of what they depend on), rasterised when it changed."""
+        if self._drawn is None or self._drawn[0] != view:
+            self._drawn = (view, rasterise())
+        return self._drawn[1]
+
+
+class TrackRows(RasterItem):
+    """Engine rows: row ``i`` spans y in ``[i, i+1)``."""
+
+    def __init__(self, integrals: list[BusyIntegral], colors: list[QColor], duration_ns: float) -> None:
+        super().__init__()
+        self.integrals = integrals
+        self.channels = np.array([[c.red(), c.green(), c.blue()] for c in colors] or np.zeros((0, 3)), np.float64)
+        self.duration_ns = duration_ns
 
     def boundingRect(self) -> QRectF:
         return QRectF(0.0, 0.0, self.duration_ns * self.x_scale, float(len(self.integrals)))
@@ -76,25 +105,30 @@ class TrackRows(pg.GraphicsObject):
         return px
 
     def paint(self, p: QPainter, *args) -> None:
-        vis = visible_columns(self, 0.0, self.duration_ns * self.x_scale)
+        vis = visible_columns(self, p, 0.0, self.duration_ns * self.x_scale)
         if vis is None or not self.integrals:
             return
         x0, x1, cols = vis
-        img = pg.functions.ndarray_to_qimage(np.ascontiguousarray(self.rasterise(x0, x1, cols)), PREMULTIPLIED)
+        images = self.drawn(vis, lambda: self._row_images(x0, x1, cols))
         p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
         pad = (1.0 - ROW_FILL) / 2
-        for row in range(len(self.integrals)):
-            p.drawImage(QRectF(x0, row + pad, x1 - x0, ROW_FILL), img, QRectF(0, row, cols, 1))
+        for row, img in enumerate(images):
+            p.drawImage(QRectF(x0, row + pad, x1 - x0, ROW_FILL), img, QRectF(0, 0, cols, 1))
+
+    def _row_images(self, x0: float, x1: float, cols: int) -> list[QImage]:
+        """An image per row (an SVG would draw all rows of one image in each); the images share
+        the rasterised array's memory, which they keep alive."""
+        px = np.ascontiguousarray(self.rasterise(x0, x1, cols))
+        return [pg.functions.ndarray_to_qimage(px[row:row + 1], PREMULTIPLIED) for row in range(len(px))]
 
 
-class LayerRow(pg.GraphicsObject):
+class LayerRow(RasterItem):
     """Layer spans in one row at ``y``: alternating shades, the selected layer highlighted,
     names written inside spans wide enough to hold them."""
 
     def __init__(self, names: tuple[str, ...], start_ns: np.ndarray, end_ns: np.ndarray, y: float,
                  shades: tuple[QColor, QColor], highlight: QColor, text: QColor) -> None:
         super().__init__()
-        self.setCacheMode(CACHE)
         order = np.argsort(start_ns, kind="stable")
         self.order = order
         self.names = names
@@ -107,21 +141,15 @@ class LayerRow(pg.GraphicsObject):
         self.selected = -1  # index into names
         self.matches = np.zeros(len(names), bool)  # spans that match the search, by index into names
         self.match_color = np.uint32(argb(QColor(MATCH_COLOR)) | 0xFF000000)
-        self.x_scale = 1.0
-
-    def set_x_scale(self, scale: float) -> None:
-        self.prepareGeometryChange()
-        self.x_scale = scale
-        self.update()
 
     def set_matches(self, indices: np.ndarray) -> None:
         self.matches = np.zeros(len(self.names), bool)
         self.matches[indices] = True
-        self.update()
+        self.changed()
 
     def set_selected(self, name: str) -> None:
         self.selected = self.names.index(name) if name in self.names else -1
-        self.update()
+        self.changed()
 
     def boundingRect(self) -> QRectF:
         end = float(self.end.max()) if len(self.end) else 0.0
@@ -149,12 +177,12 @@ class LayerRow(pg.GraphicsObject):
     def paint(self, p: QPainter, *args) -> None:
         if not len(self.start):
             return
-        vis = visible_columns(self, 0.0, float(self.end.max()) * self.x_scale)
+        vis = visible_columns(self, p, 0.0, float(self.end.max()) * self.x_scale)
         if vis is None:
             return
         x0, x1, cols = vis
-        img = pg.functions.ndarray_to_qimage(np.ascontiguousarray(self._pixels(x0, x1, cols)[None, :]),
-                                             PREMULTIPLIED)
+        img = self.drawn(vis, lambda: pg.functions.ndarray_to_qimage(
+            np.ascontiguousarray(self._pixels(x0, x1, cols)[None, :]), PREMULTIPLIED))
         p.drawImage(QRectF(x0, self.y + 0.1, x1 - x0, 0.8), img, QRectF(0, 0, cols, 1))
         self._labels(p, x0, x1)
 
@@ -163,12 +191,11 @@ class LayerRow(pg.GraphicsObject):
         a zoom showing thousands of narrow layers costs no more than one showing a few)."""
         lo = int(np.searchsorted(self.end, x0 / self.x_scale))
         hi = int(np.searchsorted(self.start, x1 / self.x_scale))
-        px = self.pixelWidth()
-        if hi <= lo or not px:
+        if hi <= lo:
             return
         a = np.maximum(self.start[lo:hi] * self.x_scale, x0)
         b = np.minimum(self.end[lo:hi] * self.x_scale, x1)
-        wide = lo + np.flatnonzero((b - a) / px >= MIN_LABEL_PX)
+        wide = lo + np.flatnonzero((b - a) * abs(p.transform().m11()) >= MIN_LABEL_PX)
         if not len(wide):
             return
         tr = p.transform()

@@ -65,6 +65,13 @@ def _fixed_labels(plot: pg.PlotItem) -> None:
         plot.getAxis(name).enableAutoSIPrefix(False)
 
 
+def _cached_y_axis(plot: pg.PlotItem) -> None:
+    """Keep the y axis as a pixmap. Its ticks reach into the plot, so every x zoom or pan
+    repaints it, and replaying its tick labels costs more than a blit; it changes only with its
+    own range, ticks or label, which invalidate the pixmap."""
+    plot.getAxis("left").setCacheMode(CACHE)
+
+
 def header_html(run: Run, baseline: Run | None) -> str:
     """The pane header: what ran where, and how fast and how cheap."""
     m, met = run.trace.meta, run.metrics
@@ -165,6 +172,7 @@ class ComparisonPane(QWidget):
         left.setTicks([ticks, []])
         left.setWidth(LEFT_AXIS_WIDTH)
         _fixed_labels(self.timeline)
+        _cached_y_axis(self.timeline)
         _eager_transform(self.timeline)
         self.timeline.getAxis("bottom").setStyle(showValues=True)
         self.rows_item = TrackRows(view.integrals, [engine_color(k) for k in view.row_kinds], self.run.duration_ns)
@@ -209,6 +217,7 @@ class ComparisonPane(QWidget):
         plot.getAxis("left").setLabel(label)
         plot.hideAxis("bottom")
         _fixed_labels(plot)
+        _cached_y_axis(plot)
         _eager_transform(plot)
         plot.addLegend(offset=(-4, 2), labelTextSize="7pt", colCount=4)
         plot.setYRange(0, y_max, padding=0)
