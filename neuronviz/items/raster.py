@@ -26,6 +26,7 @@ PREMULTIPLIED = QImage.Format.Format_ARGB32_Premultiplied
 # static items (axes, legends): Qt keeps them as device pixmaps, so repainting them costs a blit
 CACHE = QGraphicsItem.CacheMode.DeviceCoordinateCache
 ROW_FILL = 0.8  # fraction of a row's height the bars fill
+MIN_ALPHA = 48  # opacity of a column where an engine was busy for a vanishing fraction of the time
 MIN_LABEL_PX = 24  # layer spans narrower than this on screen get no name
 MATCH_COLOR = "#F0C808"  # layers matching the search: a yellow that reads on light and dark backgrounds
 
@@ -94,10 +95,12 @@ class TrackRows(RasterItem):
 
     def rasterise(self, x0: float, x1: float, columns: int) -> np.ndarray:
         """Premultiplied ARGB pixels, one row per track, for ``columns`` columns between ``x0`` and
-        ``x1``: the engine's colour, more opaque the busier it was in that column."""
+        ``x1``: the engine's colour, more opaque the busier it was in that column. Any activity
+        stays visible (a floor of ``MIN_ALPHA``); the square root keeps a nearly idle engine
+        (a few tiny ops per column) clearly fainter than one busy a third of the time."""
         edges_ns = np.linspace(x0, x1, columns + 1) / self.x_scale
         frac = np.vstack([bi.fractions(edges_ns) for bi in self.integrals])
-        alpha = np.where(frac > 0, 90 + 165 * frac, 0.0)
+        alpha = np.where(frac > 0, MIN_ALPHA + (255 - MIN_ALPHA) * np.sqrt(frac), 0.0)
         scale = alpha / 255.0
         px = alpha.astype(np.uint32) << 24
         for shift, channel in ((16, 0), (8, 1), (0, 2)):
