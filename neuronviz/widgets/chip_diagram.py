@@ -19,7 +19,8 @@ class ChipState:
     """What the diagram shows at one instant; the pane fills it in, the widget only draws it."""
 
     title: str = ""
-    cores: int = 1
+    cores: int = 1  # the chip's NeuronCores
+    active: int | None = None  # how many of them run the work (the rest draw idle); None: all
     engines: tuple[str, ...] = CORE_ENGINES
     activity: dict[str, float] = field(default_factory=dict)  # engine kind -> busy fraction 0..1
     sbuf_fill: float = 0.0
@@ -74,15 +75,18 @@ class ChipDiagram(QWidget):
         gap = 5.0
         cw = (area.width() - gap * (cols - 1)) / cols
         ch = min((area.height() - gap * (rows - 1)) / rows, cw * 0.9)
+        active = n if st.active is None else st.active
         for c in range(n):
             r = QRectF(area.left() + (c % cols) * (cw + gap), area.top() + (c // cols) * (ch + gap), cw, ch)
-            p.setPen(_pen(fg))
+            idle = c >= active
+            p.setPen(_pen(fg, 1.0, Qt.PenStyle.DashLine if idle else Qt.PenStyle.SolidLine))
             p.setBrush(Qt.BrushStyle.NoBrush)
             p.drawRoundedRect(r, 4, 4)
-            p.drawText(r.adjusted(4, 1, 0, 0), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop, f"NC{c}")
-            self._engines(p, r.adjusted(4, 14, -4, -4), fg)
+            p.drawText(r.adjusted(4, 1, 0, 0), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop,
+                       f"NC{c} idle" if idle else f"NC{c}")
+            self._engines(p, r.adjusted(4, 14, -4, -4), fg, idle)
 
-    def _engines(self, p: QPainter, r: QRectF, fg: QColor) -> None:
+    def _engines(self, p: QPainter, r: QRectF, fg: QColor, idle: bool = False) -> None:
         engines = self.state.engines
         half_w, half_h = r.width() / 2, r.height() / 2
         for i, kind in enumerate(CORE_ENGINES):
@@ -93,7 +97,7 @@ class ChipDiagram(QWidget):
                 p.setBrush(Qt.BrushStyle.NoBrush)
                 p.drawRect(cell)
                 continue
-            level = self.state.activity.get(kind, 0.0)
+            level = 0.0 if idle else self.state.activity.get(kind, 0.0)
             fill = QColor(color)
             fill.setAlpha(int(35 + 220 * level))
             p.setPen(_pen(color, 1.5))

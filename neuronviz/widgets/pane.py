@@ -97,7 +97,8 @@ def header_html(run: Run, baseline: Run | None) -> str:
         speed = f" · <b>{ratio:.2f}×</b> vs {baseline.trace.meta.get('chip', 'baseline')}"
     elif baseline is run:
         speed = " · baseline"
-    cores = f"{m.get('cores_per_copy', 1)} core(s)/copy × {m.get('copies', 1)} copies" if "copies" in m else ""
+    n = m.get("copies", 1)
+    cores = f"{m.get('cores_per_copy', 1)} core(s)/copy × {n} cop{'y' if n == 1 else 'ies'}" if "copies" in m else ""
     return (f"<b>{run.title}</b> &nbsp; {model} &nbsp; <span style='color:gray'>{cores}</span><br>"
             f"{lat} · {met.throughput_per_s:,.1f} {unit} · {cost} per million{speed}")
 
@@ -392,7 +393,8 @@ class ComparisonPane(QWidget):
         engines = tuple(k for k in ("tensor", "vector", "scalar", "gpsimd") if k in self.view.row_kinds
                         or (chip is not None and (k != "gpsimd" or chip.gpsimd is not None)))
         return ChipState(
-            title=self.run.title, cores=int(m.get("cores_active", 1)) if chip else 1, engines=engines,
+            title=self.run.title, cores=chip.cores if chip else 1,
+            active=int(m.get("cores_active", 1)) if chip else None, engines=engines,
             activity=activity, sbuf_fill=sbuf, psum_fill=psum,
             memory_kind=chip.memory_kind if chip else "memory",
             read_bytes_per_s=mean("hbm_read_bytes_per_s"), write_bytes_per_s=mean("hbm_write_bytes_per_s"),

@@ -1,9 +1,11 @@
-"""Engine rows rasterised per pixel column: exact busy shades, faint for a nearly idle engine."""
+"""Engine rows shaded per pixel column, and the chip diagram's cores: lit by activity or idle."""
 
 import numpy as np
 from PySide6.QtGui import QColor
 
 from neuronviz.items.raster import MIN_ALPHA, TrackRows
+from neuronviz.theme import ENGINE_COLORS
+from neuronviz.widgets.chip_diagram import ChipDiagram, ChipState
 from sim.metrics import BusyIntegral
 
 
@@ -24,3 +26,17 @@ def test_shades_follow_the_busy_fraction_and_keep_idle_columns_empty(qapp):
     assert full == 255 and idle == 0
     blue = (px[2, 0] >> 0) & 0xFF
     assert blue == 0xB4  # fully busy: the engine's colour itself
+
+
+def test_a_lone_copy_lights_one_core_and_draws_the_chips_others_idle(qapp):
+    diagram = ChipDiagram()
+    diagram.resize(230, 300)
+    diagram.set_state(ChipState(cores=4, active=1, engines=("tensor", "vector", "scalar"),
+                                activity={"tensor": 1.0}))
+    img = diagram.grab().toImage()
+    # NC0 (top left) has its Tensor cell filled with the engine's colour, NC3 (bottom right) not
+    lit = img.pixelColor(30, 40)
+    idle = img.pixelColor(30 + 115, 40 + 100)
+    tensor = QColor(ENGINE_COLORS["tensor"])
+    assert abs(lit.red() - tensor.red()) + abs(lit.blue() - tensor.blue()) < 40
+    assert idle.lightness() > lit.lightness() + 60
