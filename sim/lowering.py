@@ -6,9 +6,10 @@ ScalarE (with a fused activation) or VectorE, or Vector/Scalar/GpSimd passes, th
 of results that must go back to device memory. Between stages a bounded number of buffers
 (SBUF weight buffers, PSUM banks) lets a producer run ahead of its consumer.
 
-SBUF is split in two halves so the next op's weights can be prefetched while this op runs.
-Within its half an op keeps at most a quarter of SBUF of activations and streams larger weights
-through the rest. Activations larger than that are processed in
+An op keeps at most a quarter of SBUF of activations and streams weights through up to three
+quarters of SBUF less those activations; the scheduler starts an op's reads once its working set
+fits beside the ops that may still be running, so the next weights arrive during the current op
+(or a collective). Activations larger than a quarter of SBUF are processed in
 blocks of sequences, fused across consecutive ops as the Neuron compiler tiles the batch
 dimension, so they never leave SBUF; a matmul whose weights do not fit then streams its
 weights once per block.
@@ -130,9 +131,8 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     parts = chip.sbuf_partitions
     scalar_s = stream_seconds(chip.scalar, parts, evac_free, plan.psum_tiles, 1, "fp32")
     vector_s = stream_seconds(chip.vector, parts, evac_free, plan.psum_tiles, 1, "fp32")
-    # weights stream through what the activations leave of the op's half of SBUF: as many
-    # chunks as fit there run ahead of the matmuls (during a collective, a decoder's whole next
-    # matmul can be in flight)
+    # weights stream through up to three quarters of SBUF less the activations: as many chunks as
+    # fit there run ahead of the matmuls (during a collective, most of a decoder's next matmul)
     act = min(act_in + out, quarter)
     weight_room = 3 * quarter - act
     read = _dma(ctx, reads, chunks) if reads else None
