@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QTransform
+from PySide6.QtCore import QLineF, QRectF, Qt
+from PySide6.QtGui import QColor, QPainter, QPen, QTransform
+from PySide6.QtWidgets import QGraphicsItem
 
 BAND_TOP = 0.16  # of a band's height, above its y_max
 BAND_BOTTOM = 0.06  # below its zero
@@ -96,3 +97,30 @@ class BandAxis(pg.AxisItem):
             p.drawText(QRectF(-bounds.height() / 2, 0.0, bounds.height(), line),
                        int(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop), band.title)
             p.restore()
+
+
+class BandRules(QGraphicsItem):
+    """Faint lines between the bands, across the whole view. A child of the ViewBox itself, not
+    of its zoomed and panned contents: an x zoom neither moves nor resizes it."""
+
+    def __init__(self, view: pg.ViewBox, color: QColor) -> None:
+        super().__init__(view)
+        self.view, self.pen = view, QPen(color, 0)
+        self.bands = 0
+        view.sigResized.connect(self._resized)
+
+    def set_bands(self, n: int) -> None:
+        self.bands = n
+        self.update()
+
+    def _resized(self, *_: object) -> None:
+        self.prepareGeometryChange()
+
+    def boundingRect(self) -> QRectF:
+        return self.view.boundingRect()
+
+    def paint(self, p: QPainter, *args) -> None:
+        rect = self.view.boundingRect()
+        p.setPen(self.pen)
+        p.drawLines([QLineF(rect.left(), y, rect.right(), y) for y in
+                     (rect.top() + rect.height() * k / self.bands for k in range(1, self.bands))])

@@ -9,7 +9,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
 from neuronviz.items.area import AreaViewBox
-from neuronviz.items.bands import Band, BandAxis, band_transform
+from neuronviz.items.bands import Band, BandAxis, BandRules, band_transform
 from neuronviz.items.curve import CurveRaster
 from neuronviz.items.raster import CACHE, LayerRow, TrackRows
 from neuronviz.items.time_axis import TimeAxis
@@ -225,6 +225,7 @@ class ComparisonPane(QWidget):
         plot.setMenuEnabled(False)
         self.band_axis.setWidth(LEFT_AXIS_WIDTH)
         plot.hideAxis("bottom")
+        self.band_rules = BandRules(plot.getViewBox(), QColor(palette().grid))
         _fixed_labels(plot)
         _cached_y_axis(plot)
         _eager_transform(plot)
@@ -243,9 +244,6 @@ class ComparisonPane(QWidget):
         legend = pg.LegendItem(labelTextSize="7pt", colCount=4)
         legend.setParentItem(self.counters.getViewBox())
         self.legends.append(legend)
-        if k:  # a faint line between this band and the one above
-            self.counters.addItem(pg.InfiniteLine(k, angle=0, movable=False, pen=pg.mkPen(palette().grid)),
-                                  ignoreBounds=True)
         return k
 
     def _curve(self, band: int, values, kind: str, name: str, color: QColor | None = None) -> None:
@@ -332,6 +330,7 @@ class ComparisonPane(QWidget):
             self.counters.setMaximumHeight(n * COUNTER_BAND_HEIGHT + (n - 1) * spacing)
             self.counters.setPreferredHeight(self.counters.maximumHeight())
             self.counters.setYRange(0, n, padding=0)
+            self.band_rules.set_bands(n)
         for k, legend in enumerate(self.legends):
             legend.setVisible(k < n)
             if k < n:
