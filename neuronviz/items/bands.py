@@ -29,8 +29,9 @@ def band_y(k: int, value: float, y_max: float) -> float:
 
 
 def band_transform(k: int, y_max: float) -> QTransform:
-    """Maps an item drawn for y in ``[0, y_max]`` (y up) into band ``k``."""
-    return QTransform(1.0, 0.0, 0.0, -BAND_FILL / y_max, 0.0, k + 1.0 - BAND_BOTTOM)
+    """Maps an item drawn downwards from y = 0 (``y_max``) to y = ``y_max`` (zero), as a
+    :class:`~neuronviz.items.curve.CurveRaster`, into band ``k``."""
+    return QTransform(1.0, 0.0, 0.0, BAND_FILL / y_max, 0.0, k + BAND_TOP)
 
 
 @dataclass(frozen=True)
