@@ -24,7 +24,10 @@ Series = Callable[[np.ndarray], np.ndarray]  # window edges in ns -> one value p
 
 
 class CurveRaster(RasterItem):
-    """Step curves of ``values(edges_ns)`` for y in ``[0, y_max]``."""
+    """Step curves of ``values(edges_ns)`` between 0 and ``y_max``, in item coordinates that run
+    downwards like the image's rows: a value ``v`` is at y = ``y_max - v``. A view that counts
+    downwards (see :mod:`neuronviz.items.bands`) then draws the image unflipped, which Qt blits
+    several times faster than a flipped one."""
 
     def __init__(self, duration_ns: float, y_max: float) -> None:
         super().__init__()
@@ -39,8 +42,8 @@ class CurveRaster(RasterItem):
         return QRectF(0.0, 0.0, self.duration_ns * self.x_scale, self.y_max)
 
     def rasterise(self, x0: float, x1: float, columns: int, rows: int) -> np.ndarray:
-        """ARGB pixels, row 0 at y = 0, ``columns`` columns between ``x0`` and ``x1``; a later
-        series draws over an earlier one.
+        """ARGB pixels, row 0 at ``y_max`` (the top), ``columns`` columns between ``x0`` and
+        ``x1``; a later series draws over an earlier one.
 
         Only lit pixels are computed: column ``c`` of series ``s`` lights the run of rows from
         ``low[s, c]``, ``n[s, c]`` pixels long. The runs of all series and columns are laid end
@@ -50,7 +53,7 @@ class CurveRaster(RasterItem):
         edges = np.linspace(x0, x1, columns + 1) / self.x_scale
         y = np.array([values(edges) for values, _ in self.series], np.float64)
         # NaN reads as 0 (fmax ignores it); values beyond the plot stay on its edge
-        row = np.minimum(np.fmax(y * (rows / self.y_max), 0.0), rows - 1).astype(np.int64)
+        row = rows - 1 - np.minimum(np.fmax(y * (rows / self.y_max), 0.0), rows - 1).astype(np.int64)
         prev = np.concatenate([row[:, :1], row[:, :-1]], axis=1)
         n = np.abs(row - prev) + 1
         end = np.cumsum(n).reshape(n.shape)

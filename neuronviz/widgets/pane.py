@@ -9,6 +9,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
 from neuronviz.items.area import AreaViewBox
+from neuronviz.items.bands import Band, BandAxis, BandRules, band_transform
 from neuronviz.items.curve import CurveRaster
 from neuronviz.items.raster import CACHE, LayerRow, TrackRows
 from neuronviz.items.time_axis import TimeAxis
@@ -18,10 +19,10 @@ from neuronviz.trace_view import ENGINE_ORDER
 from neuronviz.widgets.chip_diagram import CORE_ENGINES, ChipDiagram, ChipState
 from sim.metrics import CounterIntegral
 
-COUNTER_PLOT_HEIGHT = 70
+COUNTER_BAND_HEIGHT = 70
 AREA_COLOR = (0, 114, 178, 40)  # the selected window: translucent blue over the tracks
 AREA_EDGE_COLOR = (0, 114, 178, 160)
-COUNTER_PLOT_MIN_HEIGHT = 48  # below this a counter plot's tick labels overlap: it is hidden instead
+COUNTER_BAND_MIN_HEIGHT = 48  # below this a counter band's tick labels crowd: it is left out instead
 SIMULATOR_COUNTERS = ("sbuf_bytes", "psum_bytes", "hbm_read_bytes_per_s", "hbm_write_bytes_per_s")
 MAX_OTHER_COUNTERS = 4
 OTHER_COUNTER_COLORS = tuple(ENGINE_COLORS[k] for k in ENGINE_ORDER)
@@ -181,17 +182,24 @@ class ComparisonPane(QWidget):
         self.layers = LayerRow(tr.layer_names, tr.layer_start_ns, tr.layer_end_ns, -1.0,
                                (QColor(pal.layer_a), QColor(pal.layer_b)), QColor("#d1495b"), QColor(pal.foreground))
         self.timeline.addItem(self.layers)
+        self.bands: list[Band] = []
         self.curves: list[CurveRaster] = []
-        self.counter_plots: list[pg.PlotItem] = []
-        self._shown_counter_plots = 0
-        self._engine_plot()
-        self._memory_plots()
-        self._other_counters_plot()
-        for plot in self.counter_plots:  # legends are static: cached pixmaps, not repainted per frame
-            for item in (plot.legend, *plot.legend.childItems()):
-                item.setCacheMode(CACHE)
+        self.legends: list[pg.LegendItem] = []
+        self.counters: pg.PlotItem | None = None  # made with the first band
+        self._shown_bands = 0
+        self._engine_band()
+        self._memory_bands()
+        self._other_counters_band()
+        self.plots = (self.timeline,)
+        if self.counters is not None:
+            self.plots += (self.counters,)
+            self.band_axis.set_bands(self.bands)
+            for legend in self.legends:  # legends are static: cached pixmaps, not repainted per frame
+                for item in (legend, *legend.childItems()):
+                    item.setCacheMode(CACHE)
+            self._show_bands(len(self.bands))
         self.area_items = []
-        for plot in (self.timeline, *self.counter_plots):
+        for plot in self.plots:
             region = pg.LinearRegionItem(movable=False, brush=pg.mkBrush(AREA_COLOR),
                                          pen=pg.mkPen(AREA_EDGE_COLOR, width=1))
             region.setZValue(-5)
@@ -199,7 +207,7 @@ class ComparisonPane(QWidget):
             plot.addItem(region, ignoreBounds=True)
             self.area_items.append(region)
         self.playheads = []
-        for plot in (self.timeline, *self.counter_plots):
+        for plot in self.plots:
             line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(pal.playhead, width=1.5))
             plot.addItem(line, ignoreBounds=True)
             self.playheads.append(line)
@@ -207,44 +215,53 @@ class ComparisonPane(QWidget):
         scene.sigMouseMoved.connect(self._hover)
         scene.sigMouseClicked.connect(self._click)
 
-    def _counter_plot(self, label: str, y_max: float) -> pg.PlotItem:
-        plot = self.graphics.addPlot(row=len(self.counter_plots) + 1, col=0)
-        self._shown_counter_plots += 1
+    def _counter_bands(self) -> pg.PlotItem:
+        """One plot for all counter plots, stacked as bands (see :mod:`neuronviz.items.bands`)."""
+        self.band_axis = BandAxis()
+        plot = pg.PlotItem(axisItems={"left": self.band_axis})
         plot.setXLink(self.timeline)
         plot.setMouseEnabled(x=True, y=False)
+        plot.invertY(True)
         plot.hideButtons()
         plot.setMenuEnabled(False)
-        plot.getAxis("left").setWidth(LEFT_AXIS_WIDTH)
-        plot.getAxis("left").setLabel(label)
+        self.band_axis.setWidth(LEFT_AXIS_WIDTH)
         plot.hideAxis("bottom")
+        self.band_rules = BandRules(plot.getViewBox(), QColor(palette().grid))
         _fixed_labels(plot)
         _cached_y_axis(plot)
         _eager_transform(plot)
-        plot.addLegend(offset=(-4, 2), labelTextSize="7pt", colCount=4)
-        plot.setYRange(0, y_max, padding=0)
-        plot.setMinimumHeight(COUNTER_PLOT_MIN_HEIGHT)
-        plot.setMaximumHeight(COUNTER_PLOT_HEIGHT)
-        self.counter_plots.append(plot)
-        raster = CurveRaster(self.run.duration_ns, y_max)
-        plot.addItem(raster)
-        self.curves.append(raster)
         return plot
 
-    def _curve(self, plot: pg.PlotItem, values, kind: str, name: str, color: QColor | None = None) -> None:
-        pen = pg.mkPen(color or engine_color(kind), width=1)
-        self.curves[self.counter_plots.index(plot)].add(values, color or engine_color(kind))
-        plot.legend.addItem(pg.PlotDataItem(pen=pen), name)
+    def _band(self, title: str, y_max: float) -> int:
+        """Add a band for values in ``[0, y_max]`` under the others; its index."""
+        if self.counters is None:
+            self.counters = self._counter_bands()
+        k = len(self.bands)
+        self.bands.append(Band(title, y_max))
+        raster = CurveRaster(self.run.duration_ns, y_max)
+        raster.setTransform(band_transform(k, y_max))
+        self.counters.addItem(raster)
+        self.curves.append(raster)
+        legend = pg.LegendItem(labelTextSize="7pt", colCount=4)
+        legend.setParentItem(self.counters.getViewBox())
+        self.legends.append(legend)
+        return k
 
-    def _engine_plot(self) -> None:
+    def _curve(self, band: int, values, kind: str, name: str, color: QColor | None = None) -> None:
+        pen = pg.mkPen(color or engine_color(kind), width=1)
+        self.curves[band].add(values, color or engine_color(kind))
+        self.legends[band].addItem(pg.PlotDataItem(pen=pen), name)
+
+    def _engine_band(self) -> None:
         """Busy % of each compute engine (the first core's, like the chip diagram)."""
         engines = [(k, bi) for k, bi in zip(self.view.row_kinds, self.view.integrals, strict=True)
                    if k in CORE_ENGINES]
         if engines:
-            plot = self._counter_plot("busy %", 105.0)
+            band = self._band("busy %", 105.0)
             for kind, bi in engines:
-                self._curve(plot, lambda e, bi=bi: 100 * bi.fractions(e), kind, ENGINE_LABELS[kind])
+                self._curve(band, lambda e, bi=bi: 100 * bi.fractions(e), kind, ENGINE_LABELS[kind])
 
-    def _memory_plots(self) -> None:
+    def _memory_bands(self) -> None:
         """SBUF/PSUM fill as % of their size, and HBM/DDR read and write bandwidth."""
         c = self.run.trace.counters
         chip = self._chip()
@@ -252,30 +269,30 @@ class ComparisonPane(QWidget):
         sram = [(n, k, label) for n, k, label in (("sbuf_bytes", "dma_read", "SBUF"),
                                                   ("psum_bytes", "dma_write", "PSUM")) if n in c and sizes[n]]
         if sram:
-            plot = self._counter_plot("SRAM %", 105.0)
+            band = self._band("SRAM %", 105.0)
             for name, kind, label in sram:
                 ci = CounterIntegral(c[name].t_ns, c[name].value)
-                self._curve(plot, lambda e, ci=ci, size=sizes[name]: 100 * ci.means(e) / size, kind, label)
+                self._curve(band, lambda e, ci=ci, size=sizes[name]: 100 * ci.means(e) / size, kind, label)
         bandwidth = [(n, k, label) for n, k, label in (("hbm_read_bytes_per_s", "dma_read", "read"),
                                                        ("hbm_write_bytes_per_s", "dma_write", "write")) if n in c]
         if bandwidth:
             peak = max((float(c[n].value.max()) for n, _, _ in bandwidth if len(c[n].value)), default=0.0)
-            plot = self._counter_plot("GB/s", max(1.0, 1.1 * peak / 1e9))
+            band = self._band("GB/s", max(1.0, 1.1 * peak / 1e9))
             for name, kind, label in bandwidth:
                 ci = CounterIntegral(c[name].t_ns, c[name].value)
-                self._curve(plot, lambda e, ci=ci: ci.means(e) / 1e9, kind, label)
+                self._curve(band, lambda e, ci=ci: ci.means(e) / 1e9, kind, label)
 
-    def _other_counters_plot(self) -> None:
+    def _other_counters_band(self) -> None:
         """Counters of other tools (a trace imported from Chrome JSON), each as % of its own peak."""
         others = [ctr for name, ctr in self.run.trace.counters.items()
                   if name not in SIMULATOR_COUNTERS and len(ctr.value)][:MAX_OTHER_COUNTERS]
         if not others:
             return
-        plot = self._counter_plot("% of peak", 105.0)
+        band = self._band("% of peak", 105.0)
         for i, ctr in enumerate(others):
             peak = float(np.max(np.abs(ctr.value))) or 1.0
             ci = CounterIntegral(ctr.t_ns, ctr.value)
-            self._curve(plot, lambda e, ci=ci, peak=peak: 100 * ci.means(e) / peak, "other", _short(ctr.name, 24),
+            self._curve(band, lambda e, ci=ci, peak=peak: 100 * ci.means(e) / peak, "other", _short(ctr.name, 24),
                         QColor(OTHER_COUNTER_COLORS[i % len(OTHER_COUNTER_COLORS)]))
 
     def _chip(self):
@@ -288,27 +305,38 @@ class ComparisonPane(QWidget):
             return None
 
     def eventFilter(self, watched, event) -> bool:
-        if watched is self.graphics and event.type() == QEvent.Type.Resize:
-            self._fit_counter_plots()
+        if watched is self.graphics and event.type() == QEvent.Type.Resize and self.bands:
+            self._fit_bands()
         return False
 
-    def _fit_counter_plots(self) -> None:
-        """Lay out as many counter plots as fit under the timeline, in order; leave the rest out."""
+    def _fit_bands(self) -> None:
+        """Show as many counter bands as fit under the timeline, in order; leave the rest out."""
         layout = self.graphics.ci.layout
         margins = layout.getContentsMargins()
         room = self.graphics.height() - self.timeline.minimumHeight() - margins[1] - margins[3]
-        fitting = max(0, min(len(self.counter_plots),
-                             int(room // (COUNTER_PLOT_MIN_HEIGHT + layout.verticalSpacing()))))
-        if fitting == self._shown_counter_plots:
+        self._show_bands(max(0, min(len(self.bands),
+                                    int(room // (COUNTER_BAND_MIN_HEIGHT + layout.verticalSpacing())))))
+
+    def _show_bands(self, n: int) -> None:
+        if n == self._shown_bands:
             return
-        for plot in self.counter_plots[:self._shown_counter_plots]:
-            self.graphics.ci.removeItem(plot)
-        for i, plot in enumerate(self.counter_plots[:fitting]):
-            self.graphics.ci.addItem(plot, row=i + 1, col=0)
-            plot.setVisible(True)
-        for plot in self.counter_plots[fitting:]:
-            plot.setVisible(False)
-        self._shown_counter_plots = fitting
+        if n == 0:
+            self.graphics.ci.removeItem(self.counters)
+        elif self._shown_bands == 0:
+            self.graphics.ci.addItem(self.counters, row=1, col=0)
+        self.counters.setVisible(n > 0)
+        if n:  # as tall as separate plots would be: a band each and the spacing between them
+            spacing = self.graphics.ci.layout.verticalSpacing()
+            self.counters.setMinimumHeight(n * COUNTER_BAND_MIN_HEIGHT + (n - 1) * spacing)
+            self.counters.setMaximumHeight(n * COUNTER_BAND_HEIGHT + (n - 1) * spacing)
+            self.counters.setPreferredHeight(self.counters.maximumHeight())
+            self.counters.setYRange(0, n, padding=0)
+            self.band_rules.set_bands(n)
+        for k, legend in enumerate(self.legends):
+            legend.setVisible(k < n)
+            if k < n:
+                legend.anchor(itemPos=(1, 0), parentPos=(1, k / n), offset=(-4, 2))
+        self._shown_bands = n
 
     # --- session reactions --------------------------------------------------------------
     def refresh_header(self, *_: object) -> None:
@@ -357,7 +385,7 @@ class ComparisonPane(QWidget):
                   "color": pal.foreground, "fill": pal.background}
         for n, f in enumerate(self.session.markers, 1):
             x = self.session.time_of(self.run, f) * self.x_scale()
-            for k, plot in enumerate((self.timeline, *self.counter_plots)):
+            for k, plot in enumerate(self.plots):
                 line = pg.InfiniteLine(x, angle=90, movable=False, pen=pen,
                                        label=str(n) if k == 0 else None, labelOpts=label)
                 plot.addItem(line, ignoreBounds=True)

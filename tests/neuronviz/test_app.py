@@ -125,6 +125,49 @@ def test_tracks_draw_engine_colours_where_engines_are_busy(demo_window, qtbot):
         assert close > 50, kind
 
 
+def test_counter_plots_are_bands_of_one_plot_each_with_its_ticks_and_curves(demo_window, qtbot):
+    pane = demo_window.panes[0]  # inf1: busy %, SRAM % and GB/s
+    assert [band.title for band in pane.bands] == ["busy %", "SRAM %", "GB/s"]
+    axis = pane.band_axis
+    (_, major), _ = axis.tickValues(0, 3, 300)
+    labels = dict(zip(major, axis.tickStrings(major, 1.0, 1.0), strict=True))
+    for k, (low, high) in enumerate((("0", "100"), ("0", "100"), ("0", "10"))):
+        in_band = [labels[y] for y in sorted(major, reverse=True) if k <= y < k + 1]  # bottom up
+        assert in_band[0] == low and in_band[-1] == high, k
+    pane.timeline.setXRange(0, pane.run.duration_ns, padding=0)
+    qtbot.wait(20)
+    pixels = _grab(pane.graphics).astype(int)
+    vb = pane.counters.getViewBox()
+    x0, x1 = (round(pane.graphics.mapFromScene(vb.sceneBoundingRect().topLeft() + QPointF(dx, 0)).x())
+              for dx in (0, vb.width() - 1))
+    edges = [round(pane.graphics.mapFromScene(vb.mapViewToScene(QPointF(0, k))).y()) for k in range(4)]
+
+    def lit(kind: str, band: int) -> int:
+        rgb = np.array(QColor(ENGINE_COLORS[kind]).getRgb()[:3])
+        area = pixels[edges[band] + 1:edges[band + 1] - 1, x0:x1]
+        return int((np.abs(area - rgb).sum(axis=2) < 40).sum())
+
+    assert lit("tensor", 0) > 50 and lit("tensor", 1) == lit("tensor", 2) == 0  # busy % in the top band
+    assert lit("dma_read", 1) > 50 and lit("dma_read", 0) == 0  # SBUF fill in the second
+    assert lit("dma_write", 1) > 50  # PSUM
+
+
+def test_a_short_pane_leaves_out_the_counter_bands_that_do_not_fit(demo_window, qtbot):
+    pane = demo_window.panes[0]
+    vb = pane.counters.getViewBox()
+    assert vb.viewRange()[1] == [0, 3]
+    demo_window.resize(1600, 800)
+    qtbot.waitUntil(lambda: vb.viewRange()[1] == [0, 2], timeout=2000)
+    assert [legend.isVisible() for legend in pane.legends] == [True, True, False]
+    (_, major), _ = pane.band_axis.tickValues(0, 2, 100)
+    assert max(major) < 2  # no ticks of the band left out
+    demo_window.resize(1600, 640)
+    qtbot.waitUntil(lambda: not pane.counters.isVisible(), timeout=2000)
+    demo_window.resize(1600, 1000)
+    qtbot.waitUntil(lambda: pane.counters.isVisible() and vb.viewRange()[1] == [0, 3], timeout=2000)
+    assert all(legend.isVisible() for legend in pane.legends)
+
+
 def test_a_chrome_trace_of_another_tool_opens_as_a_generic_pane(demo_window, qtbot):
     from pathlib import Path
 
@@ -136,8 +179,8 @@ def test_a_chrome_trace_of_another_tool_opens_as_a_generic_pane(demo_window, qtb
     assert not pane.diagram.isVisibleTo(pane)  # no chip to draw
     labels = [label for _, label in pane.timeline.getAxis("left")._tickLevels[0]]
     assert labels[0] == "Layers" and "stream 7" in labels
-    assert len(pane.counter_plots) == 1  # the tool's two memory counters, no simulator plots
-    legend = [label.text for _, label in pane.counter_plots[0].legend.items]
+    assert [band.title for band in pane.bands] == ["% of peak"]  # the tool's two memory counters, no simulator bands
+    legend = [label.text for _, label in pane.legends[0].items]
     assert legend == ["GPU Memory.allocated", "GPU Memory.reserved"]
 
 
@@ -415,7 +458,7 @@ def test_two_markers_select_the_window_between_them(demo_window, qtbot):
     assert session.area == pytest.approx((0.1, 0.3))
     xs = sorted({round(line.value()) for line in pane.marker_lines})
     assert xs == [round(0.1 * d), round(0.3 * d)]
-    assert len(pane.marker_lines) == 2 * (1 + len(pane.counter_plots))
+    assert len(pane.plots) == 2 and len(pane.marker_lines) == 2 * len(pane.plots)  # timeline and counter bands
     session.clear_markers()
     assert pane.marker_lines == []
 

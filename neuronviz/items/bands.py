@@ -1,0 +1,127 @@
+"""Counter plots stacked as horizontal bands in one view, so that a pane links, lays out and
+repaints one ViewBox for all of them instead of one per plot.
+
+The view counts downwards (inverted y, as the timeline): band ``k`` spans y in ``[k, k + 1)``.
+Inside it a value ``v`` of a plot showing ``[0, y_max]`` sits at :func:`band_y`, the bottom
+``BAND_BOTTOM`` and top ``BAND_TOP`` of the band left empty so that the tick labels of
+neighbouring bands do not run into each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QLineF, QRectF, Qt
+from PySide6.QtGui import QColor, QPainter, QPen, QTransform
+from PySide6.QtWidgets import QGraphicsItem
+
+BAND_TOP = 0.16  # of a band's height, above its y_max
+BAND_BOTTOM = 0.06  # below its zero
+BAND_FILL = 1.0 - BAND_TOP - BAND_BOTTOM
+MIN_TICK_PX = 11  # labelled ticks of a band at least this far apart (about a line of 7-8 pt text)
+
+
+def band_y(k: int, value: float, y_max: float) -> float:
+    """View y of ``value`` in band ``k`` showing ``[0, y_max]``."""
+    return k + 1.0 - BAND_BOTTOM - BAND_FILL * value / y_max
+
+
+def band_transform(k: int, y_max: float) -> QTransform:
+    """Maps an item drawn downwards from y = 0 (``y_max``) to y = ``y_max`` (zero), as a
+    :class:`~neuronviz.items.curve.CurveRaster`, into band ``k``."""
+    return QTransform(1.0, 0.0, 0.0, BAND_FILL / y_max, 0.0, k + BAND_TOP)
+
+
+@dataclass(frozen=True)
+class Band:
+    title: str
+    y_max: float
+
+
+class BandAxis(pg.AxisItem):
+    """A left axis with ticks and labels per band and each band's title written along it."""
+
+    def __init__(self) -> None:
+        super().__init__("left")
+        self.enableAutoSIPrefix(False)
+        self.bands: list[Band] = []
+        self._labels: dict[float, str] = {}
+
+    def set_bands(self, bands: list[Band]) -> None:
+        self.bands = list(bands)
+        self.picture = None
+        self.update()
+
+    def tickValues(self, minVal, maxVal, size):
+        """Labelled ticks at 1, 2 or 5 times a power of ten of each band's values, as many as fit
+        its height at ``MIN_TICK_PX`` apart, and unlabelled ones at a fifth of that step."""
+        self._labels = {}
+        minVal, maxVal = sorted((minVal, maxVal))  # an inverted view gives them the other way round
+        if not self.bands or size <= 0 or maxVal <= minVal:
+            return []
+        band_px = BAND_FILL * size / (maxVal - minVal)
+        major, minor = [], []
+        for k, band in enumerate(self.bands):
+            if k >= maxVal or k + 1 <= minVal:
+                continue
+            raw = band.y_max / max(1.0, band_px / MIN_TICK_PX)
+            power = 10.0 ** np.floor(np.log10(raw))
+            step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+            for v in np.arange(0.0, band.y_max * (1 + 1e-9), step):
+                y = band_y(k, v, band.y_max)
+                major.append(y)
+                self._labels[round(y, 9)] = f"{v:.4g}"
+            minor += [band_y(k, v, band.y_max) for v in np.arange(0.0, band.y_max * (1 + 1e-9), step / 5)]
+        return [(1.0, major), (0.2, minor)]
+
+    def tickStrings(self, values, scale, spacing):
+        return [self._labels.get(round(v, 9), "") for v in values]
+
+    def drawPicture(self, p, axisSpec, tickSpecs, textSpecs) -> None:
+        """The ticks, then each band's title turned along the axis at its left edge (as text, so
+        an SVG export keeps it searchable)."""
+        super().drawPicture(p, axisSpec, tickSpecs, textSpecs)
+        bounds = self.mapRectFromParent(self.geometry())
+        r0, r1 = self.range
+        if r1 == r0:
+            return
+        line = p.fontMetrics().height()
+        for k, band in enumerate(self.bands):
+            top, bottom = (bounds.bottom() - (y - r0) / (r1 - r0) * bounds.height() for y in (k, k + 1))
+            if max(top, bottom) <= bounds.top() or min(top, bottom) >= bounds.bottom():
+                continue
+            p.save()
+            p.translate(bounds.left(), (top + bottom) / 2)
+            p.rotate(-90)
+            p.drawText(QRectF(-bounds.height() / 2, 0.0, bounds.height(), line),
+                       int(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop), band.title)
+            p.restore()
+
+
+class BandRules(QGraphicsItem):
+    """Faint lines between the bands, across the whole view. A child of the ViewBox itself, not
+    of its zoomed and panned contents: an x zoom neither moves nor resizes it."""
+
+    def __init__(self, view: pg.ViewBox, color: QColor) -> None:
+        super().__init__(view)
+        self.view, self.pen = view, QPen(color, 0)
+        self.bands = 0
+        view.sigResized.connect(self._resized)
+
+    def set_bands(self, n: int) -> None:
+        self.bands = n
+        self.update()
+
+    def _resized(self, *_: object) -> None:
+        self.prepareGeometryChange()
+
+    def boundingRect(self) -> QRectF:
+        return self.view.boundingRect()
+
+    def paint(self, p: QPainter, *args) -> None:
+        rect = self.view.boundingRect()
+        p.setPen(self.pen)
+        p.drawLines([QLineF(rect.left(), y, rect.right(), y) for y in
+                     (rect.top() + rect.height() * k / self.bands for k in range(1, self.bands))])
