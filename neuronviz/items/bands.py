@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QGraphicsItem
 BAND_TOP = 0.16  # of a band's height, above its y_max
 BAND_BOTTOM = 0.06  # below its zero
 BAND_FILL = 1.0 - BAND_TOP - BAND_BOTTOM
-MIN_TICK_PX = 11  # labelled ticks of a band at least this far apart (about a line of 7-8 pt text)
+MIN_TICK_PX = 15  # labelled ticks of a band at least this far apart (a line of 7-8 pt text and a gap)
 
 
 def band_y(k: int, value: float, y_max: float) -> float:
