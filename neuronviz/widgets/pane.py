@@ -22,6 +22,7 @@ from sim.metrics import CounterIntegral
 COUNTER_BAND_HEIGHT = 70
 AREA_COLOR = (0, 114, 178, 40)  # the selected window: translucent blue over the tracks
 AREA_EDGE_COLOR = (0, 114, 178, 160)
+LEGEND_VEIL_ALPHA = 210  # counter legends sit on the background at this opacity, over the curves
 COUNTER_BAND_MIN_HEIGHT = 48  # below this a counter band's tick labels crowd: it is left out instead
 SIMULATOR_COUNTERS = ("sbuf_bytes", "psum_bytes", "hbm_read_bytes_per_s", "hbm_write_bytes_per_s")
 MAX_OTHER_COUNTERS = 4
@@ -242,7 +243,10 @@ class ComparisonPane(QWidget):
         raster.setTransform(band_transform(k, y_max))
         self.counters.addItem(raster)
         self.curves.append(raster)
-        legend = pg.LegendItem(labelTextSize="7pt", colCount=4)
+        # on a veil of the background, so the names stay readable where curves run under them
+        veil = QColor(palette().background)
+        veil.setAlpha(LEGEND_VEIL_ALPHA)
+        legend = pg.LegendItem(labelTextSize="7pt", colCount=4, brush=veil)
         legend.setParentItem(self.counters.getViewBox())
         self.legends.append(legend)
         return k
