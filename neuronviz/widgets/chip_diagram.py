@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 from neuronviz.theme import ENGINE_LABELS, engine_color, palette
 
 CORE_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
+MIN_CORES_HEIGHT = 60  # below this the cores are left out: their engine cells would be unreadable
 
 
 @dataclass
@@ -63,8 +64,9 @@ class ChipDiagram(QWidget):
         p.setFont(font)
         w, h = self.width() - 12, self.height()
         gauges_h = 92
-        self._cores(p, QRectF(6, 6, w, h - gauges_h - 12), fg)
-        self._gauges(p, QRectF(6, h - gauges_h, w, gauges_h - 6), fg)
+        if h - gauges_h - 12 >= MIN_CORES_HEIGHT:  # a short pane keeps the gauges, not crushed cores
+            self._cores(p, QRectF(6, 6, w, h - gauges_h - 12), fg)
+        self._gauges(p, QRectF(6, max(6, h - gauges_h), w, min(gauges_h, h - 6) - 6), fg)
         p.end()
 
     def _cores(self, p: QPainter, area: QRectF, fg: QColor) -> None:

@@ -40,3 +40,27 @@ def test_a_lone_copy_lights_one_core_and_draws_the_chips_others_idle(qapp):
     tensor = QColor(ENGINE_COLORS["tensor"])
     assert abs(lit.red() - tensor.red()) + abs(lit.blue() - tensor.blue()) < 40
     assert idle.lightness() > lit.lightness() + 60
+
+
+def _engine_pixels(img, kinds=("tensor", "vector", "scalar")) -> int:
+    """Pixels within a small distance of an engine's colour (outlines are antialiased)."""
+    targets = [QColor(ENGINE_COLORS[k]) for k in kinds]
+    count = 0
+    for x in range(img.width()):
+        for y in range(img.height()):
+            c = img.pixelColor(x, y)
+            if any(abs(c.red() - t.red()) + abs(c.green() - t.green()) + abs(c.blue() - t.blue()) < 60
+                   for t in targets):
+                count += 1
+    return count
+
+
+def test_a_short_diagram_keeps_its_gauges_and_leaves_the_cores_out(qapp):
+    state = ChipState(cores=4, engines=("tensor", "vector", "scalar"), activity={"tensor": 1.0})
+    short, tall = ChipDiagram(), ChipDiagram()
+    short.resize(230, 110)
+    tall.resize(230, 300)
+    for d in (short, tall):
+        d.set_state(state)
+    assert _engine_pixels(short.grab().toImage()) == 0  # no crushed core boxes over the gauges
+    assert _engine_pixels(tall.grab().toImage()) > 1000  # four cores of engine cells
