@@ -40,6 +40,11 @@ class Deployment:
         return min(self.shards, self.chip.cores)
 
     @property
+    def copies_per_chip(self) -> int:
+        """Model copies running on one chip (at least one: a copy may span several chips)."""
+        return max(1, min(self.copies, self.chip.cores // self.shards))
+
+    @property
     def active_cores_per_chip(self) -> int:
         """Physical cores of a chip that run (and share its memory bandwidth)."""
         used = self.copies * self.shards
@@ -79,8 +84,9 @@ def plan_deployment(chip: Chip, instance: Instance | None, need_bytes: float, co
     if copies is None:
         return dep
     if copies < 1 or copies > dep.copies:
-        raise ConfigError(f"--copies must be between 1 and the {dep.copies} copies {dep.instance.name} holds "
-                          f"with {dep.cores_per_copy} core(s) each, got {copies}")
+        held = f"{dep.copies} cop{'y' if dep.copies == 1 else 'ies'}"
+        raise ConfigError(f"copies running must be between 1 and {dep.copies} ({dep.instance.name} holds {held} "
+                          f"of {dep.cores_per_copy} core(s)), got {copies}")
     return Deployment(chip, dep.instance, dep.cores_per_copy, copies)
 
 

@@ -34,7 +34,7 @@ RESOURCE_NAMES = ("tensor", "vector", "scalar", "gpsimd", "dma_read", "dma_write
 
 CHUNK_BYTES = 2 << 20  # DMA chunk a weight stream is cut into (large enough to saturate DMA)
 MAX_CHUNKS = 128
-STREAM_BUFFERS = 2  # double-buffered weight stream when weights exceed the op's SBUF half
+STREAM_BUFFERS = 2  # weight chunks in flight at least, when weights exceed their room in SBUF
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,7 @@ class CoreContext:
     dtype: str
     active_cores: int  # physical cores of the chip sharing its memory bandwidth
     ranks_per_chip: int  # shards of one model copy on the same chip
+    copies_per_chip: int  # model copies that share a chip (ranks of a data-parallel ring on one chip)
 
     @property
     def dtype_bytes(self) -> int:
@@ -116,7 +117,12 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     act_in = op.m * op.k * op.count * dt + (0 if op.params else op.k * op.n * op.count * dt - op.hbm_elems * dt)
     out = op.out_elems * dt
     weights = op.hbm_elems * dt
-    blocks = max(1, ceil_div(int(act_in + out), int(quarter))) if weights > quarter else 1
+    # weights stream through up to three quarters of SBUF less the activations: as many chunks as
+    # fit there run ahead of the matmuls (during a collective, most of a decoder's next matmul);
+    # weights that do not fit are streamed again for every block of activations
+    act = min(act_in + out, quarter)
+    weight_room = 3 * quarter - act
+    blocks = max(1, ceil_div(int(act_in + out), int(quarter))) if weights > weight_room else 1
     reads = weights * blocks
     writes = op.hbm_write_elems * dt
     chunks = _chunks(reads, plan.psum_tiles)
@@ -131,10 +137,6 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     parts = chip.sbuf_partitions
     scalar_s = stream_seconds(chip.scalar, parts, evac_free, plan.psum_tiles, 1, "fp32")
     vector_s = stream_seconds(chip.vector, parts, evac_free, plan.psum_tiles, 1, "fp32")
-    # weights stream through up to three quarters of SBUF less the activations: as many chunks as
-    # fit there run ahead of the matmuls (during a collective, most of a decoder's next matmul)
-    act = min(act_in + out, quarter)
-    weight_room = 3 * quarter - act
     read = _dma(ctx, reads, chunks) if reads else None
     if read is not None and weights > weight_room:
         buffers = max(STREAM_BUFFERS, int(weight_room // read.nbytes))
@@ -192,7 +194,8 @@ def _copy(ctx: CoreContext, op: Op) -> LoweredOp:
 
 def _allreduce(ctx: CoreContext, op: Op) -> LoweredOp:
     nbytes = op.elems * op.dtype_bytes
-    secs = allreduce_seconds(ctx.chip, nbytes, op.rows, ctx.ranks_per_chip)
+    on_chip = min(op.rows, ctx.copies_per_chip) if op.across_copies else ctx.ranks_per_chip
+    secs = allreduce_seconds(ctx.chip, nbytes, op.rows, on_chip)
     stage = Stage(COLLECTIVE, secs, 0.0, nbytes)
     return LoweredOp(1, None, (stage,), None, False, 0.0, 0.0, 0.0)
 
@@ -214,5 +217,5 @@ def lower(ctx: CoreContext, op: Op) -> LoweredOp:
     """Stages of ``op`` (cached by its shape: identical layers are lowered once)."""
     shape = Op(name="", kind=op.kind, m=op.m, k=op.k, n=op.n, count=op.count, elems=op.elems,
                passes=op.passes, rows=op.rows, hbm_elems=op.hbm_elems, hbm_write_elems=op.hbm_write_elems,
-               params=op.params, act=op.act, dtype_bytes=op.dtype_bytes)
+               params=op.params, act=op.act, dtype_bytes=op.dtype_bytes, across_copies=op.across_copies)
     return _lower_cached(ctx, shape)

@@ -117,14 +117,25 @@ def _memory_need(cfg: RunConfig, spec: ModelSpec, seq: int, dt: int) -> float:
     return memory_needed(params * dt, state, cfg.mode == "training", params)
 
 
-def simulate(cfg: RunConfig) -> Trace:
-    """Simulate ``cfg`` and return its trace. Raises :class:`sim.errors.SimError` on bad input."""
+def deployment(cfg: RunConfig) -> Deployment:
+    """Where ``cfg`` would run (instance, cores per copy, copies) without simulating it."""
+    return _plan(cfg)[3]
+
+
+def _plan(cfg: RunConfig) -> tuple[ModelSpec, int, int, Deployment]:
     spec = get_model(cfg.model)
     chip, inst = _resolve_chip(cfg)
     seq = _validate(cfg, spec, chip)
     dt = DTYPE_BYTES[cfg.dtype]
     dep = plan_deployment(chip, inst, _memory_need(cfg, spec, seq, dt), cfg.cores, spec.name, cfg.copies)
-    ctx = CoreContext(chip, cfg.dtype, dep.active_cores_per_chip, dep.ranks_per_chip)
+    return spec, seq, dt, dep
+
+
+def simulate(cfg: RunConfig) -> Trace:
+    """Simulate ``cfg`` and return its trace. Raises :class:`sim.errors.SimError` on bad input."""
+    spec, seq, dt, dep = _plan(cfg)
+    chip = dep.chip
+    ctx = CoreContext(chip, cfg.dtype, dep.active_cores_per_chip, dep.ranks_per_chip, dep.copies_per_chip)
     sched = CoreScheduler(chip.sbuf_bytes)
     tables = _Tables()
     t0, phase_spans = 0.0, []

@@ -13,13 +13,12 @@ from __future__ import annotations
 import csv
 import statistics
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sim.errors import SimError
-from sim.hardware.instances import get_instance
 from sim.metrics import compute_metrics
-from sim.run import RunConfig, simulate
+from sim.run import RunConfig, deployment, simulate
 from sim.workloads import preset_names
 
 PUBLISHED = Path(__file__).with_name("calibration") / "published.csv"
@@ -121,12 +120,9 @@ def row_config(row: Row, copies: dict[tuple, int] | None = None) -> RunConfig:
     n = (copies or {}).get(_setup(row))
     if cores is None and n and row.cores and row.cores // n > 1:
         cores = row.cores // n  # one copy spread over several cores
-    return RunConfig(model=model, instance=row.instance, batch=row.batch, seq=row.seq_in or None, cores=cores,
-                     copies=None if n is None else min(n, _max_copies(row, cores)))
-
-
-def _max_copies(row: Row, cores: int | None) -> int:
-    return get_instance(row.instance).logical_cores // (cores or 1)
+    cfg = RunConfig(model=model, instance=row.instance, batch=row.batch, seq=row.seq_in or None, cores=cores)
+    # as many copies as the benchmark kept requests in flight, at most what the instance holds
+    return cfg if n is None else replace(cfg, copies=min(n, deployment(cfg).copies))
 
 
 def queueing(row: Row, cfg: RunConfig, copies: dict[tuple, int]) -> float:

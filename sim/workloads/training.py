@@ -59,7 +59,7 @@ def training_program(forward: Program, params_per_layer: list[int], dp: int) -> 
         params = params_per_layer[li]
         if dp > 1 and params:
             prog.ops.append(Op(name="grad_allreduce", kind=OpKind.ALLREDUCE, elems=params, rows=dp,
-                               dtype_bytes=FP32_BYTES, deps=(prev,)))
+                               dtype_bytes=FP32_BYTES, across_copies=True, deps=(prev,)))
             allreduces.append(len(prog.ops) - 1)
         prog.layers.append(replace(layer, name=f"{layer.name}.backward", first_op=start,
                                    n_ops=len(prog.ops) - start))

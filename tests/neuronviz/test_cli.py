@@ -78,7 +78,7 @@ def test_simulate_table_is_readable(capsys):
     (["--model", "bert-base", "--instance", "inf9.large"], "unknown instance 'inf9.large'"),
     (["--model", "llama-3-8b", "--instance", "inf2.xlarge", "--cores", "1", "--mode", "decode"], "does not fit"),
     (["--model", "bert-base", "--chips", "inf1", "--dtype", "fp8"], "does not run fp8"),
-    (["--model", "bert-base", "--chips", "inf1", "--copies", "5"], "the 4 copies inf1.xlarge holds"),
+    (["--model", "bert-base", "--chips", "inf1", "--copies", "5"], "between 1 and 4 (inf1.xlarge holds 4 copies"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(capsys, argv, message):
     code, out, err = run_cli(capsys, "simulate", *argv)

@@ -97,7 +97,26 @@ def test_a_lone_copy_has_the_chips_memory_to_itself(run):
 
 
 def test_more_copies_than_the_instance_holds_is_refused():
-    with pytest.raises(ConfigError, match="--copies must be between 1 and the 4 copies inf1.xlarge holds"):
+    with pytest.raises(ConfigError, match=r"between 1 and 4 \(inf1.xlarge holds 4 copies of 1 core"):
         simulate(RunConfig(model="bert-base", chip="inf1", copies=5))
     with pytest.raises(ConfigError, match="copies must be a positive integer"):
         simulate(RunConfig(model="bert-base", chip="inf1", copies=0))
+
+
+def test_weights_that_fit_beside_their_activations_are_read_once(run):
+    # bert-large FFN weights (8 MiB per matmul) fit in SBUF next to a quarter of activations
+    trace = run("bert-large", "inf2", batch=32, seq=512)
+    assert trace.meta["weight_refetch_bytes"] == 0.0
+    params_bytes = 335e6 * 2
+    assert compute_metrics(trace).hbm_read_bytes < 1.2 * params_bytes
+
+
+def test_a_data_parallel_gradient_all_reduce_on_one_chip_stays_on_the_chip(run):
+    trace = run("bert-base", "trn1", mode="training", batch=8)
+    assert trace.meta["copies"] == 2 and trace.meta["instance"] == "trn1.2xlarge"
+    chip = get_chip("trn1")
+    coll = trace.events["track"] == trace.track_index("collective")
+    durations = trace.events["dur_ns"][coll] * 1e-9
+    nbytes = trace.events["bytes"][coll]
+    expected = 2 * chip.efficiency.collective_latency_s + nbytes / chip.intra_chip_link_bytes_per_s
+    assert durations == pytest.approx(expected)  # no cross-chip setup, the on-chip link

@@ -90,3 +90,13 @@ def test_unsupported_models_are_reported_as_skipped():
     assert results[0].simulated is None and "no preset" in results[0].skipped
     pipeline = validate([_row("inf1.6xlarge", parallelism="pipeline", cores=None)])
     assert pipeline[0].simulated is None and "NeuronCore Pipeline" in pipeline[0].skipped
+
+
+def test_copies_in_flight_are_capped_by_what_the_instance_holds():
+    # a 13B model needs both cores of inf2.xlarge: one copy, and two requests in flight wait their turn
+    lat = _row("inf2.xlarge", measured=100.0, model="llama-2-13b", cores=None)
+    thr = _row("inf2.xlarge", metric="throughput_per_s", measured=20.0, model="llama-2-13b", cores=None)
+    copies = copies_in_measurement([lat, thr])
+    cfg = row_config(lat, copies)
+    assert cfg.copies == 1
+    assert queueing(lat, cfg, copies) == pytest.approx(2.0)
