@@ -124,6 +124,7 @@ class ComparisonPane(QWidget):
         self.header = QLabel()
         self.header.setTextFormat(Qt.TextFormat.RichText)
         self.header.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.header.setWordWrap(True)  # a narrow pane reflows its header instead of cutting it off
         self.diagram = ChipDiagram()
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground(palette().background)
