@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pyqtgraph as pg
@@ -19,6 +20,10 @@ from neuronviz.theme import THEMES, apply_theme
 
 
 def make_app(theme: str = "system") -> QApplication:
+    # Qt's raster engine hands every blend of 96 or more lines to a thread pool and waits for it.
+    # For pane-sized images the hand-off costs more than the blend: a zoom frame of four panes
+    # spent 3-5 ms waiting on it (bench/bench_gui.py). Read once, when Qt first paints.
+    os.environ.setdefault("QT_NO_GUI_THREADPOOL", "1")
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("neuronviz")
     app.setOrganizationName("neuronviz")
