@@ -22,12 +22,12 @@ class RowIntegral(BusyIntegral):
 
     def __init__(self, start_ns: np.ndarray, dur_ns: np.ndarray) -> None:
         super().__init__(start_ns, dur_ns)
-        self._last: tuple[bytes, np.ndarray] | None = None
+        self._last: tuple[tuple[bytes, float], np.ndarray] | None = None
 
-    def fractions(self, edges: np.ndarray) -> np.ndarray:
-        key = np.asarray(edges, np.float64).tobytes()
+    def fractions(self, edges: np.ndarray, tolerance: float = 0.0) -> np.ndarray:
+        key = (np.asarray(edges, np.float64).tobytes(), tolerance)
         if self._last is None or self._last[0] != key:
-            result = super().fractions(edges)
+            result = super().fractions(edges, tolerance)
             result.flags.writeable = False
             self._last = (key, result)
         return self._last[1]

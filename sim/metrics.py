@@ -87,7 +87,46 @@ def _right_index(sorted_values: np.ndarray, t: np.ndarray) -> np.ndarray:
     return sorted_values[lo:hi].searchsorted(t, side="right") + lo
 
 
-class BusyIntegral:
+TABLE_INTERVALS = 1 << 16  # a long track's integral is also tabulated at this many + 1 evenly spaced times
+TABLE_MIN_POINTS = 1 << 14  # shorter tracks are only searched: they fit in the CPU caches
+
+
+class _Integral:
+    """An integral over time ``F(t)`` of a track, exact at any ``t`` by a search of its sorted
+    times (:meth:`at`). Constant before ``lo`` and linear with slope ``slope_after`` after ``hi``.
+
+    Drawing asks for ``F`` at every pixel edge of a view. When the view is zoomed out, the
+    searches in a long track cost a cache miss per step: there :meth:`evaluate` may move each
+    edge to the nearest time where ``F`` was tabulated once (a mipmap of the integral), as long
+    as no edge moves further than ``tolerance`` times the narrowest window. The windows then are
+    exact averages over times within that tolerance of the requested ones."""
+
+    def __init__(self, n_points: int, lo: float, hi: float, slope_after: float) -> None:
+        self._lo, self._hi, self._slope_after = lo, hi, slope_after
+        self._step = (hi - lo) / TABLE_INTERVALS if n_points >= TABLE_MIN_POINTS and hi > lo else 0.0
+        self._table: np.ndarray | None = None
+
+    def at(self, t: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def evaluate(self, edges: np.ndarray, tolerance: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """``(points, F(points))``: the ``edges`` themselves, or, when ``tolerance`` (a fraction of
+        the narrowest window between consecutive edges) allows, the grid times nearest to them."""
+        edges = np.asarray(edges, dtype=np.float64)
+        step = self._step
+        # moving an edge to its nearest grid time moves it by at most half a step
+        if not (step and tolerance > 0 and edges.size > 1 and step <= 2 * tolerance * np.diff(edges).min()):
+            return edges, self.at(edges)
+        if self._table is None:
+            self._table = self.at(self._lo + np.arange(TABLE_INTERVALS + 1) * step)
+        j = np.rint((edges - self._lo) / step)
+        inside = (j >= 0) & (j <= TABLE_INTERVALS)
+        jc = np.clip(j, 0, TABLE_INTERVALS).astype(np.intp)
+        points = np.where(inside, self._lo + jc * step, edges)  # outside the grid F is exact as it is
+        return points, self._table[jc] + self._slope_after * np.maximum(points - self._hi, 0.0)
+
+
+class BusyIntegral(_Integral):
     """Busy time of one track up to any instant, for activity over arbitrary windows.
 
     ``busy(t)`` is the total time the track's events covered before ``t``; the busy fraction
@@ -100,6 +139,9 @@ class BusyIntegral:
         self.start = np.ascontiguousarray(start_ns[order], dtype=np.float64)
         self.dur = np.ascontiguousarray(dur_ns[order], dtype=np.float64)
         self.before = np.concatenate([[0.0], np.cumsum(self.dur)[:-1]]) if len(self.dur) else np.zeros(0)
+        n = len(self.start)
+        super().__init__(n, float(self.start[0]) if n else 0.0, float((self.start + self.dur).max()) if n else 0.0,
+                         0.0)
 
     @classmethod
     def of_track(cls, trace: Trace, track: int) -> BusyIntegral:
@@ -115,16 +157,19 @@ class BusyIntegral:
         inside = np.clip(t - self.start[ic], 0.0, self.dur[ic])
         return np.where(i >= 0, self.before[ic] + inside, 0.0)
 
-    def fractions(self, edges: np.ndarray) -> np.ndarray:
-        """Busy fraction of each window between consecutive ``edges`` (clipped to [0, 1])."""
-        b = self.busy(edges)
-        width = np.diff(edges)
+    at = busy
+
+    def fractions(self, edges: np.ndarray, tolerance: float = 0.0) -> np.ndarray:
+        """Busy fraction of each window between consecutive ``edges`` (clipped to [0, 1]); see
+        :meth:`_Integral.evaluate` for ``tolerance``."""
+        points, b = self.evaluate(edges, tolerance)
+        width = np.diff(points)
         with np.errstate(invalid="ignore", divide="ignore"):
             frac = np.where(width > 0, np.diff(b) / width, 0.0)
         return np.clip(frac, 0.0, 1.0)
 
 
-class CounterIntegral:
+class CounterIntegral(_Integral):
     """Time integral of a counter (a step function), for its mean over arbitrary windows.
 
     The mean HBM bandwidth over a window is the bytes moved in it over its width; the mean SBUF
@@ -137,6 +182,9 @@ class CounterIntegral:
         self.v = np.asarray(value, dtype=np.float64)
         steps = np.diff(self.t) * self.v[:-1] if len(self.t) > 1 else np.zeros(0)
         self.cum = np.concatenate([[0.0], np.cumsum(steps)])
+        n = len(self.t)
+        super().__init__(n, float(self.t[0]) if n else 0.0, float(self.t[-1]) if n else 0.0,
+                         float(self.v[-1]) if n else 0.0)
 
     def integral(self, t: np.ndarray) -> np.ndarray:
         t = np.asarray(t, dtype=np.float64)
@@ -146,8 +194,12 @@ class CounterIntegral:
         ic = np.clip(i, 0, None)
         return np.where(i >= 0, self.cum[ic] + self.v[ic] * (t - self.t[ic]), 0.0)
 
-    def means(self, edges: np.ndarray) -> np.ndarray:
-        """Mean value over each window between consecutive ``edges``."""
-        width = np.diff(edges)
+    at = integral
+
+    def means(self, edges: np.ndarray, tolerance: float = 0.0) -> np.ndarray:
+        """Mean value over each window between consecutive ``edges``; see
+        :meth:`_Integral.evaluate` for ``tolerance``."""
+        points, f = self.evaluate(edges, tolerance)
+        width = np.diff(points)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(width > 0, np.diff(self.integral(edges)) / width, 0.0)
+            return np.where(width > 0, np.diff(f) / width, 0.0)

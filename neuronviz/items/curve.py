@@ -16,11 +16,12 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QPainter
 
-from neuronviz.items.raster import PIXEL_TOLERANCE, PREMULTIPLIED, RasterItem, argb, visible_columns
+from neuronviz.items.raster import COLUMN_SNAP, PIXEL_TOLERANCE, PREMULTIPLIED, RasterItem, argb, visible_columns
 
 MAX_ROWS = 2048
 
-Series = Callable[[np.ndarray], np.ndarray]  # window edges in ns -> one value per window
+# (window edges in ns, tolerance as in sim.metrics) -> one value per window
+Series = Callable[[np.ndarray, float], np.ndarray]
 
 
 class CurveRaster(RasterItem):
@@ -51,7 +52,7 @@ class CurveRaster(RasterItem):
         row ``low + p - start``. A flat curve costs O(columns), a jagged one O(lit pixels), never
         O(rows x columns) per series."""
         edges = np.linspace(x0, x1, columns + 1) / self.x_scale
-        y = np.array([values(edges) for values, _ in self.series], np.float64)
+        y = np.array([values(edges, COLUMN_SNAP) for values, _ in self.series], np.float64)
         # NaN reads as 0 (fmax ignores it); values beyond the plot stay on its edge
         row = rows - 1 - np.minimum(np.fmax(y * (rows / self.y_max), 0.0), rows - 1).astype(np.int64)
         prev = np.concatenate([row[:, :1], row[:, :-1]], axis=1)

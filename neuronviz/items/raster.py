@@ -20,6 +20,9 @@ from sim.metrics import BusyIntegral
 
 MAX_COLUMNS = 8192
 PIXEL_TOLERANCE = 1e-6  # of a pixel: below it a size in pixels counts as whole
+# of a pixel: how far a column's edges may move to where a long track's integral is tabulated
+# (sim.metrics), which spares a zoomed-out view a search of a million events per column
+COLUMN_SNAP = 1 / 16
 # images are built premultiplied (opaque colours or fully transparent pixels are the same either
 # way), so Qt draws them without converting the format on every paint
 PREMULTIPLIED = QImage.Format.Format_ARGB32_Premultiplied
@@ -99,7 +102,7 @@ class TrackRows(RasterItem):
         stays visible (a floor of ``MIN_ALPHA``); the square root keeps a nearly idle engine
         (a few tiny ops per column) clearly fainter than one busy a third of the time."""
         edges_ns = np.linspace(x0, x1, columns + 1) / self.x_scale
-        frac = np.vstack([bi.fractions(edges_ns) for bi in self.integrals])
+        frac = np.vstack([bi.fractions(edges_ns, COLUMN_SNAP) for bi in self.integrals])
         alpha = np.where(frac > 0, MIN_ALPHA + (255 - MIN_ALPHA) * np.sqrt(frac), 0.0)
         scale = alpha / 255.0
         px = alpha.astype(np.uint32) << 24

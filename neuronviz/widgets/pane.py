@@ -264,7 +264,7 @@ class ComparisonPane(QWidget):
         if engines:
             band = self._band("busy %", 105.0)
             for kind, bi in engines:
-                self._curve(band, lambda e, bi=bi: 100 * bi.fractions(e), kind, ENGINE_LABELS[kind])
+                self._curve(band, lambda e, tol, bi=bi: 100 * bi.fractions(e, tol), kind, ENGINE_LABELS[kind])
 
     def _memory_bands(self) -> None:
         """SBUF/PSUM fill as % of their size, and HBM/DDR read and write bandwidth."""
@@ -277,7 +277,7 @@ class ComparisonPane(QWidget):
             band = self._band("SRAM %", 105.0)
             for name, kind, label in sram:
                 ci = CounterIntegral(c[name].t_ns, c[name].value)
-                self._curve(band, lambda e, ci=ci, size=sizes[name]: 100 * ci.means(e) / size, kind, label)
+                self._curve(band, lambda e, tol, ci=ci, size=sizes[name]: 100 * ci.means(e, tol) / size, kind, label)
         bandwidth = [(n, k, label) for n, k, label in (("hbm_read_bytes_per_s", "dma_read", "read"),
                                                        ("hbm_write_bytes_per_s", "dma_write", "write")) if n in c]
         if bandwidth:
@@ -285,7 +285,7 @@ class ComparisonPane(QWidget):
             band = self._band("GB/s", max(1.0, 1.1 * peak / 1e9))
             for name, kind, label in bandwidth:
                 ci = CounterIntegral(c[name].t_ns, c[name].value)
-                self._curve(band, lambda e, ci=ci: ci.means(e) / 1e9, kind, label)
+                self._curve(band, lambda e, tol, ci=ci: ci.means(e, tol) / 1e9, kind, label)
 
     def _other_counters_band(self) -> None:
         """Counters of other tools (a trace imported from Chrome JSON), each as % of its own peak."""
@@ -297,8 +297,8 @@ class ComparisonPane(QWidget):
         for i, ctr in enumerate(others):
             peak = float(np.max(np.abs(ctr.value))) or 1.0
             ci = CounterIntegral(ctr.t_ns, ctr.value)
-            self._curve(band, lambda e, ci=ci, peak=peak: 100 * ci.means(e) / peak, "other", _short(ctr.name, 24),
-                        QColor(OTHER_COUNTER_COLORS[i % len(OTHER_COUNTER_COLORS)]))
+            self._curve(band, lambda e, tol, ci=ci, peak=peak: 100 * ci.means(e, tol) / peak, "other",
+                        _short(ctr.name, 24), QColor(OTHER_COUNTER_COLORS[i % len(OTHER_COUNTER_COLORS)]))
 
     def _chip(self):
         from sim.errors import UnknownNameError
