@@ -6,7 +6,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QPoint, QPointF, Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGraphicsItem, QHBoxLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
 from neuronviz.items.area import AreaViewBox
 from neuronviz.items.bands import Band, BandAxis, BandRules, band_transform
@@ -72,6 +72,14 @@ def _cached_y_axis(plot: pg.PlotItem) -> None:
     repaints it, and replaying its tick labels costs more than a blit; it changes only with its
     own range, ticks or label, which invalidate the pixmap."""
     plot.getAxis("left").setCacheMode(CACHE)
+
+
+def _cache_tree(item: QGraphicsItem) -> None:
+    """Keep ``item`` and everything under it (a legend's samples, labels and their text) as
+    device pixmaps: an item's cache holds only its own painting, not its children's."""
+    item.setCacheMode(CACHE)
+    for child in item.childItems():
+        _cache_tree(child)
 
 
 def header_html(run: Run, baseline: Run | None) -> str:
@@ -197,8 +205,7 @@ class ComparisonPane(QWidget):
             self.plots += (self.counters,)
             self.band_axis.set_bands(self.bands)
             for legend in self.legends:  # legends are static: cached pixmaps, not repainted per frame
-                for item in (legend, *legend.childItems()):
-                    item.setCacheMode(CACHE)
+                _cache_tree(legend)
             self._show_bands(len(self.bands))
         self.area_items = []
         for plot in self.plots:
