@@ -1,7 +1,8 @@
 """Counter plots rasterised with NumPy: every series of a plot in one image, one paint call.
 
 Each series is evaluated per device-pixel column (a busy fraction or a counter mean from
-:mod:`sim.metrics`, so a pixel shows the exact average over the time it covers) and drawn as a
+:mod:`sim.metrics`, so a pixel shows the exact average over the time it covers, give or take
+``COLUMN_SNAP`` of a pixel at its edges) and drawn as a
 one-pixel step line: in column ``i`` the pixels between the previous column's value and this
 one's are lit. That is what a step curve looks like at pixel resolution, at a cost of O(pixels)
 whatever the length of the trace, and one ``drawImage`` per plot instead of a path per series.

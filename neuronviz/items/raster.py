@@ -1,9 +1,11 @@
 """Timeline rows rasterised with NumPy and drawn as one image per paint.
 
 Each visible pixel column of an engine row is coloured by the fraction of that column's time
-the engine was busy (exact, from the busy-time integral), so one paint costs O(pixels x log
-events) whatever the number of events: a million-event trace repaints as fast as a small one,
-and below one pixel the bars merge into a utilisation shade instead of disappearing.
+the engine was busy (exact, from the busy-time integral, over the column's time or, zoomed out
+on a long track, a window within ``COLUMN_SNAP`` of a pixel of it), so one paint costs at most
+O(pixels x log events) whatever the number of events: a million-event trace repaints as fast
+as a small one, and below one pixel the bars merge into a utilisation shade instead of
+disappearing.
 """
 
 from __future__ import annotations
