@@ -7,7 +7,24 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 
 
-class AreaViewBox(pg.ViewBox):
+class LinkedViewBox(pg.ViewBox):
+    """A view whose linked x range is the same time range as its link's, wherever the two sit on
+    screen. (pyqtgraph lines up views that overlap horizontally on screen by their pixel offset:
+    a pane without a chip diagram under one with it was shifted by the diagram's width.)"""
+
+    def linkedViewChanged(self, view, axis) -> None:
+        if axis != pg.ViewBox.XAxis or self.linksBlocked or view is None:
+            super().linkedViewChanged(view, axis)
+            return
+        view.blockLink(True)  # setting our range informs our link in turn: not back to where it came from
+        try:
+            self.enableAutoRange(pg.ViewBox.XAxis, False)
+            self.setXRange(*view.viewRange()[0], padding=0)
+        finally:
+            view.blockLink(False)
+
+
+class AreaViewBox(LinkedViewBox):
     sig_area = Signal(float, float, bool)  # x where the drag started, x now (view coords), finished
 
     def mouseDragEvent(self, ev, axis=None) -> None:

@@ -8,7 +8,7 @@ from PySide6.QtCore import QEvent, QPoint, QPointF, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QGraphicsItem, QHBoxLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
-from neuronviz.items.area import AreaViewBox
+from neuronviz.items.area import AreaViewBox, LinkedViewBox
 from neuronviz.items.bands import Band, BandAxis, BandRules, band_transform
 from neuronviz.items.curve import CurveRaster
 from neuronviz.items.raster import CACHE, LayerRow, TrackRows
@@ -227,7 +227,7 @@ class ComparisonPane(QWidget):
     def _counter_bands(self) -> pg.PlotItem:
         """One plot for all counter plots, stacked as bands (see :mod:`neuronviz.items.bands`)."""
         self.band_axis = BandAxis()
-        plot = pg.PlotItem(axisItems={"left": self.band_axis})
+        plot = pg.PlotItem(axisItems={"left": self.band_axis}, viewBox=LinkedViewBox())
         plot.setXLink(self.timeline)
         plot.setMouseEnabled(x=True, y=False)
         plot.invertY(True)

@@ -45,6 +45,29 @@ def test_zooming_one_pane_zooms_all(demo_window, qtbot):
     assert a1 - a0 == pytest.approx(2000.0, rel=1e-6)
 
 
+def test_panes_placed_differently_on_screen_still_show_the_same_time_range(demo_window, qtbot):
+    """A pane without a chip diagram (a trace of another tool) under one with it: its plots start
+    further left on screen, and zooming either pane gives both the same range."""
+    from pathlib import Path
+
+    from neuronviz.session import Run
+    from sim.io import load_file
+
+    (other,) = load_file(Path(__file__).parents[1] / "data" / "pytorch-profiler.json")
+    session = demo_window.session
+    session.set_runs([*session.runs[:2], Run(other)])
+    qtbot.wait(10)
+    top, _, below = demo_window.panes
+    left = [p.timeline.getViewBox().screenGeometry().left() for p in (top, below)]
+    assert left[1] < left[0] - 100  # no diagram: the plots start further left
+    top.timeline.setXRange(1000.0, 5000.0, padding=0)
+    assert below.timeline.viewRange()[0] == pytest.approx([1000.0, 5000.0], rel=1e-9)
+    below.timeline.setXRange(2000.0, 3000.0, padding=0)
+    for pane in demo_window.panes:
+        assert pane.timeline.viewRange()[0] == pytest.approx([2000.0, 3000.0], rel=1e-9)
+        assert pane.counters.viewRange()[0] == pytest.approx([2000.0, 3000.0], rel=1e-9)
+
+
 def test_selecting_a_layer_highlights_it_in_every_pane_and_fills_the_details(demo_window):
     name = "layer5.mlp"
     demo_window.session.select_layer(name)
