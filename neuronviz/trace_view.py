@@ -9,28 +9,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.metrics import BusyIntegral, CounterIntegral
+from sim.metrics import BusyIntegral, CounterIntegral, IntegralStack
 from sim.trace import Trace, union_intervals
 
 NESTED_LOOKBACK = 64  # events checked backwards for an enclosing slice under the pointer
 ENGINE_ORDER = ("tensor", "vector", "scalar", "gpsimd", "dma_read", "dma_write", "collective")
-
-
-class RowIntegral(BusyIntegral):
-    """A row's busy integral that remembers its last answer: the engine row and the busy % plot
-    of a pane ask for the same pixel columns in the same frame."""
-
-    def __init__(self, start_ns: np.ndarray, dur_ns: np.ndarray) -> None:
-        super().__init__(start_ns, dur_ns)
-        self._last: tuple[tuple[bytes, float], np.ndarray] | None = None
-
-    def fractions(self, edges: np.ndarray, tolerance: float = 0.0) -> np.ndarray:
-        key = (np.asarray(edges, np.float64).tobytes(), tolerance)
-        if self._last is None or self._last[0] != key:
-            result = super().fractions(edges, tolerance)
-            result.flags.writeable = False
-            self._last = (key, result)
-        return self._last[1]
 
 
 @dataclass(frozen=True)
@@ -63,7 +46,8 @@ class TraceView:
             idx = idx[np.argsort(ev["start_ns"][idx], kind="stable")]
             self._idx.append(idx)
             self._starts.append(ev["start_ns"][idx])
-            self.integrals.append(RowIntegral(*union_intervals(ev["start_ns"][idx], ev["dur_ns"][idx])))
+            self.integrals.append(BusyIntegral(*union_intervals(ev["start_ns"][idx], ev["dur_ns"][idx])))
+        self.row_stack = IntegralStack(self.integrals)  # all rows at once, for drawing
 
     def find_layers(self, text: str) -> np.ndarray:
         """Indices of the layers whose name, or the name of one of whose ops, contains ``text``
@@ -160,7 +144,7 @@ def window_stats(view: TraceView, t0: float, t1: float) -> WindowStats:
     edges = np.array([t0, t0 + width])
     busy: dict[str, float] = {}
     for kind, bi in zip(view.row_kinds, view.integrals, strict=True):
-        busy[kind] = max(busy.get(kind, 0.0), float(BusyIntegral.fractions(bi, edges)[0]))
+        busy[kind] = max(busy.get(kind, 0.0), float(bi.fractions(edges)[0]))
     ev = tr.events
     start, dur = ev["start_ns"], ev["dur_ns"]
     overlap = np.clip(np.minimum(start + dur, t1) - np.maximum(start, t0), 0.0, None)

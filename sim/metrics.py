@@ -87,43 +87,81 @@ def _right_index(sorted_values: np.ndarray, t: np.ndarray) -> np.ndarray:
     return sorted_values[lo:hi].searchsorted(t, side="right") + lo
 
 
-TABLE_INTERVALS = 1 << 16  # a long track's integral is also tabulated at this many + 1 evenly spaced times
-TABLE_MIN_POINTS = 1 << 14  # shorter tracks are only searched: they fit in the CPU caches
+TABLE_INTERVALS = 1 << 16  # integrals of long tracks are also tabulated at this many + 1 evenly spaced times
+TABLE_MIN_POINTS = 1 << 14  # tracks shorter than this are only searched: they fit in the CPU caches
 
 
 class _Integral:
     """An integral over time ``F(t)`` of a track, exact at any ``t`` by a search of its sorted
-    times (:meth:`at`). Constant before ``lo`` and linear with slope ``slope_after`` after ``hi``.
+    times (:meth:`at`): zero before ``lo``, linear with slope ``slope_after`` after ``hi``."""
 
-    Drawing asks for ``F`` at every pixel edge of a view. When the view is zoomed out, the
-    searches in a long track cost a cache miss per step: there :meth:`evaluate` may move each
-    edge to the nearest time where ``F`` was tabulated once (a mipmap of the integral), as long
-    as no edge moves further than ``tolerance`` times the narrowest window. The windows then are
-    exact averages over times within that tolerance of the requested ones."""
-
-    def __init__(self, n_points: int, lo: float, hi: float, slope_after: float) -> None:
-        self._lo, self._hi, self._slope_after = lo, hi, slope_after
-        self._step = (hi - lo) / TABLE_INTERVALS if n_points >= TABLE_MIN_POINTS and hi > lo else 0.0
-        self._table: np.ndarray | None = None
+    n_points: int
+    lo: float
+    hi: float
+    slope_after: float
 
     def at(self, t: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+
+class IntegralStack:
+    """Several integrals of one run, evaluated together at the same window edges (the pixel
+    columns of a view): their mean over each window, one row per integral.
+
+    Zoomed out on long tracks, exact evaluation costs a search of up to a million events per
+    edge with a cache miss per step. So the integrals are also tabulated at evenly spaced times
+    (a mipmap of the integral), all of them at one time side by side in memory, and
+    :meth:`means` may move each edge to the nearest of those times, as long as no edge moves
+    further than ``tolerance`` times the narrowest window. The means then are exact averages
+    over windows within that tolerance of the requested ones, at one gather per edge.
+    The last answer is kept: the rows of a pane and its busy % plot ask for the same edges."""
+
+    def __init__(self, integrals: list[_Integral]) -> None:
+        self.integrals = list(integrals)
+        spans = [(ig.lo, ig.hi) for ig in self.integrals if ig.n_points]
+        self._lo = min((a for a, _ in spans), default=0.0)
+        self._hi = max((b for _, b in spans), default=0.0)
+        long = any(ig.n_points >= TABLE_MIN_POINTS for ig in self.integrals)
+        self._step = (self._hi - self._lo) / TABLE_INTERVALS if long and self._hi > self._lo else 0.0
+        self._slopes = np.array([ig.slope_after for ig in self.integrals], np.float64)
+        self._table: np.ndarray | None = None  # (TABLE_INTERVALS + 1, integrals): made when first needed
+        self._last: tuple[tuple[bytes, float], np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self.integrals)
+
     def evaluate(self, edges: np.ndarray, tolerance: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-        """``(points, F(points))``: the ``edges`` themselves, or, when ``tolerance`` (a fraction of
-        the narrowest window between consecutive edges) allows, the grid times nearest to them."""
+        """``(points, F(points))`` with one row of values per integral: the ``edges`` themselves,
+        or, when ``tolerance`` allows, the tabulated times nearest to them."""
         edges = np.asarray(edges, dtype=np.float64)
         step = self._step
-        # moving an edge to its nearest grid time moves it by at most half a step
+        # moving an edge to its nearest tabulated time moves it by at most half a step
         if not (step and tolerance > 0 and edges.size > 1 and step <= 2 * tolerance * np.diff(edges).min()):
-            return edges, self.at(edges)
+            return edges, np.array([ig.at(edges) for ig in self.integrals]).reshape(len(self), edges.size)
         if self._table is None:
-            self._table = self.at(self._lo + np.arange(TABLE_INTERVALS + 1) * step)
+            grid = self._lo + np.arange(TABLE_INTERVALS + 1) * step
+            self._table = np.ascontiguousarray(np.array([ig.at(grid) for ig in self.integrals]).T)
         j = np.rint((edges - self._lo) / step)
         inside = (j >= 0) & (j <= TABLE_INTERVALS)
-        jc = np.clip(j, 0, TABLE_INTERVALS).astype(np.intp)
-        points = np.where(inside, self._lo + jc * step, edges)  # outside the grid F is exact as it is
-        return points, self._table[jc] + self._slope_after * np.maximum(points - self._hi, 0.0)
+        jc = np.minimum(np.maximum(j, 0), TABLE_INTERVALS).astype(np.intp)
+        points = np.where(inside, self._lo + jc * step, edges)  # outside the table F is exact as it is
+        values = self._table[jc].T
+        if self._slopes.any():  # past the end, a counter keeps its last value
+            values = values + self._slopes[:, None] * np.maximum(points - self._hi, 0.0)
+        return points, values
+
+    def means(self, edges: np.ndarray, tolerance: float = 0.0) -> np.ndarray:
+        """Mean of each integral's rate over each window between consecutive ``edges``: busy
+        fractions of busy integrals, mean values of counters. Read-only."""
+        key = (np.asarray(edges, np.float64).tobytes(), tolerance)
+        if self._last is None or self._last[0] != key:
+            points, values = self.evaluate(edges, tolerance)
+            width = np.diff(points)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                result = np.where(width > 0, np.diff(values, axis=1) / width, 0.0)
+            result.flags.writeable = False
+            self._last = (key, result)
+        return self._last[1]
 
 
 class BusyIntegral(_Integral):
@@ -139,9 +177,10 @@ class BusyIntegral(_Integral):
         self.start = np.ascontiguousarray(start_ns[order], dtype=np.float64)
         self.dur = np.ascontiguousarray(dur_ns[order], dtype=np.float64)
         self.before = np.concatenate([[0.0], np.cumsum(self.dur)[:-1]]) if len(self.dur) else np.zeros(0)
-        n = len(self.start)
-        super().__init__(n, float(self.start[0]) if n else 0.0, float((self.start + self.dur).max()) if n else 0.0,
-                         0.0)
+        self.n_points = n = len(self.start)
+        self.lo = float(self.start[0]) if n else 0.0
+        self.hi = float((self.start + self.dur).max()) if n else 0.0
+        self.slope_after = 0.0
 
     @classmethod
     def of_track(cls, trace: Trace, track: int) -> BusyIntegral:
@@ -159,11 +198,10 @@ class BusyIntegral(_Integral):
 
     at = busy
 
-    def fractions(self, edges: np.ndarray, tolerance: float = 0.0) -> np.ndarray:
-        """Busy fraction of each window between consecutive ``edges`` (clipped to [0, 1]); see
-        :meth:`_Integral.evaluate` for ``tolerance``."""
-        points, b = self.evaluate(edges, tolerance)
-        width = np.diff(points)
+    def fractions(self, edges: np.ndarray) -> np.ndarray:
+        """Busy fraction of each window between consecutive ``edges`` (clipped to [0, 1])."""
+        b = self.busy(edges)
+        width = np.diff(edges)
         with np.errstate(invalid="ignore", divide="ignore"):
             frac = np.where(width > 0, np.diff(b) / width, 0.0)
         return np.clip(frac, 0.0, 1.0)
@@ -182,9 +220,10 @@ class CounterIntegral(_Integral):
         self.v = np.asarray(value, dtype=np.float64)
         steps = np.diff(self.t) * self.v[:-1] if len(self.t) > 1 else np.zeros(0)
         self.cum = np.concatenate([[0.0], np.cumsum(steps)])
-        n = len(self.t)
-        super().__init__(n, float(self.t[0]) if n else 0.0, float(self.t[-1]) if n else 0.0,
-                         float(self.v[-1]) if n else 0.0)
+        self.n_points = n = len(self.t)
+        self.lo = float(self.t[0]) if n else 0.0
+        self.hi = float(self.t[-1]) if n else 0.0
+        self.slope_after = float(self.v[-1]) if n else 0.0
 
     def integral(self, t: np.ndarray) -> np.ndarray:
         t = np.asarray(t, dtype=np.float64)
@@ -196,10 +235,8 @@ class CounterIntegral(_Integral):
 
     at = integral
 
-    def means(self, edges: np.ndarray, tolerance: float = 0.0) -> np.ndarray:
-        """Mean value over each window between consecutive ``edges``; see
-        :meth:`_Integral.evaluate` for ``tolerance``."""
-        points, f = self.evaluate(edges, tolerance)
-        width = np.diff(points)
+    def means(self, edges: np.ndarray) -> np.ndarray:
+        """Mean value over each window between consecutive ``edges``."""
+        width = np.diff(edges)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(width > 0, np.diff(f) / width, 0.0)
+            return np.where(width > 0, np.diff(self.integral(edges)) / width, 0.0)

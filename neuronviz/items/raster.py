@@ -18,7 +18,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QImage, QPainter
 from PySide6.QtWidgets import QGraphicsItem
 
-from sim.metrics import BusyIntegral
+from sim.metrics import IntegralStack
 
 MAX_COLUMNS = 8192
 PIXEL_TOLERANCE = 1e-6  # of a pixel: below it a size in pixels counts as whole
@@ -89,14 +89,14 @@ class RasterItem(pg.GraphicsObject):
 class TrackRows(RasterItem):
     """Engine rows: row ``i`` spans y in ``[i, i+1)``."""
 
-    def __init__(self, integrals: list[BusyIntegral], colors: list[QColor], duration_ns: float) -> None:
+    def __init__(self, rows: IntegralStack, colors: list[QColor], duration_ns: float) -> None:
         super().__init__()
-        self.integrals = integrals
+        self.rows = rows  # the busy integral of each row
         self.channels = np.array([[c.red(), c.green(), c.blue()] for c in colors] or np.zeros((0, 3)), np.float64)
         self.duration_ns = duration_ns
 
     def boundingRect(self) -> QRectF:
-        return QRectF(0.0, 0.0, self.duration_ns * self.x_scale, float(len(self.integrals)))
+        return QRectF(0.0, 0.0, self.duration_ns * self.x_scale, float(len(self.rows)))
 
     def rasterise(self, x0: float, x1: float, columns: int) -> np.ndarray:
         """Premultiplied ARGB pixels, one row per track, for ``columns`` columns between ``x0`` and
@@ -104,7 +104,7 @@ class TrackRows(RasterItem):
         stays visible (a floor of ``MIN_ALPHA``); the square root keeps a nearly idle engine
         (a few tiny ops per column) clearly fainter than one busy a third of the time."""
         edges_ns = np.linspace(x0, x1, columns + 1) / self.x_scale
-        frac = np.vstack([bi.fractions(edges_ns, COLUMN_SNAP) for bi in self.integrals])
+        frac = np.clip(self.rows.means(edges_ns, COLUMN_SNAP), 0.0, 1.0)
         alpha = np.where(frac > 0, MIN_ALPHA + (255 - MIN_ALPHA) * np.sqrt(frac), 0.0)
         scale = alpha / 255.0
         px = alpha.astype(np.uint32) << 24
@@ -114,7 +114,7 @@ class TrackRows(RasterItem):
 
     def paint(self, p: QPainter, *args) -> None:
         vis = visible_columns(self, p, 0.0, self.duration_ns * self.x_scale)
-        if vis is None or not self.integrals:
+        if vis is None or not len(self.rows):
             return
         x0, x1, cols = vis
         images = self.drawn(vis, lambda: self._row_images(x0, x1, cols))

@@ -17,7 +17,8 @@ from neuronviz.session import Run, Session
 from neuronviz.theme import ENGINE_COLORS, ENGINE_LABELS, engine_color, palette
 from neuronviz.trace_view import ENGINE_ORDER
 from neuronviz.widgets.chip_diagram import CORE_ENGINES, ChipDiagram, ChipState
-from sim.metrics import CounterIntegral
+from sim.metrics import CounterIntegral, IntegralStack
+from sim.trace import Counter
 
 COUNTER_BAND_HEIGHT = 70
 AREA_COLOR = (0, 114, 178, 40)  # the selected window: translucent blue over the tracks
@@ -187,7 +188,7 @@ class ComparisonPane(QWidget):
         _cached_y_axis(self.timeline)
         _eager_transform(self.timeline)
         self.timeline.getAxis("bottom").setStyle(showValues=True)
-        self.rows_item = TrackRows(view.integrals, [engine_color(k) for k in view.row_kinds], self.run.duration_ns)
+        self.rows_item = TrackRows(view.row_stack, [engine_color(k) for k in view.row_kinds], self.run.duration_ns)
         self.timeline.addItem(self.rows_item)
         self.layers = LayerRow(tr.layer_names, tr.layer_start_ns, tr.layer_end_ns, -1.0,
                                (QColor(pal.layer_a), QColor(pal.layer_b)), QColor("#d1495b"), QColor(pal.foreground))
@@ -197,9 +198,11 @@ class ComparisonPane(QWidget):
         self.legends: list[pg.LegendItem] = []
         self.counters: pg.PlotItem | None = None  # made with the first band
         self._shown_bands = 0
+        self._plotted_counters: list[CounterIntegral] = []
         self._engine_band()
         self._memory_bands()
         self._other_counters_band()
+        self._counter_stack = IntegralStack(self._plotted_counters)
         self.plots = (self.timeline,)
         if self.counters is not None:
             self.plots += (self.counters,)
@@ -264,14 +267,23 @@ class ComparisonPane(QWidget):
         self.curves[band].add(values, color or engine_color(kind))
         self.legends[band].addItem(pg.PlotDataItem(pen=pen), name)
 
+    def _counter_series(self, counter: Counter, scale: float):
+        """``counter``'s mean per window times ``scale``, as a plot series. The counters of all
+        bands are evaluated together, in one stack made once the bands are (``_build_plots``)."""
+        k = len(self._plotted_counters)
+        self._plotted_counters.append(CounterIntegral(counter.t_ns, counter.value))
+        return lambda e, tol: scale * self._counter_stack.means(e, tol)[k]
+
     def _engine_band(self) -> None:
-        """Busy % of each compute engine (the first core's, like the chip diagram)."""
-        engines = [(k, bi) for k, bi in zip(self.view.row_kinds, self.view.integrals, strict=True)
-                   if k in CORE_ENGINES]
+        """Busy % of each compute engine (the first core's, like the chip diagram); the rows'
+        integrals answer it, with the same columns the rows were just drawn with."""
+        rows = self.view.row_stack
+        engines = [(r, k) for r, k in enumerate(self.view.row_kinds) if k in CORE_ENGINES]
         if engines:
             band = self._band("busy %", 105.0)
-            for kind, bi in engines:
-                self._curve(band, lambda e, tol, bi=bi: 100 * bi.fractions(e, tol), kind, ENGINE_LABELS[kind])
+            for r, kind in engines:
+                self._curve(band, lambda e, tol, r=r: 100 * np.clip(rows.means(e, tol)[r], 0.0, 1.0), kind,
+                            ENGINE_LABELS[kind])
 
     def _memory_bands(self) -> None:
         """SBUF/PSUM fill as % of their size, and HBM/DDR read and write bandwidth."""
@@ -283,16 +295,14 @@ class ComparisonPane(QWidget):
         if sram:
             band = self._band("SRAM %", 105.0)
             for name, kind, label in sram:
-                ci = CounterIntegral(c[name].t_ns, c[name].value)
-                self._curve(band, lambda e, tol, ci=ci, size=sizes[name]: 100 * ci.means(e, tol) / size, kind, label)
+                self._curve(band, self._counter_series(c[name], 100 / sizes[name]), kind, label)
         bandwidth = [(n, k, label) for n, k, label in (("hbm_read_bytes_per_s", "dma_read", "read"),
                                                        ("hbm_write_bytes_per_s", "dma_write", "write")) if n in c]
         if bandwidth:
             peak = max((float(c[n].value.max()) for n, _, _ in bandwidth if len(c[n].value)), default=0.0)
             band = self._band("GB/s", max(1.0, 1.1 * peak / 1e9))
             for name, kind, label in bandwidth:
-                ci = CounterIntegral(c[name].t_ns, c[name].value)
-                self._curve(band, lambda e, tol, ci=ci: ci.means(e, tol) / 1e9, kind, label)
+                self._curve(band, self._counter_series(c[name], 1e-9), kind, label)
 
     def _other_counters_band(self) -> None:
         """Counters of other tools (a trace imported from Chrome JSON), each as % of its own peak."""
@@ -303,9 +313,8 @@ class ComparisonPane(QWidget):
         band = self._band("% of peak", 105.0)
         for i, ctr in enumerate(others):
             peak = float(np.max(np.abs(ctr.value))) or 1.0
-            ci = CounterIntegral(ctr.t_ns, ctr.value)
-            self._curve(band, lambda e, tol, ci=ci, peak=peak: 100 * ci.means(e, tol) / peak, "other",
-                        _short(ctr.name, 24), QColor(OTHER_COUNTER_COLORS[i % len(OTHER_COUNTER_COLORS)]))
+            self._curve(band, self._counter_series(ctr, 100 / peak), "other", _short(ctr.name, 24),
+                        QColor(OTHER_COUNTER_COLORS[i % len(OTHER_COUNTER_COLORS)]))
 
     def _chip(self):
         from sim.errors import UnknownNameError

@@ -6,7 +6,7 @@ from PySide6.QtGui import QColor
 from neuronviz.items.raster import MIN_ALPHA, TrackRows
 from neuronviz.theme import ENGINE_COLORS
 from neuronviz.widgets.chip_diagram import ChipDiagram, ChipState
-from sim.metrics import BusyIntegral
+from sim.metrics import BusyIntegral, IntegralStack
 
 
 def _every_column(busy_ns: float, columns: int = 10, width_ns: float = 100.0) -> BusyIntegral:
@@ -15,8 +15,8 @@ def _every_column(busy_ns: float, columns: int = 10, width_ns: float = 100.0) ->
 
 
 def test_shades_follow_the_busy_fraction_and_keep_idle_columns_empty(qapp):
-    rows = TrackRows([_every_column(1.0), _every_column(33.0), _every_column(100.0),
-                      BusyIntegral(np.zeros(0), np.zeros(0))], [QColor("#1f77b4")] * 4, 1000.0)
+    rows = TrackRows(IntegralStack([_every_column(1.0), _every_column(33.0), _every_column(100.0),
+                                    BusyIntegral(np.zeros(0), np.zeros(0))]), [QColor("#1f77b4")] * 4, 1000.0)
     px = rows.rasterise(0.0, 1000.0, 10)
     alpha = px >> 24
     assert np.all(alpha[0] == alpha[0, 0]) and np.all(alpha[1] == alpha[1, 0])  # one shade per row here
