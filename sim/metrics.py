@@ -89,6 +89,7 @@ def _right_index(sorted_values: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 TABLE_INTERVALS = 1 << 16  # integrals of long tracks are also tabulated at this many + 1 evenly spaced times
 TABLE_MIN_POINTS = 1 << 14  # tracks shorter than this are only searched: they fit in the CPU caches
+TABLE_LINE = 8  # float64 values in a 64-byte cache line: short tracks share a table's rows up to this width
 
 
 class _Integral:
@@ -109,22 +110,30 @@ class IntegralStack:
     columns of a view): their mean over each window, one row per integral.
 
     Zoomed out on long tracks, exact evaluation costs a search of up to a million events per
-    edge with a cache miss per step. So the integrals are also tabulated at evenly spaced times
+    edge with a cache miss per step. So long tracks are also tabulated at evenly spaced times
     (a mipmap of the integral), all of them at one time side by side in memory, and
     :meth:`means` may move each edge to the nearest of those times, as long as no edge moves
     further than ``tolerance`` times the narrowest window. The means then are exact averages
-    over windows within that tolerance of the requested ones, at one gather per edge.
+    over windows within that tolerance of the requested ones, at one gather per edge (short
+    tracks that do not fit beside the long ones in a cache line are searched at the moved
+    edges: they stay in the CPU caches).
     The last answer is kept: the rows of a pane and its busy % plot ask for the same edges."""
 
     def __init__(self, integrals: list[_Integral]) -> None:
         self.integrals = list(integrals)
-        spans = [(ig.lo, ig.hi) for ig in self.integrals if ig.n_points]
+        # long tracks are tabulated, and short ones beside them while a tabulated time's values
+        # fit in one cache line (a gather reads them for free); other short tracks are searched
+        # at the same moved edges
+        long = [k for k, ig in enumerate(self.integrals) if ig.n_points >= TABLE_MIN_POINTS]
+        short = [k for k in range(len(self.integrals)) if k not in long]
+        room = max(0, TABLE_LINE - len(long)) if long else 0
+        self._tabulated, self._searched = long + short[:room], short[room:]
+        spans = [(self.integrals[k].lo, self.integrals[k].hi) for k in self._tabulated if self.integrals[k].n_points]
         self._lo = min((a for a, _ in spans), default=0.0)
         self._hi = max((b for _, b in spans), default=0.0)
-        long = any(ig.n_points >= TABLE_MIN_POINTS for ig in self.integrals)
-        self._step = (self._hi - self._lo) / TABLE_INTERVALS if long and self._hi > self._lo else 0.0
-        self._slopes = np.array([ig.slope_after for ig in self.integrals], np.float64)
-        self._table: np.ndarray | None = None  # (TABLE_INTERVALS + 1, integrals): made when first needed
+        self._step = (self._hi - self._lo) / TABLE_INTERVALS if self._hi > self._lo else 0.0
+        self._slopes = np.array([self.integrals[k].slope_after for k in self._tabulated], np.float64)[:, None]
+        self._table: np.ndarray | None = None  # (TABLE_INTERVALS + 1, tabulated): made when first needed
         self._last: tuple[tuple[bytes, float], np.ndarray] | None = None
 
     def __len__(self) -> int:
@@ -140,14 +149,21 @@ class IntegralStack:
             return edges, np.array([ig.at(edges) for ig in self.integrals]).reshape(len(self), edges.size)
         if self._table is None:
             grid = self._lo + np.arange(TABLE_INTERVALS + 1) * step
-            self._table = np.ascontiguousarray(np.array([ig.at(grid) for ig in self.integrals]).T)
+            self._table = np.empty((grid.size, len(self._tabulated)))
+            for column, k in enumerate(self._tabulated):
+                self._table[:, column] = self.integrals[k].at(grid)
         j = np.rint((edges - self._lo) / step)
         inside = (j >= 0) & (j <= TABLE_INTERVALS)
         jc = np.minimum(np.maximum(j, 0), TABLE_INTERVALS).astype(np.intp)
         points = np.where(inside, self._lo + jc * step, edges)  # outside the table F is exact as it is
-        values = self._table[jc].T
+        values = np.empty((len(self), edges.size))
+        values[self._tabulated] = self._table[jc].T
         if self._slopes.any():  # past the end, a counter keeps its last value
-            values = values + self._slopes[:, None] * np.maximum(points - self._hi, 0.0)
+            with np.errstate(invalid="ignore"):
+                values[self._tabulated] += np.where((self._slopes != 0) & (points > self._hi),
+                                               self._slopes * (points - self._hi), 0.0)
+        for k in self._searched:
+            values[k] = self.integrals[k].at(points)
         return points, values
 
     def means(self, edges: np.ndarray, tolerance: float = 0.0) -> np.ndarray:

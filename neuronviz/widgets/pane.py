@@ -271,7 +271,8 @@ class ComparisonPane(QWidget):
         """``counter``'s mean per window times ``scale``, as a plot series. The counters of all
         bands are evaluated together, in one stack made once the bands are (``_build_plots``)."""
         k = len(self._plotted_counters)
-        self._plotted_counters.append(CounterIntegral(counter.t_ns, counter.value))
+        self._plotted_counters.append(self._counter_integrals.get(counter.name)
+                                      or CounterIntegral(counter.t_ns, counter.value))
         return lambda e, tol: scale * self._counter_stack.means(e, tol)[k]
 
     def _engine_band(self) -> None:

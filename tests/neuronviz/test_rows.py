@@ -6,7 +6,7 @@ from PySide6.QtGui import QColor
 from neuronviz.items.raster import MIN_ALPHA, TrackRows
 from neuronviz.theme import ENGINE_COLORS
 from neuronviz.widgets.chip_diagram import ChipDiagram, ChipState
-from sim.metrics import BusyIntegral, IntegralStack
+from sim.metrics import TABLE_MIN_POINTS, BusyIntegral, IntegralStack
 
 
 def _every_column(busy_ns: float, columns: int = 10, width_ns: float = 100.0) -> BusyIntegral:
@@ -26,6 +26,18 @@ def test_shades_follow_the_busy_fraction_and_keep_idle_columns_empty(qapp):
     assert full == 255 and idle == 0
     blue = (px[2, 0] >> 0) & 0xFF
     assert blue == 0xB4  # fully busy: the engine's colour itself
+
+
+def test_a_long_track_draws_from_its_table_with_the_shade_of_its_busy_fraction(qapp):
+    """Zoomed out on a track too long to search per column, the rows come from the tabulated
+    integral: a track busy half of every 10 ns draws the 50% shade in every column."""
+    n = 2 * TABLE_MIN_POINTS
+    stack = IntegralStack([BusyIntegral(np.arange(n) * 10.0, np.full(n, 5.0))])
+    rows = TrackRows(stack, [QColor("#1f77b4")], n * 10.0)
+    alpha = rows.rasterise(0.0, n * 10.0, 600)[0] >> 24
+    assert stack._table is not None  # drawn from the table
+    half = MIN_ALPHA + (255 - MIN_ALPHA) * np.sqrt(0.5)
+    assert np.abs(alpha.astype(float) - half).max() <= 2
 
 
 def test_a_lone_copy_lights_one_core_and_draws_the_chips_others_idle(qapp):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from sim.metrics import TABLE_INTERVALS, TABLE_MIN_POINTS, BusyIntegral, CounterIntegral, IntegralStack
+from sim.metrics import TABLE_INTERVALS, TABLE_LINE, TABLE_MIN_POINTS, BusyIntegral, CounterIntegral, IntegralStack
 from sim.trace import union_intervals
 
 TOLERANCE = 1 / 16
@@ -44,6 +44,18 @@ def test_zoomed_out_windows_are_exact_averages_over_grid_times_within_the_tolera
         assert 0 < error <= 4 * shift / (width - 2 * shift)
 
 
+def test_short_tracks_beyond_a_cache_line_are_searched_at_the_same_moved_edges(tracks):
+    long, short = tracks
+    shorts = [BusyIntegral(short.start + 3.0 * i, short.dur) for i in range(TABLE_LINE + 2)]
+    stack = IntegralStack([long, *shorts])
+    edges = np.linspace(long.lo, long.hi, 301)
+    points, _ = stack.evaluate(edges, TOLERANCE)
+    assert stack._table.shape == (TABLE_INTERVALS + 1, TABLE_LINE)  # the long track and 7 short ones
+    means = stack.means(edges, TOLERANCE)
+    for row, track in enumerate([long, *shorts]):
+        np.testing.assert_allclose(means[row], track.fractions(points), rtol=0, atol=1e-9)
+
+
 def test_zoomed_in_windows_are_not_moved(tracks):
     """Windows narrower than the table allows are computed exactly, edges as given."""
     long, short = tracks
@@ -56,11 +68,18 @@ def test_zoomed_in_windows_are_not_moved(tracks):
 
 
 def test_no_tolerance_and_short_tracks_stay_exact(tracks):
-    long, short = tracks
+    long, _ = tracks
     edges = np.linspace(0.0, long.hi, 101)
-    assert np.array_equal(IntegralStack([long]).evaluate(edges)[0], edges)
-    few = IntegralStack([BusyIntegral(np.array([0.0, 10.0, 25.0]), np.array([5.0, 10.0, 5.0])), short])
-    assert few.means(np.array([0.0, 10.0, 20.0, 30.0]), TOLERANCE)[0].tolist() == [0.5, 1.0, 0.5]
+    stack = IntegralStack([long])
+    assert np.array_equal(stack.evaluate(edges)[0], edges)
+    # the same edges, asked again without tolerance, are not answered from the moved ones
+    assert not np.array_equal(stack.means(edges, TOLERANCE)[0], long.fractions(edges))
+    assert np.array_equal(stack.means(edges)[0], np.diff(long.busy(edges)) / np.diff(edges))
+    # windows of a third of a short track are wide enough for any table: it has none
+    few = IntegralStack([BusyIntegral(np.array([0.0, 10.0, 25.0]), np.array([5.0, 10.0, 5.0]))])
+    edges = np.array([0.0, 10.0, 20.0, 30.0])
+    assert np.array_equal(few.evaluate(edges, TOLERANCE)[0], edges)
+    assert few.means(edges, TOLERANCE)[0].tolist() == [0.5, 1.0, 0.5]
 
 
 def test_counter_table_is_exact_outside_the_counters():
@@ -78,3 +97,9 @@ def test_counter_table_is_exact_outside_the_counters():
     assert means[0, 2] == pytest.approx(2.0, rel=1e-6)  # the alternating part averages 4 and 0
     assert means[0, 3:].tolist() == [3.0, 3.0]
     assert means[1, 2] == pytest.approx(3.0, rel=1e-6) and means[1, 3:].tolist() == [5.0, 5.0]
+    # windows straddling the first and the last sample: exact over the (moved) edges inside
+    edges = np.array([-end / 3, end / 3 + 1.234, end + 7.0])
+    points, _ = stack.evaluate(edges, TOLERANCE)
+    assert points[0] == edges[0] and points[2] == edges[2] and points[1] != edges[1]
+    for row, counter in enumerate(stack.integrals):
+        np.testing.assert_allclose(stack.means(edges, TOLERANCE)[row], counter.means(points), rtol=1e-12)
