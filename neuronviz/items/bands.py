@@ -17,6 +17,8 @@ from PySide6.QtCore import QLineF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPen, QTransform
 from PySide6.QtWidgets import QGraphicsItem
 
+from neuronviz.items import reports_errors
+
 BAND_TOP = 0.16  # of a band's height, above its y_max
 BAND_BOTTOM = 0.06  # below its zero
 BAND_FILL = 1.0 - BAND_TOP - BAND_BOTTOM
@@ -79,6 +81,7 @@ class BandAxis(pg.AxisItem):
     def tickStrings(self, values, scale, spacing):
         return [self._labels.get(round(v, 9), "") for v in values]
 
+    @reports_errors
     def drawPicture(self, p, axisSpec, tickSpecs, textSpecs) -> None:
         """The ticks, then each band's title turned along the axis at its left edge (as text, so
         an SVG export keeps it searchable)."""
@@ -120,6 +123,7 @@ class BandRules(QGraphicsItem):
     def boundingRect(self) -> QRectF:
         return self.view.boundingRect()
 
+    @reports_errors
     def paint(self, p: QPainter, *args) -> None:
         rect = self.view.boundingRect()
         p.setPen(self.pen)

@@ -17,6 +17,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QPainter
 
+from neuronviz.items import reports_errors
 from neuronviz.items.raster import COLUMN_SNAP, PIXEL_TOLERANCE, PREMULTIPLIED, RasterItem, argb, visible_columns
 
 MAX_ROWS = 2048
@@ -66,6 +67,7 @@ class CurveRaster(RasterItem):
             image[flat[a:b]] = color
         return image.reshape(rows, columns)
 
+    @reports_errors
     def paint(self, p: QPainter, *args) -> None:
         vis = visible_columns(self, p, 0.0, self.duration_ns * self.x_scale)
         if vis is None or not self.series:

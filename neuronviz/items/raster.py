@@ -18,6 +18,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QImage, QPainter
 from PySide6.QtWidgets import QGraphicsItem
 
+from neuronviz.items import reports_errors
 from sim.metrics import IntegralStack
 
 MAX_COLUMNS = 8192
@@ -112,6 +113,7 @@ class TrackRows(RasterItem):
             px |= (scale * self.channels[:, channel, None]).astype(np.uint32) << shift
         return px
 
+    @reports_errors
     def paint(self, p: QPainter, *args) -> None:
         vis = visible_columns(self, p, 0.0, self.duration_ns * self.x_scale)
         if vis is None or not len(self.rows):
@@ -182,6 +184,7 @@ class LayerRow(RasterItem):
             px = np.where(inside & (self.order[ic] == self.selected), self.highlight, px)
         return px.astype(np.uint32)
 
+    @reports_errors
     def paint(self, p: QPainter, *args) -> None:
         if not len(self.start):
             return

@@ -6,6 +6,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QPicture
 
+from neuronviz.items import reports_errors
+
 UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns"))
 TICK_PX = 90  # minimum distance between labelled ticks
 MIN_TICKS = 2
@@ -32,6 +34,7 @@ class TimeAxis(pg.AxisItem):
         return (tuple(self.range), self.size().toTuple(), self.normalised, self.pen().color().rgba(),
                 self.textPen().color().rgba(), self.style["tickFont"].key() if self.style["tickFont"] else "")
 
+    @reports_errors
     def paint(self, p, opt, widget) -> None:
         if self.picture is None:
             key = self._picture_key()

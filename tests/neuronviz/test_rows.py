@@ -76,3 +76,20 @@ def test_a_short_diagram_keeps_its_gauges_and_leaves_the_cores_out(qapp):
         d.set_state(state)
     assert _engine_pixels(short.grab().toImage()) == 0  # no crushed core boxes over the gauges
     assert _engine_pixels(tall.grab().toImage()) > 1000  # four cores of engine cells
+
+
+def test_an_error_while_painting_a_row_reaches_the_excepthook(qapp, monkeypatch):
+    """Inside a pyqtgraph view an exception in paint() would otherwise vanish, the row just blank."""
+    import sys
+
+    import pyqtgraph as pg
+
+    seen = []
+    monkeypatch.setattr(sys, "excepthook", lambda kind, exc, tb: seen.append(exc))
+    stack = IntegralStack([_every_column(10.0)])
+    monkeypatch.setattr(stack, "means", lambda *args: 1 / 0)
+    view = pg.PlotWidget()
+    view.addItem(TrackRows(stack, [QColor("#1f77b4")], 1000.0))
+    view.resize(300, 100)
+    view.grab()
+    assert [type(exc) for exc in seen] == [ZeroDivisionError]
