@@ -10,6 +10,21 @@ from neuronviz.session import Session
 
 COLUMNS = ("run", "instance", "latency ms", "throughput /s", "speed-up", "Tensor %", "Vector %", "Scalar %",
            "GpSimd %", "HBM read MB", "HBM write MB", "$ per million")
+COLUMN_TIPS = {  # what each number is, on hovering its column's title
+    "latency ms": "One execution of the run; for decode runs the time per generated token "
+                  "(the time to first token is in the pane's header).",
+    "throughput /s": "Inferences per second of every copy running on the instance "
+                     "(samples for training runs, tokens for decode runs).",
+    "speed-up": "The baseline run's latency over this run's (whole runs, decode included).",
+    "Tensor %": "Busy share of the run's time, the first NeuronCore's engine.",
+    "Vector %": "Busy share of the run's time, the first NeuronCore's engine.",
+    "Scalar %": "Busy share of the run's time, the first NeuronCore's engine.",
+    "GpSimd %": "Busy share of the run's time, the first NeuronCore's engine.",
+    "HBM read MB": "Bytes one model copy reads from device memory (HBM, or DDR on Inferentia1) in the run.",
+    "HBM write MB": "Bytes one model copy writes to device memory (HBM, or DDR on Inferentia1) in the run.",
+    "$ per million": "Instance price per hour over the inferences (tokens for decode) it serves in an hour, "
+                     "per million.",
+}
 
 
 def summary_rows(session: Session) -> list[list[object]]:
@@ -55,7 +70,7 @@ class _NumberItem(QTableWidgetItem):
     def __lt__(self, other: QTableWidgetItem) -> bool:
         a, b = self.value, getattr(other, "value", None)
         if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-            return a < b
+            return bool(a < b)  # a NumPy number's comparison is no bool to Qt
         return str(a) < str(b)
 
 
@@ -64,6 +79,9 @@ class SummaryTable(QTableWidget):
         super().__init__(0, len(COLUMNS), parent)
         self.session = session
         self.setHorizontalHeaderLabels(COLUMNS)
+        for c, name in enumerate(COLUMNS):
+            if name in COLUMN_TIPS:
+                self.horizontalHeaderItem(c).setToolTip(COLUMN_TIPS[name])
         self.setSortingEnabled(True)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)

@@ -534,3 +534,24 @@ def test_an_unexpected_error_in_a_background_open_is_reported_not_swallowed(demo
     qtbot.waitUntil(lambda: bool(shown), timeout=5000)
     assert shown == [f"{golden}: cannot be shown (ZeroDivisionError: float division by zero)"]
     assert demo_window.opening is None and len(demo_window.panes) == 4
+
+
+def test_summary_table_sorts_copies_and_explains_its_columns(demo_window):
+    from PySide6.QtGui import QGuiApplication
+
+    from neuronviz.widgets.summary import COLUMNS
+
+    table = demo_window.summary
+    assert table.rowCount() == 4
+    latency = COLUMNS.index("latency ms")
+    table.sortItems(latency, Qt.SortOrder.AscendingOrder)
+    shown = [table.item(r, latency).value for r in range(4)]
+    expected = sorted(round(run.metrics.latency_s * 1e3, 4) for run in demo_window.session.runs)
+    assert shown == expected
+    assert table.item(0, 0).text().startswith("Trainium2")  # the fastest of the demo's four
+    table.selectRow(1)
+    table.copy_selection()
+    lines = QGuiApplication.clipboard().text().splitlines()
+    assert lines[0].split("\t") == list(COLUMNS) and len(lines) == 2
+    assert lines[1].split("\t")[0] == table.item(1, 0).text()
+    assert "per generated token" in table.horizontalHeaderItem(latency).toolTip()
