@@ -555,3 +555,42 @@ def test_summary_table_sorts_copies_and_explains_its_columns(demo_window):
     assert lines[0].split("\t") == list(COLUMNS) and len(lines) == 2
     assert lines[1].split("\t")[0] == table.item(1, 0).text()
     assert "per generated token" in table.horizontalHeaderItem(latency).toolTip()
+
+
+def test_keys_drive_the_playhead_zoom_pan_playback_and_time_mode(demo_window, qtbot, monkeypatch):
+    from neuronviz.main_window import PAN_STEP, PLAYHEAD_STEP, ZOOM_STEP
+
+    session, timeline = demo_window.session, demo_window.panes[0].timeline
+    monkeypatch.setattr(demo_window, "_mouse_x", lambda: None)  # zoom around the playhead, not the pointer
+    key = lambda k: qtbot.keyClick(demo_window, k)  # noqa: E731
+    key(Qt.Key.Key_End)
+    assert session.playhead == 1.0
+    key(Qt.Key.Key_Home)
+    assert session.playhead == 0.0
+    key(Qt.Key.Key_Right)
+    key(Qt.Key.Key_Right)
+    key(Qt.Key.Key_Left)
+    assert session.playhead == pytest.approx(PLAYHEAD_STEP)
+    (a0, a1), _ = timeline.viewRange()
+    key(Qt.Key.Key_Plus)
+    (b0, b1), _ = timeline.viewRange()
+    assert b1 - b0 == pytest.approx((a1 - a0) / ZOOM_STEP)
+    key(Qt.Key.Key_D)
+    (c0, c1), _ = timeline.viewRange()
+    assert c0 - b0 == pytest.approx(PAN_STEP * (b1 - b0))
+    key(Qt.Key.Key_Minus)
+    (d0, d1), _ = timeline.viewRange()
+    assert d1 - d0 == pytest.approx(a1 - a0)
+    key(Qt.Key.Key_Space)
+    assert demo_window.playback.playing
+    key(Qt.Key.Key_Space)
+    assert not demo_window.playback.playing
+    key(Qt.Key.Key_N)  # each run on its own duration: the shared axis is a fraction of the run
+    assert session.normalised
+    for pane in demo_window.panes:
+        (x0, x1), _ = pane.timeline.viewRange()
+        assert x0 < 0.0 < 1.0 < x1 < 1.05
+        assert pane.time_axis.tickStrings([0.5], 1.0, 0.1) == ["50%"]
+    key(Qt.Key.Key_N)
+    assert not session.normalised
+    assert timeline.viewRange()[0][1] == pytest.approx(1.01 * session.max_duration_ns, rel=0.02)
