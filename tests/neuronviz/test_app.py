@@ -594,3 +594,24 @@ def test_keys_drive_the_playhead_zoom_pan_playback_and_time_mode(demo_window, qt
     key(Qt.Key.Key_N)
     assert not session.normalised
     assert timeline.viewRange()[0][1] == pytest.approx(1.01 * session.max_duration_ns, rel=0.02)
+
+
+def test_window_size_and_docks_are_remembered_between_launches(demo_window, qtbot, settings):
+    from PySide6.QtCore import QSize
+    from PySide6.QtWidgets import QDockWidget
+
+    from neuronviz.app import build_window
+
+    def dock(window, name):
+        return next(d for d in window.findChildren(QDockWidget) if d.objectName() == name)
+
+    demo_window.resize(780, 700)  # within the offscreen screen (800x800): Qt fits a restored window to its screen
+    dock(demo_window, "Summary").hide()
+    qtbot.waitUntil(lambda: dock(demo_window, "Layer details").isVisible())
+    assert demo_window.close()
+    again = build_window(None, settings)
+    qtbot.addWidget(again)
+    again.show()
+    qtbot.waitExposed(again)
+    assert again.size() == QSize(780, 700)
+    assert not dock(again, "Summary").isVisible() and dock(again, "Layer details").isVisible()
