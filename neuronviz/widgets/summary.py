@@ -80,8 +80,10 @@ class SummaryTable(QTableWidget):
         self.session = session
         self.setHorizontalHeaderLabels(COLUMNS)
         for c, name in enumerate(COLUMNS):
-            if name in COLUMN_TIPS:
-                self.horizontalHeaderItem(c).setToolTip(COLUMN_TIPS[name])
+            if name in COLUMN_TIPS:  # as rich text, which Qt wraps instead of one line across the screen
+                self.horizontalHeaderItem(c).setToolTip(f"<p>{COLUMN_TIPS[name]}</p>")
+        # the sort arrow takes room in the title: make it again when the sorted column changes
+        self.horizontalHeader().sortIndicatorChanged.connect(lambda *_: self.resizeColumnsToContents())
         self.setSortingEnabled(True)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
