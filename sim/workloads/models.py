@@ -52,6 +52,7 @@ class ModelSpec:
     stem_width: int = 64
     mlp_tower: tuple[int, ...] = ()
     tied_embeddings: bool = False  # the LM head reuses the token embedding matrix
+    learned_positions: bool = False  # a learned position table (BERT, GPT-2); decoders without one are rotary
     shared_layers: bool = False  # every block reuses the first block's weights (ALBERT)
     source: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -83,6 +84,7 @@ def _bert(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
         embedding_size=cfg.get("embedding_size", hidden), num_labels=cfg.get("num_labels", 2),
         mlp_tower=tuple(cfg.get("mlp_tower_sizes", ())),
         shared_layers=cfg["model_type"] == "albert" and cfg.get("num_hidden_groups", 1) == 1,
+        learned_positions=True,
     )
 
 
@@ -92,7 +94,7 @@ def _distilbert(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
         name=name, model_type="distilbert", family=ENCODER, hidden=dim, layers=layers, heads=heads,
         kv_heads=heads, head_dim=dim // heads, intermediate=inter, vocab=vocab,
         act=cfg.get("activation", "gelu"), max_positions=cfg.get("max_position_embeddings", 512),
-        embedding_size=dim,
+        embedding_size=dim, learned_positions=True,
     )
 
 
@@ -103,7 +105,7 @@ def _gpt2(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
         kv_heads=heads, head_dim=embd // heads, intermediate=cfg.get("n_inner") or 4 * embd,
         vocab=vocab, act=cfg.get("activation_function", "gelu_new"),
         max_positions=cfg.get("n_positions", 1024), embedding_size=embd,
-        tied_embeddings=cfg.get("tie_word_embeddings", True),
+        tied_embeddings=cfg.get("tie_word_embeddings", True), learned_positions=True,
     )
 
 
@@ -128,7 +130,7 @@ def _vit(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
         heads=heads, kv_heads=heads, head_dim=hidden // heads, intermediate=inter,
         act=cfg.get("hidden_act", "gelu"), image_size=cfg.get("image_size", 224),
         patch_size=cfg.get("patch_size", 16), channels=cfg.get("num_channels", 3),
-        num_labels=cfg.get("num_labels", 1000), embedding_size=hidden,
+        num_labels=cfg.get("num_labels", 1000), embedding_size=hidden, learned_positions=True,
     )
 
 

@@ -38,7 +38,8 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> No
     cache_elems = ph.batch * kv * ctx * hd if ph.decode_step else 0
     ready = qkv
     if spec.family == DECODER:
-        ready = b.vector("rope", elems=tokens * (heads + kv) * hd, rows=tokens, passes=1)
+        if not spec.learned_positions:
+            ready = b.vector("rope", elems=tokens * (heads + kv) * hd, rows=tokens, passes=1)
         b.copy_out("kv_append", elems=2 * tokens * kv * hd, rows=tokens)
     # grouped-query attention: the query heads that share a KV head are stacked on the matmul's
     # free axis against that head's keys and values, which are loaded once, not once per query head
@@ -86,7 +87,7 @@ def _token_embedding(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     with b.layer("embedding", "embedding"):
         b.gpsimd("token_index", elems=tokens, rows=tokens)
         b.gather("token_gather", rows=tokens, row_elems=spec.embedding_size, table_rows=_shard(spec.vocab, ph.tp))
-        if spec.family != DECODER or spec.model_type == "gpt2":
+        if spec.learned_positions:
             b.gather("position_gather", rows=tokens, row_elems=spec.embedding_size,
                      table_rows=spec.max_positions, deps=())
             b.vector("position_add", elems=tokens * spec.embedding_size, rows=tokens,

@@ -12,6 +12,7 @@ PUBLISHED_PARAMS = {  # model cards: parameters including embeddings, +-5% for h
     "bert-base": 110e6, "bert-large": 335e6, "roberta-large": 355e6, "distilbert": 66e6, "gpt2": 124e6,
     "llama-3-8b": 8.03e9, "resnet50": 25.6e6, "vit-base": 86e6, "electra-large": 335e6,
 }
+ROTARY_MODEL_TYPES = {"llama", "mistral"}
 
 
 def params(name):
@@ -96,3 +97,17 @@ def test_grouped_query_attention_reads_each_kv_head_once():
     assert (scores.m, scores.k, scores.n, scores.count) == (8, spec.head_dim, 1024, 2)
     assert scores.hbm_elems == scores.k * scores.n * scores.count  # the K cache, loaded once
     assert scores.flops == 2.0 * 2 * 8 * 1 * spec.head_dim * 1024  # every query head still scored
+
+
+def _transformer_presets():
+    return [n for n in preset_names() if get_model(n).family != "cnn"]
+
+
+@pytest.mark.parametrize("name", _transformer_presets())
+def test_rope_is_applied_exactly_to_rotary_decoders(name):
+    spec = get_model(name)
+    ops = [op.name for op in build_program(spec, Phase(1, 16, 16), 2).ops]
+    rotary = spec.model_type in ROTARY_MODEL_TYPES
+    assert ops.count("rope") == (spec.layers if rotary else 0)
+    if spec.family != "vision-transformer":  # ViT adds its positions to the patch embeddings
+        assert ops.count("position_gather") == (0 if rotary else 1)
