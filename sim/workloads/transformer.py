@@ -1,4 +1,4 @@
-"""Transformer graphs (BERT family, GPT-2, Llama, ViT, encoder + MLP tower) for one core's shard."""
+"""Transformer graphs (BERT family, GPT-2, OPT, rotary decoders, ViT) for one core's shard."""
 
 from __future__ import annotations
 
@@ -83,17 +83,27 @@ def _blocks(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> None
 
 
 def _token_embedding(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
+    """Token lookup, learned positions, and the projection of narrower token embeddings to the
+    hidden size: after the positions in encoders (ALBERT), before them in decoders (OPT-350m)."""
     tokens = ph.batch * ph.seq
+    positions_in_hidden = spec.family == DECODER
     with b.layer("embedding", "embedding"):
         b.gpsimd("token_index", elems=tokens, rows=tokens)
         b.gather("token_gather", rows=tokens, row_elems=spec.embedding_size, table_rows=_shard(spec.vocab, ph.tp))
+        if positions_in_hidden:
+            _projection(b, "projection", tokens, spec.embedding_size, spec.hidden)
         if spec.learned_positions:
-            b.gather("position_gather", rows=tokens, row_elems=spec.embedding_size,
-                     table_rows=spec.max_positions, deps=())
-            b.vector("position_add", elems=tokens * spec.embedding_size, rows=tokens,
-                     deps=(b.last - 1, b.last))
-        if spec.embedding_size != spec.hidden:
-            b.matmul("projection", tokens, spec.embedding_size, spec.hidden)
+            width = spec.hidden if positions_in_hidden else spec.embedding_size
+            b.gather("position_gather", rows=tokens, row_elems=width,
+                     table_rows=spec.max_positions + spec.position_offset, deps=())
+            b.vector("position_add", elems=tokens * width, rows=tokens, deps=(b.last - 1, b.last))
+        if not positions_in_hidden:
+            _projection(b, "projection", tokens, spec.embedding_size, spec.hidden)
+
+
+def _projection(b: ProgramBuilder, name: str, tokens: int, width_in: int, width_out: int) -> None:
+    if width_in != width_out:
+        b.matmul(name, tokens, width_in, width_out)
 
 
 def encoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
@@ -117,7 +127,8 @@ def decoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
         logits_rows = ph.batch * ph.seq if ph.training else ph.batch
         vocab = _shard(spec.vocab, ph.tp)
         b.vector("final_norm", elems=logits_rows * spec.hidden, rows=logits_rows, passes=2)
-        b.matmul("lm_head", logits_rows, spec.hidden, vocab, shared_weights=spec.tied_embeddings)
+        _projection(b, "projection_out", logits_rows, spec.hidden, spec.embedding_size)
+        b.matmul("lm_head", logits_rows, spec.embedding_size, vocab, shared_weights=spec.tied_embeddings)
         b.gpsimd("sample", elems=logits_rows * vocab, rows=logits_rows)
 
 

@@ -11,8 +11,10 @@ from sim.workloads import Phase, build_program, get_model, preset_names
 PUBLISHED_PARAMS = {  # model cards: parameters including embeddings, +-5% for heads and tied weights
     "bert-base": 110e6, "bert-large": 335e6, "roberta-large": 355e6, "distilbert": 66e6, "gpt2": 124e6,
     "llama-3-8b": 8.03e9, "resnet50": 25.6e6, "vit-base": 86e6, "electra-large": 335e6,
+    "qwen2-7b": 7.62e9, "gemma-7b": 8.54e9, "phi-3-mini": 3.82e9, "pythia-1.4b": 1.41e9, "opt-1.3b": 1.32e9,
+    "gpt-j-6b": 6.05e9,
 }
-ROTARY_MODEL_TYPES = {"llama", "mistral"}
+ROTARY_MODEL_TYPES = {"llama", "mistral", "qwen2", "gemma", "phi3", "gpt_neox", "gptj"}
 
 
 def params(name):
@@ -51,8 +53,15 @@ def test_unsupported_model_type_names_what_is_supported(tmp_path):
         get_model(str(path))
 
 
-@pytest.mark.parametrize("text, message", [("{not json", "not valid JSON"), ("[1, 2]", "JSON object"),
-                                            ('{"model_type": "bert"}', "lacks hidden_size")])
+QWEN2_WITHOUT_KV_HEADS = ('{"model_type": "qwen2", "hidden_size": 224, "num_hidden_layers": 2, '
+                          '"num_attention_heads": 28, "intermediate_size": 512, "vocab_size": 1000}')
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{not json", "not valid JSON"), ("[1, 2]", "JSON object"), ('{"model_type": "bert"}', "lacks hidden_size"),
+    ('{"model_type": "opt", "hidden_size": 256}', "lacks num_hidden_layers, num_attention_heads, ffn_dim"),
+    (QWEN2_WITHOUT_KV_HEADS, "28 attention heads cannot share 32 key-value heads"),  # Qwen2Config's default
+])
 def test_broken_config_files_give_one_line_errors(tmp_path, text, message):
     path = tmp_path / "config.json"
     path.write_text(text)
@@ -111,3 +120,50 @@ def test_rope_is_applied_exactly_to_rotary_decoders(name):
     assert ops.count("rope") == (spec.layers if rotary else 0)
     if spec.family != "vision-transformer":  # ViT adds its positions to the patch embeddings
         assert ops.count("position_gather") == (0 if rotary else 1)
+
+
+SMALL = {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 512,
+         "vocab_size": 1000}
+NEW_FAMILIES = {
+    "qwen2": {**SMALL, "num_key_value_heads": 2}, "gemma": {**SMALL, "num_key_value_heads": 1, "head_dim": 128},
+    "phi3": SMALL, "gpt_neox": SMALL,
+    "opt": {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "ffn_dim": 1024,
+            "vocab_size": 1000, "word_embed_proj_dim": 128},
+    "gptj": {"n_embd": 256, "n_layer": 2, "n_head": 4, "vocab_size": 1000}, "camembert": SMALL,
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(NEW_FAMILIES))
+def test_a_user_config_json_of_each_new_family_simulates(tmp_path, model_type):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": model_type, **NEW_FAMILIES[model_type]}))
+    encoder = model_type == "camembert"
+    trace = simulate(RunConfig(model=str(path), chip="trn1", mode="inference" if encoder else "decode", seq=32,
+                               new_tokens=4))
+    assert trace.meta["model_type"] == model_type
+    first = "" if encoder else "prefill/"
+    assert [n for n in trace.layer_names if n.startswith(first) and n.endswith(".attention")] == [
+        f"{first}layer0.attention", f"{first}layer1.attention"]
+    names = set(trace.op_names)
+    assert ("rope" in names) == (model_type in ROTARY_MODEL_TYPES)
+    assert ({"projection", "projection_out"} <= names) == (model_type == "opt")
+
+
+def test_missing_keys_take_the_defaults_of_the_familys_transformers_config(tmp_path):
+    specs = {}
+    for model_type in ("gemma", "phi3", "gpt_neox", "gptj", "opt"):
+        cfg = {k: v for k, v in NEW_FAMILIES[model_type].items()
+               if k not in ("num_key_value_heads", "head_dim", "word_embed_proj_dim")}
+        if "num_attention_heads" in cfg:
+            cfg["num_attention_heads"] = 16  # Gemma's 16 default KV heads need as many query heads
+        path = tmp_path / f"{model_type}.json"
+        path.write_text(json.dumps({"model_type": model_type, **cfg}))
+        specs[model_type] = get_model(str(path))
+    gemma, phi3, neox, gptj, opt = specs.values()
+    assert (gemma.head_dim, gemma.kv_heads, gemma.tied_embeddings, gemma.act) == (256, 16, True, "gelu_pytorch_tanh")
+    assert (phi3.kv_heads, phi3.tied_embeddings) == (16, False)
+    assert (neox.gated_mlp, neox.act, neox.tied_embeddings, neox.learned_positions) == (False, "gelu", False, False)
+    assert (gptj.intermediate, gptj.tied_embeddings, gptj.learned_positions, gptj.max_positions) == (
+        1024, False, False, 2048)
+    assert (opt.embedding_size, opt.tied_embeddings, opt.act, opt.learned_positions) == (256, True, "relu", True)
+    assert (opt.max_positions, opt.position_offset) == (2048, 2)
