@@ -26,6 +26,8 @@ class ModelSpec:
 
     ``family`` selects the graph builder: ``encoder`` (BERT-like, optionally with an MLP
     tower), ``decoder`` (GPT-2 / Llama), ``vision-transformer`` (ViT) or ``cnn`` (ResNet).
+    ``experts`` > 0 makes the MLP of every block a mixture of that many experts, of which each
+    token runs ``experts_per_token`` (Mixtral).
     """
 
     name: str
@@ -54,6 +56,8 @@ class ModelSpec:
     tied_embeddings: bool = False  # the LM head reuses the token embedding matrix
     learned_positions: bool = False  # a learned position table (BERT, GPT-2, OPT); decoders without one are rotary
     position_offset: int = 0  # rows the learned position table holds before position 0 (OPT: 2)
+    experts: int = 0
+    experts_per_token: int = 0
     shared_layers: bool = False  # every block reuses the first block's weights (ALBERT)
     source: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -137,7 +141,8 @@ def _opt(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
 
 
 def _rotary_decoder(name: str, cfg: Mapping[str, Any], *, act: str, max_positions: int, gated: bool = True,
-                    kv_heads: int | None = None, head_dim: int | None = None, tied: bool = False) -> ModelSpec:
+                    kv_heads: int | None = None, head_dim: int | None = None, tied: bool = False,
+                    experts: int = 0, experts_per_token: int = 0) -> ModelSpec:
     """A decoder with rotary positions and Llama's keys. The keyword arguments are the defaults
     of the family's transformers config class for keys a config.json leaves out (``kv_heads``
     None: one KV head per query head; ``head_dim`` None: hidden size / heads)."""
@@ -149,6 +154,7 @@ def _rotary_decoder(name: str, cfg: Mapping[str, Any], *, act: str, max_position
         head_dim=cfg.get("head_dim", head_dim) or hidden // heads, intermediate=inter, vocab=vocab,
         act=act, gated_mlp=gated, max_positions=cfg.get("max_position_embeddings", max_positions),
         embedding_size=hidden, tied_embeddings=cfg.get("tie_word_embeddings", tied),
+        experts=experts, experts_per_token=experts_per_token,
     )
 
 
@@ -183,6 +189,12 @@ def _gpt_neox(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
     return _rotary_decoder(name, cfg, act=cfg.get("hidden_act", "gelu"), max_positions=2048, gated=False)
 
 
+def _mixtral(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    """Mixtral: Mistral's attention; each block's MLP a mixture of gated experts."""
+    return _rotary_decoder(name, cfg, act=cfg.get("hidden_act", "silu"), max_positions=4096 * 32, kv_heads=8,
+                           experts=cfg.get("num_local_experts", 8), experts_per_token=cfg.get("num_experts_per_tok", 2))
+
+
 def _vit(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
     hidden, layers, heads, inter = _need(
         cfg, "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
@@ -212,7 +224,7 @@ PARSERS: Mapping[str, Callable[[str, Mapping[str, Any]], ModelSpec]] = {
     "bert": _bert, "roberta": _bert, "xlm-roberta": _bert, "camembert": _bert, "electra": _bert,
     "albert": _bert, "encoder-mlp": _bert, "distilbert": _distilbert, "gpt2": _gpt2, "gptj": _gptj,
     "opt": _opt, "gpt_neox": _gpt_neox, "llama": _llama, "mistral": _mistral, "qwen2": _qwen2,
-    "phi3": _phi3, "gemma": _gemma, "vit": _vit, "resnet": _resnet,
+    "phi3": _phi3, "gemma": _gemma, "mixtral": _mixtral, "vit": _vit, "resnet": _resnet,
 }
 
 
@@ -243,6 +255,11 @@ def _check_positive(spec: ModelSpec) -> None:
         raise ConfigError(f"{spec.name}: hidden size {spec.hidden} is not divisible by {spec.heads} heads")
     if spec.family != CNN and (not isinstance(spec.kv_heads, int) or spec.kv_heads <= 0 or spec.heads % spec.kv_heads):
         raise ConfigError(f"{spec.name}: {spec.heads} attention heads cannot share {spec.kv_heads} key-value heads")
+    experts, per_token = spec.experts, spec.experts_per_token
+    if (experts or per_token) and not (isinstance(experts, int) and isinstance(per_token, int)
+                                       and 0 < per_token <= experts):
+        raise ConfigError(f"{spec.name}: each token must run between 1 and all of the {experts} experts, "
+                          f"not {per_token}")
 
 
 @cache

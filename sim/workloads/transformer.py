@@ -1,4 +1,4 @@
-"""Transformer graphs (BERT family, GPT-2, OPT, rotary decoders, ViT) for one core's shard."""
+"""Transformer graphs (BERT family, GPT-2, OPT, rotary decoders, Mixtral, ViT) for one core's shard."""
 
 from __future__ import annotations
 
@@ -59,17 +59,65 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> No
 
 
 def mlp(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
-    """Feed-forward sub-block; gated (SwiGLU) for Llama-style models."""
+    """Feed-forward sub-block; gated (SwiGLU) for Llama-style models, a mixture of experts for Mixtral."""
     tokens, inter = ph.batch * ph.seq, _shard(spec.intermediate, ph.tp)
     b.vector("layernorm", elems=tokens * spec.hidden, rows=tokens, passes=2)
-    if spec.gated_mlp:
+    if spec.experts:
+        _experts(b, spec, tokens, inter)
+    elif spec.gated_mlp:
         b.matmul("gate_up", tokens, spec.hidden, 2 * inter, act=spec.act)
         b.vector("gate_mul", elems=tokens * inter, rows=tokens)
+        b.matmul("down", tokens, inter, spec.hidden)
     else:
         b.matmul("up", tokens, spec.hidden, inter, act=spec.act)
-    b.matmul("down", tokens, inter, spec.hidden)
+        b.matmul("down", tokens, inter, spec.hidden)
     b.allreduce("mlp_allreduce", elems=tokens * spec.hidden, ranks=ph.tp)
     b.vector("residual", elems=tokens * spec.hidden, rows=tokens)
+
+
+def experts_touched(experts: int, per_token: int, tokens: int) -> int:
+    """Distinct experts ``tokens`` tokens run, expected under uniform routing, in whole experts.
+
+    Each token picks ``per_token`` (k) of the ``experts`` (E) experts, uniformly and independently
+    of the other tokens: an expert is left out by one token with probability 1 - k/E and by all T
+    tokens with (1 - k/E)^T, so E x (1 - (1 - k/E)^T) experts are touched on average: k for one
+    token, nearly all of them for a large batch. Trained routers favour some experts; for a given
+    number of tokens that touches fewer of them, so uniform routing is the upper bound.
+    """
+    expected = experts * (1.0 - (1.0 - per_token / experts) ** tokens)
+    return max(per_token, min(experts, round(expected)))
+
+
+def _experts(b: ProgramBuilder, spec: ModelSpec, tokens: int, inter: int) -> None:
+    """Mixture-of-experts MLP: a router, then each token's gated MLP in each of its top-k experts.
+
+    Each expert's MLP is sharded tensor-parallel like a dense one (its intermediate size split
+    over the cores), and the router runs on every core. The tokens' k x T (expert, token) pairs
+    are spread as evenly as they can be over the experts they touch (:func:`experts_touched`):
+    FLOPs are T x k x one expert's MLP, and only the touched experts' weights are read, while
+    every expert's weights count as parameters of the model.
+    """
+    pairs = tokens * spec.experts_per_token
+    touched = experts_touched(spec.experts, spec.experts_per_token, tokens)
+    b.matmul("router", tokens, spec.hidden, spec.experts)
+    b.vector("router_topk", elems=tokens * spec.experts, rows=tokens)
+    _expert_matmuls(b, "experts_gate_up", spec.experts, pairs, touched, spec.hidden, 2 * inter, spec.act)
+    b.vector("gate_mul", elems=pairs * inter, rows=pairs)
+    _expert_matmuls(b, "experts_down", spec.experts, pairs, touched, inter, spec.hidden)
+    b.vector("experts_combine", elems=pairs * spec.hidden, rows=tokens)
+
+
+def _expert_matmuls(b: ProgramBuilder, name: str, experts: int, pairs: int, touched: int, k: int, n: int,
+                    act: str = "") -> None:
+    """One ``[rows,k] @ [k,n]`` per touched expert, each expert's rows its share of ``pairs``.
+
+    When ``pairs`` do not split evenly, a second op holds the experts that take one row more.
+    The first op also owns the weights of the experts no token runs.
+    """
+    rows, busier = divmod(pairs, touched)
+    b.matmul(name, rows, k, n, count=touched - busier, act=act, params=(experts - busier) * k * n)
+    if busier:
+        b.matmul(f"{name}.busier", rows + 1, k, n, count=busier, act=act)
 
 
 def _blocks(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> None:
