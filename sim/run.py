@@ -68,7 +68,7 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
         raise ConfigError(f"sequence length must be a positive integer, got {seq}")
     # learned position tables end at max_positions; rotary embeddings (Llama, Mistral) have no
     # table, and Neuron deployments run them past their trained context
-    limit = 0 if spec.gated_mlp else spec.max_positions
+    limit = spec.max_positions if spec.learned_positions else 0
     total = seq + (cfg.new_tokens if cfg.mode == "decode" else 0)
     if limit and not spec.is_vision and total > limit:
         raise ConfigError(f"{spec.name} handles at most {limit} positions; asked for {total}")

@@ -26,6 +26,8 @@ class ModelSpec:
 
     ``family`` selects the graph builder: ``encoder`` (BERT-like, optionally with an MLP
     tower), ``decoder`` (GPT-2 / Llama), ``vision-transformer`` (ViT) or ``cnn`` (ResNet).
+    ``experts`` > 0 makes the MLP of every block a mixture of that many experts, of which each
+    token runs ``experts_per_token`` (Mixtral).
     """
 
     name: str
@@ -52,6 +54,10 @@ class ModelSpec:
     stem_width: int = 64
     mlp_tower: tuple[int, ...] = ()
     tied_embeddings: bool = False  # the LM head reuses the token embedding matrix
+    learned_positions: bool = False  # a learned position table (BERT, GPT-2, OPT); decoders without one are rotary
+    position_offset: int = 0  # rows the learned position table holds before position 0 (OPT: 2)
+    experts: int = 0
+    experts_per_token: int = 0
     shared_layers: bool = False  # every block reuses the first block's weights (ALBERT)
     source: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -83,6 +89,7 @@ def _bert(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
         embedding_size=cfg.get("embedding_size", hidden), num_labels=cfg.get("num_labels", 2),
         mlp_tower=tuple(cfg.get("mlp_tower_sizes", ())),
         shared_layers=cfg["model_type"] == "albert" and cfg.get("num_hidden_groups", 1) == 1,
+        learned_positions=True,
     )
 
 
@@ -92,32 +99,100 @@ def _distilbert(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
         name=name, model_type="distilbert", family=ENCODER, hidden=dim, layers=layers, heads=heads,
         kv_heads=heads, head_dim=dim // heads, intermediate=inter, vocab=vocab,
         act=cfg.get("activation", "gelu"), max_positions=cfg.get("max_position_embeddings", 512),
-        embedding_size=dim,
+        embedding_size=dim, learned_positions=True,
+    )
+
+
+def _gpt2_keys(name: str, cfg: Mapping[str, Any], *, learned_positions: bool, tied: bool,
+               max_positions: int) -> ModelSpec:
+    """GPT-2 and GPT-J, which name their sizes ``n_embd``, ``n_layer``, ``n_head``, ``n_inner``."""
+    embd, layers, heads, vocab = _need(cfg, "n_embd", "n_layer", "n_head", "vocab_size")
+    return ModelSpec(
+        name=name, model_type=cfg["model_type"], family=DECODER, hidden=embd, layers=layers, heads=heads,
+        kv_heads=heads, head_dim=embd // heads, intermediate=cfg.get("n_inner") or 4 * embd,
+        vocab=vocab, act=cfg.get("activation_function", "gelu_new"),
+        max_positions=cfg.get("n_positions", max_positions), embedding_size=embd,
+        tied_embeddings=cfg.get("tie_word_embeddings", tied), learned_positions=learned_positions,
     )
 
 
 def _gpt2(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
-    embd, layers, heads, vocab = _need(cfg, "n_embd", "n_layer", "n_head", "vocab_size")
+    return _gpt2_keys(name, cfg, learned_positions=True, tied=True, max_positions=1024)
+
+
+def _gptj(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    """GPT-J: GPT-2's keys with rotary positions and an LM head of its own."""
+    return _gpt2_keys(name, cfg, learned_positions=False, tied=False, max_positions=2048)
+
+
+def _opt(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    """OPT: a plain ReLU MLP of ``ffn_dim``, learned positions (their table starts two rows in)
+    and tied token embeddings of ``word_embed_proj_dim``, projected to and from the hidden size
+    when that differs (OPT-350m)."""
+    hidden, layers, heads, inter, vocab = _need(
+        cfg, "hidden_size", "num_hidden_layers", "num_attention_heads", "ffn_dim", "vocab_size")
     return ModelSpec(
-        name=name, model_type="gpt2", family=DECODER, hidden=embd, layers=layers, heads=heads,
-        kv_heads=heads, head_dim=embd // heads, intermediate=cfg.get("n_inner") or 4 * embd,
-        vocab=vocab, act=cfg.get("activation_function", "gelu_new"),
-        max_positions=cfg.get("n_positions", 1024), embedding_size=embd,
-        tied_embeddings=cfg.get("tie_word_embeddings", True),
+        name=name, model_type="opt", family=DECODER, hidden=hidden, layers=layers, heads=heads,
+        kv_heads=heads, head_dim=hidden // heads, intermediate=inter, vocab=vocab,
+        act=cfg.get("activation_function", "relu"), max_positions=cfg.get("max_position_embeddings", 2048),
+        embedding_size=cfg.get("word_embed_proj_dim") or hidden,
+        tied_embeddings=cfg.get("tie_word_embeddings", True), learned_positions=True, position_offset=2,
     )
 
 
-def _llama(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+def _rotary_decoder(name: str, cfg: Mapping[str, Any], *, act: str, max_positions: int, gated: bool = True,
+                    kv_heads: int | None = None, head_dim: int | None = None, tied: bool = False,
+                    experts: int = 0, experts_per_token: int = 0) -> ModelSpec:
+    """A decoder with rotary positions and Llama's keys. The keyword arguments are the defaults
+    of the family's transformers config class for keys a config.json leaves out (``kv_heads``
+    None: one KV head per query head; ``head_dim`` None: hidden size / heads)."""
     hidden, layers, heads, inter, vocab = _need(
         cfg, "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
     return ModelSpec(
         name=name, model_type=cfg["model_type"], family=DECODER, hidden=hidden, layers=layers,
-        heads=heads, kv_heads=cfg.get("num_key_value_heads", heads),
-        head_dim=cfg.get("head_dim") or hidden // heads, intermediate=inter, vocab=vocab,
-        act=cfg.get("hidden_act", "silu"), gated_mlp=True,
-        max_positions=cfg.get("max_position_embeddings", 4096), embedding_size=hidden,
-        tied_embeddings=cfg.get("tie_word_embeddings", False),
+        heads=heads, kv_heads=cfg.get("num_key_value_heads", kv_heads) or heads,
+        head_dim=cfg.get("head_dim", head_dim) or hidden // heads, intermediate=inter, vocab=vocab,
+        act=act, gated_mlp=gated, max_positions=cfg.get("max_position_embeddings", max_positions),
+        embedding_size=hidden, tied_embeddings=cfg.get("tie_word_embeddings", tied),
+        experts=experts, experts_per_token=experts_per_token,
     )
+
+
+def _llama(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    return _rotary_decoder(name, cfg, act=cfg.get("hidden_act", "silu"), max_positions=2048)
+
+
+def _mistral(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    return _rotary_decoder(name, cfg, act=cfg.get("hidden_act", "silu"), max_positions=4096 * 32, kv_heads=8)
+
+
+def _qwen2(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    """Qwen2: Llama's layout; its q/k/v biases (0.01% of the weights) are left out."""
+    return _rotary_decoder(name, cfg, act=cfg.get("hidden_act", "silu"), max_positions=32768, kv_heads=32)
+
+
+def _phi3(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    """Phi-3: Llama's layout with fused q/k/v and gate/up weights, the same matmuls."""
+    return _rotary_decoder(name, cfg, act=cfg.get("hidden_act", "silu"), max_positions=4096)
+
+
+def _gemma(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    """Gemma: a gated GELU MLP, heads wider than hidden size / heads, tied embeddings."""
+    # Gemma's MLP runs the tanh approximation of GELU whatever hidden_act says (the released
+    # configs say "gelu") unless hidden_activation names another
+    return _rotary_decoder(name, cfg, act=cfg.get("hidden_activation") or "gelu_pytorch_tanh",
+                           max_positions=8192, kv_heads=16, head_dim=256, tied=True)
+
+
+def _gpt_neox(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    """GPT-NeoX (Pythia): a plain GELU MLP, rotary positions, untied embeddings."""
+    return _rotary_decoder(name, cfg, act=cfg.get("hidden_act", "gelu"), max_positions=2048, gated=False)
+
+
+def _mixtral(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    """Mixtral: Mistral's attention; each block's MLP a mixture of gated experts."""
+    return _rotary_decoder(name, cfg, act=cfg.get("hidden_act", "silu"), max_positions=4096 * 32, kv_heads=8,
+                           experts=cfg.get("num_local_experts", 8), experts_per_token=cfg.get("num_experts_per_tok", 2))
 
 
 def _vit(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
@@ -128,7 +203,7 @@ def _vit(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
         heads=heads, kv_heads=heads, head_dim=hidden // heads, intermediate=inter,
         act=cfg.get("hidden_act", "gelu"), image_size=cfg.get("image_size", 224),
         patch_size=cfg.get("patch_size", 16), channels=cfg.get("num_channels", 3),
-        num_labels=cfg.get("num_labels", 1000), embedding_size=hidden,
+        num_labels=cfg.get("num_labels", 1000), embedding_size=hidden, learned_positions=True,
     )
 
 
@@ -146,9 +221,10 @@ def _resnet(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
 
 
 PARSERS: Mapping[str, Callable[[str, Mapping[str, Any]], ModelSpec]] = {
-    "bert": _bert, "roberta": _bert, "xlm-roberta": _bert, "electra": _bert, "albert": _bert,
-    "encoder-mlp": _bert, "distilbert": _distilbert, "gpt2": _gpt2, "llama": _llama,
-    "mistral": _llama, "vit": _vit, "resnet": _resnet,
+    "bert": _bert, "roberta": _bert, "xlm-roberta": _bert, "camembert": _bert, "electra": _bert,
+    "albert": _bert, "encoder-mlp": _bert, "distilbert": _distilbert, "gpt2": _gpt2, "gptj": _gptj,
+    "opt": _opt, "gpt_neox": _gpt_neox, "llama": _llama, "mistral": _mistral, "qwen2": _qwen2,
+    "phi3": _phi3, "gemma": _gemma, "mixtral": _mixtral, "vit": _vit, "resnet": _resnet,
 }
 
 
@@ -177,6 +253,13 @@ def _check_positive(spec: ModelSpec) -> None:
         raise ConfigError(f"{spec.name}: {', '.join(bad)} must be positive integers")
     if spec.family != CNN and spec.hidden % spec.heads:
         raise ConfigError(f"{spec.name}: hidden size {spec.hidden} is not divisible by {spec.heads} heads")
+    if spec.family != CNN and (not isinstance(spec.kv_heads, int) or spec.kv_heads <= 0 or spec.heads % spec.kv_heads):
+        raise ConfigError(f"{spec.name}: {spec.heads} attention heads cannot share {spec.kv_heads} key-value heads")
+    experts, per_token = spec.experts, spec.experts_per_token
+    if (experts or per_token) and not (isinstance(experts, int) and isinstance(per_token, int)
+                                       and 0 < per_token <= experts):
+        raise ConfigError(f"{spec.name}: each token must run between 1 and all of the {experts} experts, "
+                          f"not {per_token}")
 
 
 @cache

@@ -1,4 +1,4 @@
-"""Transformer graphs (BERT family, GPT-2, Llama, ViT, encoder + MLP tower) for one core's shard."""
+"""Transformer graphs (BERT family, GPT-2, OPT, rotary decoders, Mixtral, ViT) for one core's shard."""
 
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> No
     cache_elems = ph.batch * kv * ctx * hd if ph.decode_step else 0
     ready = qkv
     if spec.family == DECODER:
-        ready = b.vector("rope", elems=tokens * (heads + kv) * hd, rows=tokens, passes=1)
+        if not spec.learned_positions:
+            ready = b.vector("rope", elems=tokens * (heads + kv) * hd, rows=tokens, passes=1)
         b.copy_out("kv_append", elems=2 * tokens * kv * hd, rows=tokens)
     # grouped-query attention: the query heads that share a KV head are stacked on the matmul's
     # free axis against that head's keys and values, which are loaded once, not once per query head
@@ -58,17 +59,65 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> No
 
 
 def mlp(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
-    """Feed-forward sub-block; gated (SwiGLU) for Llama-style models."""
+    """Feed-forward sub-block; gated (SwiGLU) for Llama-style models, a mixture of experts for Mixtral."""
     tokens, inter = ph.batch * ph.seq, _shard(spec.intermediate, ph.tp)
     b.vector("layernorm", elems=tokens * spec.hidden, rows=tokens, passes=2)
-    if spec.gated_mlp:
+    if spec.experts:
+        _experts(b, spec, tokens, inter)
+    elif spec.gated_mlp:
         b.matmul("gate_up", tokens, spec.hidden, 2 * inter, act=spec.act)
         b.vector("gate_mul", elems=tokens * inter, rows=tokens)
+        b.matmul("down", tokens, inter, spec.hidden)
     else:
         b.matmul("up", tokens, spec.hidden, inter, act=spec.act)
-    b.matmul("down", tokens, inter, spec.hidden)
+        b.matmul("down", tokens, inter, spec.hidden)
     b.allreduce("mlp_allreduce", elems=tokens * spec.hidden, ranks=ph.tp)
     b.vector("residual", elems=tokens * spec.hidden, rows=tokens)
+
+
+def experts_touched(experts: int, per_token: int, tokens: int) -> int:
+    """Distinct experts ``tokens`` tokens run, expected under uniform routing, in whole experts.
+
+    Each token picks ``per_token`` (k) of the ``experts`` (E) experts, uniformly and independently
+    of the other tokens: an expert is left out by one token with probability 1 - k/E and by all T
+    tokens with (1 - k/E)^T, so E x (1 - (1 - k/E)^T) experts are touched on average: k for one
+    token, nearly all of them for a large batch. Trained routers favour some experts; for a given
+    number of tokens that touches fewer of them, so uniform routing is the upper bound.
+    """
+    expected = experts * (1.0 - (1.0 - per_token / experts) ** tokens)
+    return max(per_token, min(experts, round(expected)))
+
+
+def _experts(b: ProgramBuilder, spec: ModelSpec, tokens: int, inter: int) -> None:
+    """Mixture-of-experts MLP: a router, then each token's gated MLP in each of its top-k experts.
+
+    Each expert's MLP is sharded tensor-parallel like a dense one (its intermediate size split
+    over the cores), and the router runs on every core. The tokens' k x T (expert, token) pairs
+    are spread as evenly as they can be over the experts they touch (:func:`experts_touched`):
+    FLOPs are T x k x one expert's MLP, and only the touched experts' weights are read, while
+    every expert's weights count as parameters of the model.
+    """
+    pairs = tokens * spec.experts_per_token
+    touched = experts_touched(spec.experts, spec.experts_per_token, tokens)
+    b.matmul("router", tokens, spec.hidden, spec.experts)
+    b.vector("router_topk", elems=tokens * spec.experts, rows=tokens)
+    _expert_matmuls(b, "experts_gate_up", spec.experts, pairs, touched, spec.hidden, 2 * inter, spec.act)
+    b.vector("gate_mul", elems=pairs * inter, rows=pairs)
+    _expert_matmuls(b, "experts_down", spec.experts, pairs, touched, inter, spec.hidden)
+    b.vector("experts_combine", elems=pairs * spec.hidden, rows=tokens)
+
+
+def _expert_matmuls(b: ProgramBuilder, name: str, experts: int, pairs: int, touched: int, k: int, n: int,
+                    act: str = "") -> None:
+    """One ``[rows,k] @ [k,n]`` per touched expert, each expert's rows its share of ``pairs``.
+
+    When ``pairs`` do not split evenly, a second op holds the experts that take one row more.
+    The first op also owns the weights of the experts no token runs.
+    """
+    rows, busier = divmod(pairs, touched)
+    b.matmul(name, rows, k, n, count=touched - busier, act=act, params=(experts - busier) * k * n)
+    if busier:
+        b.matmul(f"{name}.busier", rows + 1, k, n, count=busier, act=act)
 
 
 def _blocks(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> None:
@@ -82,17 +131,27 @@ def _blocks(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> None
 
 
 def _token_embedding(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
+    """Token lookup, learned positions, and the projection of narrower token embeddings to the
+    hidden size: after the positions in encoders (ALBERT), before them in decoders (OPT-350m)."""
     tokens = ph.batch * ph.seq
+    positions_in_hidden = spec.family == DECODER
     with b.layer("embedding", "embedding"):
         b.gpsimd("token_index", elems=tokens, rows=tokens)
         b.gather("token_gather", rows=tokens, row_elems=spec.embedding_size, table_rows=_shard(spec.vocab, ph.tp))
-        if spec.family != DECODER or spec.model_type == "gpt2":
-            b.gather("position_gather", rows=tokens, row_elems=spec.embedding_size,
-                     table_rows=spec.max_positions, deps=())
-            b.vector("position_add", elems=tokens * spec.embedding_size, rows=tokens,
-                     deps=(b.last - 1, b.last))
-        if spec.embedding_size != spec.hidden:
-            b.matmul("projection", tokens, spec.embedding_size, spec.hidden)
+        if positions_in_hidden:
+            _projection(b, "projection", tokens, spec.embedding_size, spec.hidden)
+        if spec.learned_positions:
+            width = spec.hidden if positions_in_hidden else spec.embedding_size
+            b.gather("position_gather", rows=tokens, row_elems=width,
+                     table_rows=spec.max_positions + spec.position_offset, deps=())
+            b.vector("position_add", elems=tokens * width, rows=tokens, deps=(b.last - 1, b.last))
+        if not positions_in_hidden:
+            _projection(b, "projection", tokens, spec.embedding_size, spec.hidden)
+
+
+def _projection(b: ProgramBuilder, name: str, tokens: int, width_in: int, width_out: int) -> None:
+    if width_in != width_out:
+        b.matmul(name, tokens, width_in, width_out)
 
 
 def encoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
@@ -116,7 +175,8 @@ def decoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
         logits_rows = ph.batch * ph.seq if ph.training else ph.batch
         vocab = _shard(spec.vocab, ph.tp)
         b.vector("final_norm", elems=logits_rows * spec.hidden, rows=logits_rows, passes=2)
-        b.matmul("lm_head", logits_rows, spec.hidden, vocab, shared_weights=spec.tied_embeddings)
+        _projection(b, "projection_out", logits_rows, spec.hidden, spec.embedding_size)
+        b.matmul("lm_head", logits_rows, spec.embedding_size, vocab, shared_weights=spec.tied_embeddings)
         b.gpsimd("sample", elems=logits_rows * vocab, rows=logits_rows)
 
 

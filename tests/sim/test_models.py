@@ -5,13 +5,19 @@ import json
 import pytest
 
 from sim.errors import ConfigError, DoesNotFitError, UnknownNameError
-from sim.run import RunConfig, simulate
-from sim.workloads import Phase, build_program, get_model, preset_names
+from sim.run import RunConfig, deployment, simulate
+from sim.workloads import Phase, Program, build_program, get_model, preset_names
+from sim.workloads.graph import OpKind
+from sim.workloads.transformer import experts_touched
 
 PUBLISHED_PARAMS = {  # model cards: parameters including embeddings, +-5% for heads and tied weights
     "bert-base": 110e6, "bert-large": 335e6, "roberta-large": 355e6, "distilbert": 66e6, "gpt2": 124e6,
     "llama-3-8b": 8.03e9, "resnet50": 25.6e6, "vit-base": 86e6, "electra-large": 335e6,
+    "qwen2-7b": 7.62e9, "gemma-7b": 8.54e9, "phi-3-mini": 3.82e9, "pythia-1.4b": 1.41e9, "opt-1.3b": 1.32e9,
+    "gpt-j-6b": 6.05e9, "mixtral-8x7b": 46.7e9,
 }
+MIXTRAL_ACTIVE_PARAMS = 12.9e9  # model card: parameters one token runs through
+ROTARY_MODEL_TYPES = {"llama", "mistral", "qwen2", "gemma", "phi3", "gpt_neox", "gptj", "mixtral"}
 
 
 def params(name):
@@ -50,8 +56,19 @@ def test_unsupported_model_type_names_what_is_supported(tmp_path):
         get_model(str(path))
 
 
-@pytest.mark.parametrize("text, message", [("{not json", "not valid JSON"), ("[1, 2]", "JSON object"),
-                                            ('{"model_type": "bert"}', "lacks hidden_size")])
+QWEN2_WITHOUT_KV_HEADS = ('{"model_type": "qwen2", "hidden_size": 224, "num_hidden_layers": 2, '
+                          '"num_attention_heads": 28, "intermediate_size": 512, "vocab_size": 1000}')
+MIXTRAL_WITH_TOO_FEW_EXPERTS = ('{"model_type": "mixtral", "hidden_size": 256, "num_hidden_layers": 2, '
+                                '"num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 512, '
+                                '"vocab_size": 1000, "num_local_experts": 2, "num_experts_per_tok": 3}')
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{not json", "not valid JSON"), ("[1, 2]", "JSON object"), ('{"model_type": "bert"}', "lacks hidden_size"),
+    ('{"model_type": "opt", "hidden_size": 256}', "lacks num_hidden_layers, num_attention_heads, ffn_dim"),
+    (QWEN2_WITHOUT_KV_HEADS, "28 attention heads cannot share 32 key-value heads"),  # Qwen2Config's default
+    (MIXTRAL_WITH_TOO_FEW_EXPERTS, "between 1 and all of the 2 experts, not 3"),
+])
 def test_broken_config_files_give_one_line_errors(tmp_path, text, message):
     path = tmp_path / "config.json"
     path.write_text(text)
@@ -96,3 +113,119 @@ def test_grouped_query_attention_reads_each_kv_head_once():
     assert (scores.m, scores.k, scores.n, scores.count) == (8, spec.head_dim, 1024, 2)
     assert scores.hbm_elems == scores.k * scores.n * scores.count  # the K cache, loaded once
     assert scores.flops == 2.0 * 2 * 8 * 1 * spec.head_dim * 1024  # every query head still scored
+
+
+def test_mixtral_that_does_not_fit_the_instance_is_refused_in_one_line():
+    with pytest.raises(DoesNotFitError, match="mixtral-8x7b needs .* does not fit on inf2.xlarge") as info:
+        simulate(RunConfig(model="mixtral-8x7b", instance="inf2.xlarge", mode="decode"))
+    assert "\n" not in str(info.value)
+    assert deployment(RunConfig(model="mixtral-8x7b", chip="trn1", mode="decode")).cores_per_copy == 8
+
+
+def _transformer_presets():
+    return [n for n in preset_names() if get_model(n).family != "cnn"]
+
+
+@pytest.mark.parametrize("name", _transformer_presets())
+def test_rope_is_applied_exactly_to_rotary_decoders(name):
+    spec = get_model(name)
+    ops = [op.name for op in build_program(spec, Phase(1, 16, 16), 2).ops]
+    rotary = spec.model_type in ROTARY_MODEL_TYPES
+    assert ops.count("rope") == (spec.layers if rotary else 0)
+    if spec.family != "vision-transformer":  # ViT adds its positions to the patch embeddings
+        assert ops.count("position_gather") == (0 if rotary else 1)
+
+
+def _experts(prog, prefix="experts_gate_up"):
+    return [op for op in prog.ops if op.name.startswith(prefix)]
+
+
+def test_a_mixtral_decode_step_reads_two_experts_of_eight():
+    spec = get_model("mixtral-8x7b")
+    prog = build_program(spec, Phase(1, 1, 256, decode_step=True), 2)
+    experts = _experts(prog, "experts_")
+    expert_params = sum(op.params for op in experts)
+    assert sum(op.hbm_elems for op in experts) * 8 == expert_params * 2
+    weights_read = sum(op.hbm_elems for op in prog.ops if op.kind is OpKind.MATMUL and op.params)
+    total = sum(op.params for op in prog.ops)
+    assert total == pytest.approx(PUBLISHED_PARAMS["mixtral-8x7b"], rel=0.06)
+    # a quarter of the experts, plus attention, router and LM head (4% of the parameters)
+    assert 0.25 < weights_read / total < 0.3
+
+
+def test_a_simulated_mixtral_decode_step_streams_a_quarter_of_the_weights():
+    trace = simulate(RunConfig(model="mixtral-8x7b", chip="trn1", mode="decode", seq=64, new_tokens=2))
+    step = trace.meta["phases"][1]
+    sel = (trace.events["start_ns"] >= step["start_ns"]) & (trace.events["track"] == trace.track_index("dma_read"))
+    read_bytes = trace.events["bytes"][sel].sum() * trace.meta["cores_per_copy"]
+    assert read_bytes / (PUBLISHED_PARAMS["mixtral-8x7b"] * 2) == pytest.approx(0.27, abs=0.02)
+
+
+def test_a_large_batch_prefill_touches_every_expert():
+    prog = build_program(get_model("mixtral-8x7b"), Phase(8, 128, 128), 2)
+    experts = _experts(prog, "experts_")
+    assert sum(op.hbm_elems for op in experts) == sum(op.params for op in experts)
+
+
+@pytest.mark.parametrize("tokens, touched", [(1, 2), (3, 5), (16, 8), (1000, 8)])
+def test_expected_experts_touched_under_uniform_routing(tokens, touched):
+    assert experts_touched(8, 2, tokens) == touched  # 8 x (1 - (3/4)^T), to the nearest expert
+    prog = build_program(get_model("mixtral-8x7b"), Phase(tokens, 1, 128, decode_step=True), 2)
+    mlp = next(la for la in prog.layers if la.name == "layer0.mlp")
+    gate_up = _experts(Program(prog.ops[mlp.first_op:mlp.first_op + mlp.n_ops]))
+    assert sum(op.count for op in gate_up) == touched
+    assert sum(op.m * op.count for op in gate_up) == tokens * 2  # each token's rows in its two experts
+
+
+def test_mixtral_flops_per_token_are_twice_its_active_parameters():
+    prog = build_program(get_model("mixtral-8x7b"), Phase(3, 1, 128, decode_step=True), 2)
+    assert prog.flops / 3 == pytest.approx(2 * MIXTRAL_ACTIVE_PARAMS, rel=0.04)
+
+
+SMALL = {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 512,
+         "vocab_size": 1000}
+NEW_FAMILIES = {
+    "qwen2": {**SMALL, "num_key_value_heads": 2}, "gemma": {**SMALL, "num_key_value_heads": 1, "head_dim": 128},
+    "phi3": SMALL, "gpt_neox": SMALL, "mixtral": {**SMALL, "num_key_value_heads": 2, "num_local_experts": 4},
+    "opt": {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "ffn_dim": 1024,
+            "vocab_size": 1000, "word_embed_proj_dim": 128},
+    "gptj": {"n_embd": 256, "n_layer": 2, "n_head": 4, "vocab_size": 1000}, "camembert": SMALL,
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(NEW_FAMILIES))
+def test_a_user_config_json_of_each_new_family_simulates(tmp_path, model_type):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": model_type, **NEW_FAMILIES[model_type]}))
+    encoder = model_type == "camembert"
+    trace = simulate(RunConfig(model=str(path), chip="trn1", mode="inference" if encoder else "decode", seq=32,
+                               new_tokens=4))
+    assert trace.meta["model_type"] == model_type
+    first = "" if encoder else "prefill/"
+    assert [n for n in trace.layer_names if n.startswith(first) and n.endswith(".attention")] == [
+        f"{first}layer0.attention", f"{first}layer1.attention"]
+    names = set(trace.op_names)
+    assert ("rope" in names) == (model_type in ROTARY_MODEL_TYPES)
+    assert ("experts_gate_up" in names) == (model_type == "mixtral")
+    assert ({"projection", "projection_out"} <= names) == (model_type == "opt")
+
+
+def test_missing_keys_take_the_defaults_of_the_familys_transformers_config(tmp_path):
+    specs = {}
+    for model_type in ("gemma", "mixtral", "phi3", "gpt_neox", "gptj", "opt"):
+        cfg = {k: v for k, v in NEW_FAMILIES[model_type].items()
+               if k not in ("num_key_value_heads", "head_dim", "num_local_experts", "word_embed_proj_dim")}
+        if "num_attention_heads" in cfg:
+            cfg["num_attention_heads"] = 16  # Gemma's 16 default KV heads need as many query heads
+        path = tmp_path / f"{model_type}.json"
+        path.write_text(json.dumps({"model_type": model_type, **cfg}))
+        specs[model_type] = get_model(str(path))
+    gemma, mixtral, phi3, neox, gptj, opt = specs.values()
+    assert (gemma.head_dim, gemma.kv_heads, gemma.tied_embeddings, gemma.act) == (256, 16, True, "gelu_pytorch_tanh")
+    assert (mixtral.kv_heads, mixtral.experts, mixtral.experts_per_token, mixtral.gated_mlp) == (8, 8, 2, True)
+    assert (phi3.kv_heads, phi3.tied_embeddings) == (16, False)
+    assert (neox.gated_mlp, neox.act, neox.tied_embeddings, neox.learned_positions) == (False, "gelu", False, False)
+    assert (gptj.intermediate, gptj.tied_embeddings, gptj.learned_positions, gptj.max_positions) == (
+        1024, False, False, 2048)
+    assert (opt.embedding_size, opt.tied_embeddings, opt.act, opt.learned_positions) == (256, True, "relu", True)
+    assert (opt.max_positions, opt.position_offset) == (2048, 2)
