@@ -72,10 +72,20 @@ class ModelSpec:
         return self.family in (VISION_TRANSFORMER, CNN)
 
 
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 def _need(cfg: Mapping[str, Any], *keys: str) -> list[Any]:
+    """The sizes ``keys`` names: positive integers, or lists of them (a ResNet's stages), checked
+    before any arithmetic on them."""
     missing = [k for k in keys if k not in cfg]
     if missing:
         raise ConfigError(f"config.json lacks {', '.join(missing)} for model_type '{cfg.get('model_type')}'")
+    for k in keys:
+        v = cfg[k]
+        if not (_positive_int(v) or (isinstance(v, list) and v and all(_positive_int(x) for x in v))):
+            raise ConfigError(f"config.json: {k} must be a positive integer, got {json.dumps(v)}")
     return [cfg[k] for k in keys]
 
 
@@ -245,10 +255,17 @@ def _with_source(spec: ModelSpec, source: str) -> ModelSpec:
 
 def _check_positive(spec: ModelSpec) -> None:
     numbers = {"hidden": spec.hidden, "layers": spec.layers, "heads": spec.heads,
-               "intermediate": spec.intermediate}
+               "intermediate": spec.intermediate, "head_dim": spec.head_dim, "embedding_size": spec.embedding_size}
     if spec.family == CNN:
-        numbers = {"hidden_sizes": min(spec.stage_widths, default=0), "depths": min(spec.stage_depths, default=0)}
-    bad = [k for k, v in numbers.items() if not isinstance(v, int) or v <= 0]
+        numbers = {"hidden_sizes": min(spec.stage_widths, default=0), "depths": min(spec.stage_depths, default=0),
+                   "embedding_size": spec.stem_width}
+    if spec.learned_positions and not spec.is_vision:  # a ViT's positions are its patches
+        numbers["max_position_embeddings"] = spec.max_positions
+    if spec.is_vision:
+        numbers.update(image_size=spec.image_size, num_channels=spec.channels, num_labels=spec.num_labels)
+        if spec.family == VISION_TRANSFORMER:
+            numbers["patch_size"] = spec.patch_size
+    bad = [k for k, v in numbers.items() if not _positive_int(v)]
     if bad:
         raise ConfigError(f"{spec.name}: {', '.join(bad)} must be positive integers")
     if spec.family != CNN and spec.hidden % spec.heads:

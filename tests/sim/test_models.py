@@ -229,3 +229,20 @@ def test_missing_keys_take_the_defaults_of_the_familys_transformers_config(tmp_p
         1024, False, False, 2048)
     assert (opt.embedding_size, opt.tied_embeddings, opt.act, opt.learned_positions) == (256, True, "relu", True)
     assert (opt.max_positions, opt.position_offset) == (2048, 2)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"num_attention_heads": 0}, "num_attention_heads must be a positive integer, got 0"),
+    ({"hidden_size": "64"}, 'hidden_size must be a positive integer, got "64"'),
+    ({"head_dim": "x"}, "head_dim must be positive"),
+    ({"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 2, "n_positions": "1k"},
+     "max_position_embeddings must be positive"),
+])
+def test_sizes_that_are_no_positive_integers_give_one_line_errors(tmp_path, change, message):
+    cfg = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+           "intermediate_size": 128, "vocab_size": 100, **change}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(ConfigError, match=message) as info:
+        get_model(str(path))
+    assert "\n" not in str(info.value)
