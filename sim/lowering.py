@@ -12,7 +12,8 @@ fits beside the ops that may still be running, so the next weights arrive during
 (or a collective). Activations larger than a quarter of SBUF are processed in
 blocks of sequences, fused across consecutive ops as the Neuron compiler tiles the batch
 dimension, so they never leave SBUF; a matmul whose weights do not fit then streams its
-weights once per block.
+weights once per block, unless spilling the part of its output that does not fit moves fewer
+bytes.
 """
 
 from __future__ import annotations
@@ -123,8 +124,17 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     act = min(act_in + out, quarter)
     weight_room = 3 * quarter - act
     blocks = max(1, ceil_div(int(act_in + out), int(quarter))) if weights > weight_room else 1
-    reads = weights * blocks
-    writes = op.hbm_write_elems * dt
+    # when only the output overflows its quarter (a wide MLP's up-projection of a few sequences),
+    # the compiler can instead stream the weights once and spill the output that does not fit to
+    # device memory, for the next op to read back: it takes whichever moves fewer bytes (the
+    # read-back is counted here, with the op that spilled)
+    spill = act_in + out - quarter if act_in <= quarter else 0.0
+    if blocks > 1 and 0 < 2 * spill < weights * (blocks - 1):
+        blocks = 1
+    else:
+        spill = 0.0
+    reads = weights * blocks + spill
+    writes = op.hbm_write_elems * dt + spill
     chunks = _chunks(reads, plan.psum_tiles)
     # two consecutive matmuls may overlap, so each uses at most half of the PSUM banks; a chunk
     # with more tiles than that interleaves matmuls and evacuations bank by bank

@@ -1,5 +1,7 @@
 """Relations the model must reproduce from first principles, not from stored numbers."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -120,3 +122,25 @@ def test_a_data_parallel_gradient_all_reduce_on_one_chip_stays_on_the_chip(run):
     nbytes = trace.events["bytes"][coll]
     expected = 2 * chip.efficiency.collective_latency_s + nbytes / chip.intra_chip_link_bytes_per_s
     assert durations == pytest.approx(expected)  # no cross-chip setup, the on-chip link
+
+
+def test_a_wide_output_spills_instead_of_streaming_the_weights_again(run):
+    """Qwen2-7B on one core: an up-projection's 128 tokens x 37 888 outputs (9.7 MB) overflow their
+    quarter of SBUF (6 MB) by 4.6 MB. Spilling that moves 9 MB; streaming the 270 MB of weights
+    once more for a second block of sequences would move far more, so the weights are read once."""
+    trace = run("qwen2-7b", "inf2", copies=1)
+    assert trace.meta["cores_per_copy"] == 1
+    assert trace.meta["weight_refetch_bytes"] == 0.0
+    met = compute_metrics(trace)
+    assert met.hbm_read_bytes < 1.05 * 7.62e9 * 2
+    assert met.hbm_write_bytes == pytest.approx(28 * 4.6e6, rel=0.05)  # each layer spills part of its MLP output
+
+
+def test_inputs_too_big_for_sbuf_stream_the_weights_once_per_block(tmp_path):
+    """2048 tokens x 4096 of input do not fit a quarter of SBUF: a block of sequences at a time,
+    with the weights read again for each."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 2,
+                                "num_attention_heads": 32, "intermediate_size": 14336, "vocab_size": 32000}))
+    trace = simulate(RunConfig(model=str(path), chip="inf2", seq=2048, copies=1, cores=1))
+    assert trace.meta["weight_refetch_bytes"] > 0
