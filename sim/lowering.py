@@ -127,14 +127,17 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     # when only the output overflows its quarter (a wide MLP's up-projection of a few sequences),
     # the compiler can instead stream the weights once and spill the output that does not fit to
     # device memory, for the next op to read back: it takes whichever moves fewer bytes (the
-    # read-back is counted here, with the op that spilled)
+    # read-back is counted here, with the op that spilled). An output written to device memory
+    # anyway (saved for the backward pass) costs only the read-back.
     spill = act_in + out - quarter if act_in <= quarter else 0.0
-    if blocks > 1 and 0 < 2 * spill < weights * (blocks - 1):
+    written = op.hbm_write_elems * dt >= out
+    spill_write = 0.0 if written else spill
+    if blocks > 1 and 0 < spill + spill_write < weights * (blocks - 1):
         blocks = 1
     else:
-        spill = 0.0
+        spill = spill_write = 0.0
     reads = weights * blocks + spill
-    writes = op.hbm_write_elems * dt + spill
+    writes = op.hbm_write_elems * dt + spill_write
     chunks = _chunks(reads, plan.psum_tiles)
     # two consecutive matmuls may overlap, so each uses at most half of the PSUM banks; a chunk
     # with more tiles than that interleaves matmuls and evacuations bank by bank

@@ -161,6 +161,8 @@ class CoreScheduler:
             # (so weights stream in ahead, during collectives and small ops); they need nothing else
             j = min(i, bisect_left(held, held[i + 1] - self.sbuf_bytes)) - 1
             gate = max(t0, settled[j]) if j >= 0 else t0
+            if op.read_after >= 0:  # what to read is decided by that op
+                gate = max(gate, op_end[op.read_after])
             ready0 = [max(dep_end, gate)] * len(stages)
             if lo.read and not lo.read_after_deps:
                 ready0[0] = gate

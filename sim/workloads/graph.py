@@ -54,6 +54,9 @@ class Op:
         the cores one copy spans.
     deps : tuple[int, ...]
         Indices (in the program) of the ops whose outputs this op reads.
+    read_after : int
+        Index of the op that decides what this op reads from memory (a router choosing experts):
+        its reads wait for that op, not only for room in SBUF; -1 for none.
     """
 
     name: str
@@ -72,6 +75,7 @@ class Op:
     dtype_bytes: int = 2
     across_copies: bool = False
     deps: tuple[int, ...] = ()
+    read_after: int = -1
 
     @property
     def flops(self) -> float:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,8 @@ class ModelSpec:
     mlp_tower: tuple[int, ...] = ()
     tied_embeddings: bool = False  # the LM head reuses the token embedding matrix
     learned_positions: bool = False  # a learned position table (BERT, GPT-2, OPT); decoders without one are rotary
-    position_offset: int = 0  # rows the learned position table holds before position 0 (OPT: 2)
+    position_offset: int = 0  # rows the learned position table holds before position 0 (OPT, RoBERTa: 2)
+    rotary_fraction: float = 1.0  # of each head's width that rotary embeddings turn (GPT-J, GPT-NeoX: part)
     experts: int = 0
     experts_per_token: int = 0
     shared_layers: bool = False  # every block reuses the first block's weights (ALBERT)
@@ -76,28 +77,49 @@ def _positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-def _need(cfg: Mapping[str, Any], *keys: str) -> list[Any]:
-    """The sizes ``keys`` names: positive integers, or lists of them (a ResNet's stages), checked
-    before any arithmetic on them."""
+def _size_list(value: Any) -> bool:
+    return isinstance(value, list) and all(_positive_int(x) for x in value)
+
+
+def _need(cfg: Mapping[str, Any], *keys: str, lists: bool = False) -> list[Any]:
+    """The sizes ``keys`` names: positive integers, or with ``lists`` non-empty lists of them (a
+    ResNet's stages), checked before any arithmetic on them."""
     missing = [k for k in keys if k not in cfg]
     if missing:
         raise ConfigError(f"config.json lacks {', '.join(missing)} for model_type '{cfg.get('model_type')}'")
     for k in keys:
         v = cfg[k]
-        if not (_positive_int(v) or (isinstance(v, list) and v and all(_positive_int(x) for x in v))):
+        if lists and not (_size_list(v) and v):
+            raise ConfigError(f"config.json: {k} must be a list of positive integers, got {json.dumps(v)}")
+        if not lists and not _positive_int(v):
             raise ConfigError(f"config.json: {k} must be a positive integer, got {json.dumps(v)}")
     return [cfg[k] for k in keys]
+
+
+def _optional_sizes(cfg: Mapping[str, Any], key: str) -> tuple[int, ...]:
+    value = cfg.get(key, [])
+    if not _size_list(value):
+        raise ConfigError(f"config.json: {key} must be a list of positive integers, got {json.dumps(value)}")
+    return tuple(value)
+
+
+ROBERTA_TYPES = ("roberta", "xlm-roberta", "camembert", "encoder-mlp")  # position table starts 2 rows in
 
 
 def _bert(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
     hidden, layers, heads, inter, vocab = _need(
         cfg, "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+    # RoBERTa's position table holds the padding index and one row below the first position:
+    # its max_position_embeddings (514) allows 512 tokens
+    offset = 2 if cfg["model_type"] in ROBERTA_TYPES else 0
+    positions = cfg.get("max_position_embeddings", 512)
     return ModelSpec(
         name=name, model_type=cfg["model_type"], family=ENCODER, hidden=hidden, layers=layers,
         heads=heads, kv_heads=heads, head_dim=hidden // heads, intermediate=inter, vocab=vocab,
-        act=cfg.get("hidden_act", "gelu"), max_positions=cfg.get("max_position_embeddings", 512),
+        act=cfg.get("hidden_act", "gelu"),
+        max_positions=positions - offset if _positive_int(positions) else positions, position_offset=offset,
         embedding_size=cfg.get("embedding_size", hidden), num_labels=cfg.get("num_labels", 2),
-        mlp_tower=tuple(cfg.get("mlp_tower_sizes", ())),
+        mlp_tower=_optional_sizes(cfg, "mlp_tower_sizes"),
         shared_layers=cfg["model_type"] == "albert" and cfg.get("num_hidden_groups", 1) == 1,
         learned_positions=True,
     )
@@ -131,8 +153,15 @@ def _gpt2(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
 
 
 def _gptj(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
-    """GPT-J: GPT-2's keys with rotary positions and an LM head of its own."""
-    return _gpt2_keys(name, cfg, learned_positions=False, tied=False, max_positions=2048)
+    """GPT-J: GPT-2's keys with rotary positions on the first ``rotary_dim`` of each head's
+    width, and an LM head of its own."""
+    spec = _gpt2_keys(name, cfg, learned_positions=False, tied=False, max_positions=2048)
+    rotary = cfg.get("rotary_dim", 64)
+    if rotary is None:  # the whole head
+        return spec
+    if not _positive_int(rotary):
+        raise ConfigError(f"config.json: rotary_dim must be a positive integer, got {json.dumps(rotary)}")
+    return replace(spec, rotary_fraction=min(1.0, rotary / spec.head_dim))
 
 
 def _opt(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
@@ -195,8 +224,13 @@ def _gemma(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
 
 
 def _gpt_neox(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
-    """GPT-NeoX (Pythia): a plain GELU MLP, rotary positions, untied embeddings."""
-    return _rotary_decoder(name, cfg, act=cfg.get("hidden_act", "gelu"), max_positions=2048, gated=False)
+    """GPT-NeoX (Pythia): a plain GELU MLP, rotary positions on ``rotary_pct`` of each head's
+    width, untied embeddings."""
+    spec = _rotary_decoder(name, cfg, act=cfg.get("hidden_act", "gelu"), max_positions=2048, gated=False)
+    pct = cfg.get("rotary_pct", 0.25)
+    if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not 0 < pct <= 1:
+        raise ConfigError(f"config.json: rotary_pct must be a fraction in (0, 1], got {json.dumps(pct)}")
+    return replace(spec, rotary_fraction=float(pct))
 
 
 def _mixtral(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
@@ -218,7 +252,7 @@ def _vit(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
 
 
 def _resnet(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
-    widths, depths = _need(cfg, "hidden_sizes", "depths")
+    widths, depths = _need(cfg, "hidden_sizes", "depths", lists=True)
     if len(widths) != len(depths):
         raise ConfigError("config.json: hidden_sizes and depths must have the same length")
     return ModelSpec(
@@ -261,8 +295,10 @@ def _check_positive(spec: ModelSpec) -> None:
                    "embedding_size": spec.stem_width}
     if spec.learned_positions and not spec.is_vision:  # a ViT's positions are its patches
         numbers["max_position_embeddings"] = spec.max_positions
+    if spec.family != DECODER:
+        numbers["num_labels"] = spec.num_labels
     if spec.is_vision:
-        numbers.update(image_size=spec.image_size, num_channels=spec.channels, num_labels=spec.num_labels)
+        numbers.update(image_size=spec.image_size, num_channels=spec.channels)
         if spec.family == VISION_TRANSFORMER:
             numbers["patch_size"] = spec.patch_size
     bad = [k for k, v in numbers.items() if not _positive_int(v)]

@@ -39,7 +39,8 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> No
     ready = qkv
     if spec.family == DECODER:
         if not spec.learned_positions:
-            ready = b.vector("rope", elems=tokens * (heads + kv) * hd, rows=tokens, passes=1)
+            ready = b.vector("rope", elems=round(tokens * (heads + kv) * hd * spec.rotary_fraction), rows=tokens,
+                             passes=1)
         b.copy_out("kv_append", elems=2 * tokens * kv * hd, rows=tokens)
     # grouped-query attention: the query heads that share a KV head are stacked on the matmul's
     # free axis against that head's keys and values, which are loaded once, not once per query head
@@ -100,24 +101,27 @@ def _experts(b: ProgramBuilder, spec: ModelSpec, tokens: int, inter: int) -> Non
     pairs = tokens * spec.experts_per_token
     touched = experts_touched(spec.experts, spec.experts_per_token, tokens)
     b.matmul("router", tokens, spec.hidden, spec.experts)
-    b.vector("router_topk", elems=tokens * spec.experts, rows=tokens)
-    _expert_matmuls(b, "experts_gate_up", spec.experts, pairs, touched, spec.hidden, 2 * inter, spec.act)
+    # which experts' weights to read is known once the router has chosen them: not earlier, as
+    # the weights of a dense MLP stream in during the attention before it
+    chosen = b.vector("router_topk", elems=tokens * spec.experts, rows=tokens)
+    _expert_matmuls(b, "experts_gate_up", spec.experts, pairs, touched, spec.hidden, 2 * inter, chosen, spec.act)
     b.vector("gate_mul", elems=pairs * inter, rows=pairs)
-    _expert_matmuls(b, "experts_down", spec.experts, pairs, touched, inter, spec.hidden)
+    _expert_matmuls(b, "experts_down", spec.experts, pairs, touched, inter, spec.hidden, chosen)
     b.vector("experts_combine", elems=pairs * spec.hidden, rows=tokens)
 
 
 def _expert_matmuls(b: ProgramBuilder, name: str, experts: int, pairs: int, touched: int, k: int, n: int,
-                    act: str = "") -> None:
+                    chosen: int, act: str = "") -> None:
     """One ``[rows,k] @ [k,n]`` per touched expert, each expert's rows its share of ``pairs``.
 
     When ``pairs`` do not split evenly, a second op holds the experts that take one row more.
     The first op also owns the weights of the experts no token runs.
     """
     rows, busier = divmod(pairs, touched)
-    b.matmul(name, rows, k, n, count=touched - busier, act=act, params=(experts - busier) * k * n)
+    b.matmul(name, rows, k, n, count=touched - busier, act=act, params=(experts - busier) * k * n,
+             read_after=chosen)
     if busier:
-        b.matmul(f"{name}.busier", rows + 1, k, n, count=busier, act=act)
+        b.matmul(f"{name}.busier", rows + 1, k, n, count=busier, act=act, read_after=chosen)
 
 
 def _blocks(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> None:

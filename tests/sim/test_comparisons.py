@@ -144,3 +144,21 @@ def test_inputs_too_big_for_sbuf_stream_the_weights_once_per_block(tmp_path):
                                 "num_attention_heads": 32, "intermediate_size": 14336, "vocab_size": 32000}))
     trace = simulate(RunConfig(model=str(path), chip="inf2", seq=2048, copies=1, cores=1))
     assert trace.meta["weight_refetch_bytes"] > 0
+
+
+def test_an_output_saved_for_the_backward_pass_spills_without_a_second_write():
+    """Training writes a forward matmul's whole output to device memory anyway: spilling the part
+    that overflows SBUF costs only its read-back, never a second write."""
+    from sim.lowering import CoreContext, lower
+    from sim.workloads.graph import Op, OpKind
+
+    ctx = CoreContext(get_chip("inf2"), "bf16", 1, 1, 1)
+    m, k, n = 128, 3584, 37888  # Qwen2-7B's gate/up projection of 128 tokens: 9.7 MB out, 270 MB weights
+    forward = Op(name="gate_up", kind=OpKind.MATMUL, m=m, k=k, n=n, hbm_elems=k * n, params=k * n)
+    saved = Op(name="gate_up", kind=OpKind.MATMUL, m=m, k=k, n=n, hbm_elems=k * n, params=k * n,
+               hbm_write_elems=m * n)
+    inference, training = lower(ctx, forward), lower(ctx, saved)
+    spill = inference.write.nbytes * inference.chunks
+    assert inference.weight_refetch_bytes == training.weight_refetch_bytes == 0.0
+    assert training.write.nbytes * training.chunks == pytest.approx(m * n * 2)  # the saved output, once
+    assert training.read.nbytes * training.chunks == pytest.approx(k * n * 2 + spill)  # weights once + read-back

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from sim.errors import ConfigError, DoesNotFitError, UnknownNameError
@@ -237,6 +238,12 @@ def test_missing_keys_take_the_defaults_of_the_familys_transformers_config(tmp_p
     ({"head_dim": "x"}, "head_dim must be positive"),
     ({"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 2, "n_positions": "1k"},
      "max_position_embeddings must be positive"),
+    ({"num_attention_heads": [2]}, "num_attention_heads must be a positive integer, got \\[2\\]"),
+    ({"model_type": "bert", "num_labels": None}, "num_labels must be positive"),
+    ({"model_type": "bert", "mlp_tower_sizes": 512}, "mlp_tower_sizes must be a list of positive integers"),
+    ({"model_type": "resnet", "hidden_sizes": 64, "depths": [2]}, "hidden_sizes must be a list"),
+    ({"model_type": "gptj", "n_embd": 64, "n_layer": 2, "n_head": 2, "rotary_dim": "all"}, "rotary_dim must be"),
+    ({"model_type": "gpt_neox", "rotary_pct": 2}, "rotary_pct must be a fraction"),
 ])
 def test_sizes_that_are_no_positive_integers_give_one_line_errors(tmp_path, change, message):
     cfg = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
@@ -246,3 +253,28 @@ def test_sizes_that_are_no_positive_integers_give_one_line_errors(tmp_path, chan
     with pytest.raises(ConfigError, match=message) as info:
         get_model(str(path))
     assert "\n" not in str(info.value)
+
+
+def test_experts_weights_are_read_once_the_router_has_chosen_them(run):
+    trace = run("mixtral-8x7b", "trn2", mode="decode", seq=128, new_tokens=2)
+    ev, names = trace.events, trace.op_names
+    reads = ev["track"] == trace.track_index("dma_read")
+    for name in ("prefill/layer3.mlp", "decode ctx 256/layer20.mlp"):
+        layer = trace.layer_names.index(name)
+        in_layer = ev["layer"] == layer
+        op = np.array([names[o] for o in ev["op"]], dtype=str)
+        routed = in_layer & (op == "router_topk")
+        expert_reads = in_layer & reads & np.char.startswith(op, "experts_")
+        assert expert_reads.any()
+        chosen_at = (ev["start_ns"][routed] + ev["dur_ns"][routed]).max()
+        assert ev["start_ns"][expert_reads].min() >= chosen_at
+
+
+def test_roberta_positions_and_partial_rotary_follow_their_configs(tmp_path):
+    roberta = get_model("roberta-base")
+    assert (roberta.max_positions, roberta.position_offset) == (512, 2)  # 514 rows, two before position 0
+    with pytest.raises(ConfigError, match="at most 512 positions"):
+        simulate(RunConfig(model="roberta-base", chip="inf2", seq=513))
+    assert get_model("gpt-j-6b").rotary_fraction == pytest.approx(64 / 256)
+    assert get_model("pythia-1.4b").rotary_fraction == pytest.approx(0.25)
+    assert get_model("llama-3-8b").rotary_fraction == 1.0
