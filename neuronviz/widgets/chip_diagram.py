@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from PySide6.QtCore import QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QFont, QPainter, QPen
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from neuronviz.theme import ENGINE_LABELS, engine_color, palette
@@ -37,6 +37,19 @@ def _pen(color: QColor, width: float = 1.0, style: Qt.PenStyle = Qt.PenStyle.Sol
     pen.setWidthF(width)
     pen.setStyle(style)
     return pen
+
+
+SMALL_POINTS = 7.0  # engine labels of cells too short for the diagram's font
+
+
+def engine_label(kind: str, level: float, cell: QRectF, metrics: QFontMetrics) -> str:
+    """The text of an engine's cell: its name and busy %, on two lines when the cell is tall
+    enough, else on one, else the % alone (the cell's colour and place name the engine)."""
+    percent = f"{100 * level:.0f}%"
+    if cell.height() >= 2 * metrics.height():
+        return f"{ENGINE_LABELS[kind]}\n{percent}"
+    one_line = f"{ENGINE_LABELS[kind]} {percent}"
+    return one_line if metrics.horizontalAdvance(one_line) <= cell.width() - 4 else percent
 
 
 class ChipDiagram(QWidget):
@@ -105,10 +118,15 @@ class ChipDiagram(QWidget):
             p.setPen(_pen(color, 1.5))
             p.setBrush(fill)
             p.drawRect(cell)
-            if cell.height() > 14:
+            p.save()
+            if cell.height() < p.fontMetrics().height():  # many cores: a smaller font, if that fits
+                small = QFont(p.font())
+                small.setPointSizeF(SMALL_POINTS)
+                p.setFont(small)
+            if cell.height() >= p.fontMetrics().height():
                 p.setPen(QColor("white") if level > 0.5 else fg)
-                p.drawText(cell, Qt.AlignmentFlag.AlignCenter, f"{ENGINE_LABELS[kind]}\n{100 * level:.0f}%"
-                           if cell.height() > 28 else ENGINE_LABELS[kind])
+                p.drawText(cell, Qt.AlignmentFlag.AlignCenter, engine_label(kind, level, cell, p.fontMetrics()))
+            p.restore()
 
     def _bar(self, p: QPainter, r: QRectF, frac: float, color: QColor, label: str, fg: QColor) -> None:
         p.setPen(_pen(fg))

@@ -93,3 +93,16 @@ def test_an_error_while_painting_a_row_reaches_the_excepthook(qapp, monkeypatch)
     view.resize(300, 100)
     view.grab()
     assert [type(exc) for exc in seen] == [ZeroDivisionError]
+
+
+def test_engine_cells_keep_their_busy_percent_when_short(qapp):
+    """Eight cores (Trn2) leave cells one line tall: the name and % share the line, or the % stays alone."""
+    from PySide6.QtCore import QRectF
+    from PySide6.QtGui import QFont, QFontMetrics
+
+    from neuronviz.widgets.chip_diagram import engine_label
+
+    metrics = QFontMetrics(QFont())
+    assert engine_label("tensor", 0.36, QRectF(0, 0, 80, 2 * metrics.height()), metrics) == "Tensor\n36%"
+    assert engine_label("tensor", 0.36, QRectF(0, 0, 200, 20), metrics) == "Tensor 36%"
+    assert engine_label("tensor", 0.36, QRectF(0, 0, 30, 20), metrics) == "36%"
