@@ -35,8 +35,10 @@ def summary_rows(session: Session) -> list[list[object]]:
         met, m = run.metrics, run.trace.meta
         u = met.engine_utilization
         latency = met.per_token_s if m.get("mode") == "decode" else met.latency_s
+        # a trace of another tool says how long it ran, not how many inferences it served
+        throughput = None if m.get("mode") == "imported" else round(met.throughput_per_s, 2)
         rows.append([
-            run.title, m.get("instance", ""), round(latency * 1e3, 4), round(met.throughput_per_s, 2),
+            run.title, m.get("instance", ""), round(latency * 1e3, 4), throughput,
             round(base / met.latency_s, 3) if met.latency_s else 0.0,
             *(round(100 * u.get(k, 0.0), 1) for k in ("tensor", "vector", "scalar", "gpsimd")),
             round(met.hbm_read_bytes / 1e6, 2), round(met.hbm_write_bytes / 1e6, 2),

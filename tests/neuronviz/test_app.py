@@ -205,6 +205,11 @@ def test_a_chrome_trace_of_another_tool_opens_as_a_generic_pane(demo_window, qtb
     assert [band.title for band in pane.bands] == ["% of peak"]  # the tool's two memory counters, no simulator bands
     legend = [label.text for _, label in pane.legends[0].items]
     assert legend == ["GPU Memory.allocated", "GPU Memory.reserved"]
+    from neuronviz.widgets.summary import COLUMNS
+
+    row = [demo_window.summary.item(0, c).text() for c in range(len(COLUMNS))]
+    assert row[COLUMNS.index("latency ms")] == "1.0"  # how long it ran
+    assert row[COLUMNS.index("throughput /s")] == row[COLUMNS.index("$ per million")] == "n/a"
 
 
 def test_right_click_on_a_pane_offers_to_export_that_pane(demo_window, qtbot):
