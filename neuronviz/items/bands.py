@@ -13,12 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QLineF, QRectF, Qt
+from PySide6.QtCore import QLineF, QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPen, QTransform
 from PySide6.QtWidgets import QGraphicsItem
 
 from neuronviz.items import reports_errors
 
+ABOVE_LEGENDS = 1000.0  # z of items the ViewBox draws over its legends
 BAND_TOP = 0.16  # of a band's height, above its y_max
 BAND_BOTTOM = 0.06  # below its zero
 BAND_FILL = 1.0 - BAND_TOP - BAND_BOTTOM
@@ -129,3 +130,34 @@ class BandRules(QGraphicsItem):
         p.setPen(self.pen)
         p.drawLines([QLineF(rect.left(), y, rect.right(), y) for y in
                      (rect.top() + rect.height() * k / self.bands for k in range(1, self.bands))])
+
+
+class ViewLine(QGraphicsItem):
+    """A vertical line at ``value()`` (an x of the view) drawn by the ViewBox itself, above all
+    its children: the counter legends, which sit over the curves, do not veil it (the playhead
+    of the counter bands)."""
+
+    def __init__(self, view: pg.ViewBox, pen: QPen) -> None:
+        super().__init__(view)
+        self.view, self.pen, self.x = view, pen, 0.0
+        self.setZValue(ABOVE_LEGENDS)
+        view.sigXRangeChanged.connect(lambda *_: self.update())
+        view.sigResized.connect(lambda *_: self.prepareGeometryChange())
+
+    def value(self) -> float:
+        return self.x
+
+    def setValue(self, x: float) -> None:
+        self.x = x
+        self.update()
+
+    def boundingRect(self) -> QRectF:
+        return self.view.boundingRect()
+
+    @reports_errors
+    def paint(self, p: QPainter, *args) -> None:
+        rect = self.view.boundingRect()
+        x = self.view.mapFromView(QPointF(self.x, 0.0)).x()
+        if rect.left() <= x <= rect.right():
+            p.setPen(self.pen)
+            p.drawLine(QLineF(x, rect.top(), x, rect.bottom()))

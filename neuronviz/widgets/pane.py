@@ -9,7 +9,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QGraphicsItem, QHBoxLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
 from neuronviz.items.area import AreaViewBox, LinkedViewBox
-from neuronviz.items.bands import Band, BandAxis, BandRules, band_transform
+from neuronviz.items.bands import Band, BandAxis, BandRules, ViewLine, band_transform
 from neuronviz.items.curve import CurveRaster
 from neuronviz.items.raster import CACHE, LayerRow, TrackRows
 from neuronviz.items.time_axis import TimeAxis
@@ -218,11 +218,11 @@ class ComparisonPane(QWidget):
             region.hide()
             plot.addItem(region, ignoreBounds=True)
             self.area_items.append(region)
-        self.playheads = []
-        for plot in self.plots:
-            line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(pal.playhead, width=1.5))
-            plot.addItem(line, ignoreBounds=True)
-            self.playheads.append(line)
+        pen = pg.mkPen(pal.playhead, width=1.5)
+        self.playheads = [pg.InfiniteLine(angle=90, movable=False, pen=pen)]
+        self.timeline.addItem(self.playheads[0], ignoreBounds=True)
+        if self.counters is not None:  # over the legends, which sit over the curves
+            self.playheads.append(ViewLine(self.counters.getViewBox(), pen))
         scene = self.graphics.scene()
         scene.sigMouseMoved.connect(self._hover)
         scene.sigMouseClicked.connect(self._click)
