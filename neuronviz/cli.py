@@ -38,13 +38,14 @@ def _positive_int(text: str) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
+    from sim.workloads import Phase, build_program
+
     print(f"{'model':16s} {'type':12s} {'family':20s} {'params':>10s}  source")
     for name in preset_names():
         spec = get_model(name)
-        from sim.workloads import Phase, build_program
-
+        family = spec.family + (f" MoE top-{spec.experts_per_token}/{spec.experts}" if spec.experts else "")
         params = sum(op.params for op in build_program(spec, Phase(1, spec.default_seq, spec.default_seq), 2).ops)
-        print(f"{name:16s} {spec.model_type:12s} {spec.family:20s} {params / 1e6:9.1f}M  {spec.source}")
+        print(f"{name:16s} {spec.model_type:12s} {family:20s} {params / 1e6:9.1f}M  {spec.source}")
     print("\nAny Hugging Face config.json of these model types works too: --model path/to/config.json")
     return 0
 

@@ -20,6 +20,8 @@ def test_models_lists_every_preset_with_its_size(capsys):
         assert name in out
     llama = next(line for line in out.splitlines() if line.startswith("llama-3-8b"))
     assert abs(float(llama.split()[3].rstrip("M")) - 8030.3) < 8  # model card: 8.03 B parameters
+    mixtral = next(line for line in out.splitlines() if line.startswith("mixtral-8x7b"))
+    assert "decoder MoE top-2/8" in mixtral and "46702.5M" in mixtral  # every expert counts: 46.7 B
 
 
 def test_chips_lists_five_generations_with_prices(capsys):
