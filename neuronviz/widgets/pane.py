@@ -24,6 +24,7 @@ COUNTER_BAND_HEIGHT = 70
 AREA_COLOR = (0, 114, 178, 40)  # the selected window: translucent blue over the tracks
 AREA_EDGE_COLOR = (0, 114, 178, 160)
 LEGEND_VEIL_ALPHA = 210  # counter legends sit on the background at this opacity, over the curves
+LEGEND_MARGIN_PX = 8  # a counter legend keeps this far inside its plot
 COUNTER_BAND_MIN_HEIGHT = 48  # below this a counter band's tick labels crowd: it is left out instead
 SIMULATOR_COUNTERS = ("sbuf_bytes", "psum_bytes", "hbm_read_bytes_per_s", "hbm_write_bytes_per_s")
 MAX_OTHER_COUNTERS = 4
@@ -210,6 +211,7 @@ class ComparisonPane(QWidget):
             for legend in self.legends:  # legends are static: cached pixmaps, not repainted per frame
                 _cache_tree(legend)
             self._show_bands(len(self.bands))
+            self.counters.getViewBox().sigResized.connect(self._fit_legends)
         self.area_items = []
         for plot in self.plots:
             region = pg.LinearRegionItem(movable=False, brush=pg.mkBrush(AREA_COLOR),
@@ -338,6 +340,17 @@ class ComparisonPane(QWidget):
         room = self.graphics.height() - self.timeline.minimumHeight() - margins[1] - margins[3]
         self._show_bands(max(0, min(len(self.bands),
                                     int(room // (COUNTER_BAND_MIN_HEIGHT + layout.verticalSpacing())))))
+
+    def _fit_legends(self, *_: object) -> None:
+        """Counter legends in as many columns as fit the bands' width: a narrow pane stacks their
+        entries in rows instead of cutting off the first ones at its left edge."""
+        room = self.counters.getViewBox().width() - LEGEND_MARGIN_PX
+        for legend in self.legends:
+            columns = len(legend.items)
+            legend.setColumnCount(columns)
+            while columns > 1 and legend.boundingRect().width() > room:
+                columns = -(-columns // 2)
+                legend.setColumnCount(columns)
 
     def _show_bands(self, n: int) -> None:
         if n == self._shown_bands:

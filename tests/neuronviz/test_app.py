@@ -620,3 +620,17 @@ def test_window_size_and_docks_are_remembered_between_launches(demo_window, qtbo
     qtbot.waitExposed(again)
     assert again.size() == QSize(780, 700)
     assert not dock(again, "Summary").isVisible() and dock(again, "Layer details").isVisible()
+
+
+def test_counter_legends_fold_into_rows_to_stay_inside_narrow_panes(demo_window, qtbot):
+    demo_window.resize(1100, 800)
+    qtbot.wait(50)
+    pane = demo_window.panes[1]
+    view = pane.counters.getViewBox()
+    busy = pane.legends[0]
+    assert view.width() < 300  # narrower than the four engines' legend on one line
+    assert busy.columnCount < 4 and busy.pos().x() >= 0
+    assert busy.pos().x() + busy.boundingRect().width() <= view.width()
+    demo_window.resize(1600, 1000)
+    qtbot.wait(50)
+    assert busy.columnCount == 4  # wide again: one line
