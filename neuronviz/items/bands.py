@@ -141,23 +141,30 @@ class ViewLine(QGraphicsItem):
         super().__init__(view)
         self.view, self.pen, self.x = view, pen, 0.0
         self.setZValue(ABOVE_LEGENDS)
-        view.sigXRangeChanged.connect(lambda *_: self.update())
-        view.sigResized.connect(lambda *_: self.prepareGeometryChange())
+        view.sigXRangeChanged.connect(self._moved)
+        view.sigResized.connect(self._moved)
 
     def value(self) -> float:
         return self.x
 
     def setValue(self, x: float) -> None:
         self.x = x
-        self.update()
+        self._moved()
+
+    def _moved(self, *_: object) -> None:
+        self.prepareGeometryChange()  # only the strips the line leaves and enters are repainted
+
+    def _px(self) -> float:
+        return self.view.mapFromView(QPointF(self.x, 0.0)).x()
 
     def boundingRect(self) -> QRectF:
-        return self.view.boundingRect()
+        rect = self.view.boundingRect()
+        half = self.pen.widthF() + 1.0
+        return QRectF(self._px() - half, rect.top(), 2 * half, rect.height())
 
     @reports_errors
     def paint(self, p: QPainter, *args) -> None:
-        rect = self.view.boundingRect()
-        x = self.view.mapFromView(QPointF(self.x, 0.0)).x()
+        rect, x = self.view.boundingRect(), self._px()
         if rect.left() <= x <= rect.right():
             p.setPen(self.pen)
             p.drawLine(QLineF(x, rect.top(), x, rect.bottom()))
