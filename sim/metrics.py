@@ -92,6 +92,14 @@ TABLE_MIN_POINTS = 1 << 14  # tracks shorter than this are only searched: they f
 TABLE_LINE = 8  # float64 values in a 64-byte cache line: short tracks share a table's rows up to this width
 
 
+def _window_rates(points: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The mean rate of an integral over each window between consecutive ``points``, from its
+    ``values`` there (the last axis); 0 for an empty window."""
+    width = np.diff(points)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(width > 0, np.diff(values, axis=-1) / width, 0.0)
+
+
 class _Integral:
     """An integral over time ``F(t)`` of a track, exact at any ``t`` by a search of its sorted
     times (:meth:`at`): zero before ``lo``, linear with slope ``slope_after`` after ``hi``."""
@@ -171,10 +179,7 @@ class IntegralStack:
         fractions of busy integrals, mean values of counters. Read-only."""
         key = (np.asarray(edges, np.float64).tobytes(), tolerance)
         if self._last is None or self._last[0] != key:
-            points, values = self.evaluate(edges, tolerance)
-            width = np.diff(points)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                result = np.where(width > 0, np.diff(values, axis=1) / width, 0.0)
+            result = _window_rates(*self.evaluate(edges, tolerance))
             result.flags.writeable = False
             self._last = (key, result)
         return self._last[1]
@@ -216,11 +221,7 @@ class BusyIntegral(_Integral):
 
     def fractions(self, edges: np.ndarray) -> np.ndarray:
         """Busy fraction of each window between consecutive ``edges`` (clipped to [0, 1])."""
-        b = self.busy(edges)
-        width = np.diff(edges)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            frac = np.where(width > 0, np.diff(b) / width, 0.0)
-        return np.clip(frac, 0.0, 1.0)
+        return np.clip(_window_rates(edges, self.busy(edges)), 0.0, 1.0)
 
 
 class CounterIntegral(_Integral):
@@ -253,6 +254,4 @@ class CounterIntegral(_Integral):
 
     def means(self, edges: np.ndarray) -> np.ndarray:
         """Mean value over each window between consecutive ``edges``."""
-        width = np.diff(edges)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(width > 0, np.diff(self.integral(edges)) / width, 0.0)
+        return _window_rates(edges, self.integral(edges))

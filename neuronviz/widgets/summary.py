@@ -16,10 +16,8 @@ COLUMN_TIPS = {  # what each number is, on hovering its column's title
     "throughput /s": "Inferences per second of every copy running on the instance "
                      "(samples for training runs, tokens for decode runs).",
     "speed-up": "The baseline run's latency over this run's (whole runs, decode included).",
-    "Tensor %": "Busy share of the run's time, the first NeuronCore's engine.",
-    "Vector %": "Busy share of the run's time, the first NeuronCore's engine.",
-    "Scalar %": "Busy share of the run's time, the first NeuronCore's engine.",
-    "GpSimd %": "Busy share of the run's time, the first NeuronCore's engine.",
+    **{f"{engine} %": "Busy share of the run's time, the first NeuronCore's engine."
+       for engine in ("Tensor", "Vector", "Scalar", "GpSimd")},
     "HBM read MB": "Bytes one model copy reads from device memory (HBM, or DDR on Inferentia1) in the run.",
     "HBM write MB": "Bytes one model copy writes to device memory (HBM, or DDR on Inferentia1) in the run.",
     "$ per million": "Instance price per hour over the inferences (tokens for decode) it serves in an hour, "
