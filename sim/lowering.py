@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from sim.cost.collective import allreduce_seconds
-from sim.cost.dma import core_bytes_per_s, transfer_efficiency
+from sim.cost.dma import core_bytes_per_s
 from sim.cost.stream import layout, stream_seconds
-from sim.cost.tensor import ceil_div, plan_matmul
+from sim.cost.tensor import MatmulPlan, ceil_div, plan_matmul, plan_transpose
 from sim.hardware.chip import Chip, StreamEngine
 from sim.workloads.graph import Op, OpKind
 
@@ -49,6 +49,7 @@ class Stage:
     buffers: int = 0  # chunks that may be in flight towards the next stage (0: unlimited)
     latency_s: float = 0.0  # delay before the next stage may use a chunk
     alt_dur_s: float = 0.0  # EVAC only: duration on VectorE (dur_s is ScalarE)
+    wait_s: float = 0.0  # per chunk: the engine waits on semaphores before its instructions run
 
 
 @dataclass(frozen=True)
@@ -68,17 +69,23 @@ class CoreContext:
     """What lowering needs to know about the core an op runs on."""
 
     chip: Chip
-    dtype: str
+    dtype: str  # data type of activations, and of the Vector/Scalar/GpSimd engines' work
+    matmul_dtype: str  # data type the TensorE multiplies in, and the weights are stored in
     active_cores: int  # physical cores of the chip sharing its memory bandwidth
     ranks_per_chip: int  # shards of one model copy on the same chip
     copies_per_chip: int  # model copies that share a chip (ranks of a data-parallel ring on one chip)
 
     @property
-    def dtype_bytes(self) -> int:
-        return 4 if self.dtype == "fp32" else (1 if self.dtype in ("fp8", "int8") else 2)
+    def weight_bytes(self) -> int:
+        return dtype_bytes(self.matmul_dtype)
 
     def op_dtype(self, op: Op) -> str:
         return "fp32" if op.dtype_bytes == 4 else self.dtype
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes per element of a simulated data type."""
+    return 4 if dtype == "fp32" else (1 if dtype in ("fp8", "int8") else 2)
 
 
 def _stream_engine(ctx: CoreContext, kind: OpKind) -> tuple[int, StreamEngine]:
@@ -90,21 +97,33 @@ def _stream_engine(ctx: CoreContext, kind: OpKind) -> tuple[int, StreamEngine]:
     return VECTOR, chip.vector  # NeuronCore-v1 has no GpSimd: custom ops run on VectorE
 
 
-def _stream(ctx: CoreContext, engine: StreamEngine, elems: int, rows: int, passes: float, dtype: str) -> float:
+def _stream(ctx: CoreContext, engine: StreamEngine, elems: int, rows: int, passes: float, dtype: str
+            ) -> tuple[float, float]:
+    """Seconds and instructions of ``passes`` passes over ``elems`` elements in ``rows`` rows."""
     parts = ctx.chip.sbuf_partitions
     free, instructions = layout(elems, rows, parts, int(ctx.chip.efficiency.stream_free_elems))
-    return stream_seconds(engine, parts, free, instructions, passes, dtype)
+    return stream_seconds(engine, parts, free, instructions, passes, dtype), passes * instructions
 
 
-def _dma(ctx: CoreContext, nbytes: float, chunks: int, bytes_per_partition: float | None = None) -> Stage:
-    per_chunk = nbytes / chunks
-    # the compiler coalesces a tensor's DMA into large transfers spread over all partitions:
-    # only small tensors, or row-by-row gathers, pay the per-descriptor overhead
-    if bytes_per_partition is None:
-        bytes_per_partition = min(nbytes, CHUNK_BYTES) / ctx.chip.sbuf_partitions
-    eff = transfer_efficiency(ctx.chip, bytes_per_partition)
-    bw = core_bytes_per_s(ctx.chip, ctx.active_cores) * eff
-    return Stage(DMA_READ, per_chunk / bw, 0.0, per_chunk, latency_s=ctx.chip.dma.latency_s)
+def _dma_seconds(ctx: CoreContext, nbytes: float, descriptor_bytes: float | None = None) -> float:
+    """Seconds to move ``nbytes`` in descriptors of ``descriptor_bytes`` contiguous bytes.
+
+    By default the compiler coalesces a tensor's DMA into transfers spread over all partitions,
+    each partition's share of a chunk one contiguous run; weight tiles and row-by-row gathers
+    pass their shorter runs."""
+    if nbytes <= 0:
+        return 0.0
+    if descriptor_bytes is None:
+        descriptor_bytes = min(nbytes, CHUNK_BYTES) / ctx.chip.sbuf_partitions
+    return nbytes / core_bytes_per_s(ctx.chip, ctx.active_cores, descriptor_bytes)
+
+
+def _dma(ctx: CoreContext, nbytes: float, chunks: int, descriptor_bytes: float | None = None,
+         seconds: float | None = None) -> Stage:
+    """A DMA read of ``nbytes`` in ``chunks`` (taking ``seconds`` in all when the caller knows)."""
+    if seconds is None:
+        seconds = _dma_seconds(ctx, nbytes, descriptor_bytes)
+    return Stage(DMA_READ, seconds / chunks, 0.0, nbytes / chunks, latency_s=ctx.chip.dma.latency_s)
 
 
 def _chunks(read_bytes: float, minimum: int) -> int:
@@ -112,12 +131,14 @@ def _chunks(read_bytes: float, minimum: int) -> int:
 
 
 def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
-    chip, dt = ctx.chip, ctx.dtype_bytes
-    plan = plan_matmul(chip.tensor, op.m, op.k, op.n, op.count, ctx.op_dtype(op))
+    chip, dt = ctx.chip, op.dtype_bytes
+    plan = plan_matmul(chip.tensor, op.m, op.k, op.n, op.count, ctx.matmul_dtype)
     quarter = chip.sbuf_bytes / 4
-    act_in = op.m * op.k * op.count * dt + (0 if op.params else op.k * op.n * op.count * dt - op.hbm_elems * dt)
+    act_in = op.m * op.k * op.count * dt + (0 if op.weights else op.k * op.n * op.count * dt - op.hbm_elems * dt)
     out = op.out_elems * dt
-    weights = op.hbm_elems * dt
+    # weights are stored in the matmul's data type (the compiler casts constants ahead of time);
+    # what attention reads from memory (a KV cache) is stored like the activations
+    weights = op.hbm_elems * (ctx.weight_bytes if op.weights else dt)
     # weights stream through up to three quarters of SBUF less the activations: as many chunks as
     # fit there run ahead of the matmuls (during a collective, most of a decoder's next matmul);
     # weights that do not fit are streamed again for every block of activations
@@ -139,30 +160,56 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     reads = weights * blocks + spill
     writes = op.hbm_write_elems * dt + spill_write
     chunks = _chunks(reads, plan.psum_tiles)
-    # two consecutive matmuls may overlap, so each uses at most half of the PSUM banks; a chunk
-    # with more tiles than that interleaves matmuls and evacuations bank by bank
-    tiles_per_chunk = max(1, plan.psum_tiles // chunks)
-    banks = max(1, chip.psum_banks // 2)
-    psum_bufs = max(1, banks // tiles_per_chunk)
-    tensor_s = plan.cycles / chip.tensor.clock_hz / chip.efficiency.tensor_fraction
-    # one evacuation instruction per PSUM tile; PSUM holds FP32, so engines run at their FP32 rate
-    evac_free = plan.moving * plan.s_tiles * op.count
-    parts = chip.sbuf_partitions
-    scalar_s = stream_seconds(chip.scalar, parts, evac_free, plan.psum_tiles, 1, "fp32")
-    vector_s = stream_seconds(chip.vector, parts, evac_free, plan.psum_tiles, 1, "fp32")
-    read = _dma(ctx, reads, chunks) if reads else None
+    # weights are loaded in the compiler's weight descriptors (a row of a weight matrix shorter
+    # than one is loaded in its own descriptors)
+    weight_run = min(chip.efficiency.weight_descriptor_bytes, op.n * ctx.weight_bytes) if op.weights else None
+    read_s = _dma_seconds(ctx, weights * blocks, weight_run) + _dma_seconds(ctx, spill)
+    read = _dma(ctx, reads, chunks, seconds=read_s) if reads else None
     if read is not None and weights > weight_room:
         buffers = max(STREAM_BUFFERS, int(weight_room // read.nbytes))
         read = Stage(read.resource, read.dur_s, 0.0, read.nbytes, buffers, read.latency_s)
-    evac = Stage(SCALAR if op.act else EVAC, scalar_s / chunks, 0.0, 0.0,
-                 alt_dur_s=0.0 if op.act else vector_s / chunks)
-    compute = (Stage(TENSOR, tensor_s / chunks, op.flops / chunks, 0.0, buffers=psum_bufs), evac)
-    psum = min(tiles_per_chunk, banks) * chip.psum_bytes / chip.psum_banks
+    compute, psum = _array_stages(ctx, plan, chunks, op.flops, op.act)
     return LoweredOp(
         chunks=chunks, read=read, compute=compute, write=_write(ctx, writes, chunks), read_after_deps=False,
         sbuf_bytes=min(weights, weight_room) + act, psum_bytes=psum,
         weight_refetch_bytes=weights * (blocks - 1),
     )
+
+
+def _array_stages(ctx: CoreContext, plan: MatmulPlan, chunks: int, flops: float, act: str
+                  ) -> tuple[tuple[Stage, Stage], float]:
+    """The TensorE stage of a planned matmul or transpose and the evacuation of its PSUM tiles.
+
+    Two consecutive matmuls may overlap, so each uses at most half of the PSUM banks; a chunk
+    with more tiles than that interleaves matmuls and evacuations bank by bank. Each chunk's
+    results reach PSUM ``fill_drain_cycles`` after its last instruction issued. One evacuation
+    instruction reads each PSUM tile: ScalarE (applying a fused activation) or VectorE, at
+    their FP32 rate since PSUM holds FP32.
+    """
+    chip = ctx.chip
+    te = chip.tensor
+    tiles_per_chunk = max(1, plan.psum_tiles // chunks)
+    banks = max(1, chip.psum_banks // 2)
+    psum_bufs = max(1, banks // tiles_per_chunk)
+    sync = chip.efficiency.instruction_sync_s
+    tensor = Stage(TENSOR, plan.cycles / te.clock_hz / chunks, flops / chunks, 0.0, buffers=psum_bufs,
+                   latency_s=te.fill_drain_cycles / te.clock_hz, wait_s=sync * plan.instructions / chunks)
+    parts = chip.sbuf_partitions
+    scalar_s = stream_seconds(chip.scalar, parts, plan.psum_free, plan.psum_tiles, 1, "fp32")
+    vector_s = stream_seconds(chip.vector, parts, plan.psum_free, plan.psum_tiles, 1, "fp32")
+    evac = Stage(SCALAR if act else EVAC, scalar_s / chunks, 0.0, 0.0, alt_dur_s=0.0 if act else vector_s / chunks,
+                 wait_s=sync * plan.psum_tiles / chunks)
+    psum = min(tiles_per_chunk, banks) * chip.psum_bytes / chip.psum_banks
+    return (tensor, evac), psum
+
+
+def _transpose(ctx: CoreContext, op: Op) -> LoweredOp:
+    """``count`` transposes of an ``[m, n]`` tensor in SBUF, on the array (``nc_transpose``)."""
+    plan = plan_transpose(ctx.chip.tensor, op.m, op.n, op.count)
+    chunks = max(1, min(MAX_CHUNKS, plan.psum_tiles))
+    compute, psum = _array_stages(ctx, plan, chunks, 0.0, "")
+    data = op.m * op.n * op.count * op.dtype_bytes
+    return LoweredOp(chunks, None, compute, None, False, min(2 * data, ctx.chip.sbuf_bytes / 4), psum, 0.0)
 
 
 def _write(ctx: CoreContext, nbytes: float, chunks: int) -> Stage | None:
@@ -179,8 +226,9 @@ def _elementwise(ctx: CoreContext, op: Op) -> LoweredOp:
     reads = op.hbm_elems * op.dtype_bytes
     writes = op.hbm_write_elems * op.dtype_bytes
     chunks = _chunks(max(reads, data), 1)
-    secs = _stream(ctx, engine, op.elems, op.rows, op.passes, ctx.op_dtype(op))
-    compute = (Stage(resource, secs / chunks, op.flops / chunks, 0.0),)
+    secs, instructions = _stream(ctx, engine, op.elems, op.rows, op.passes, ctx.op_dtype(op))
+    wait = chip.efficiency.instruction_sync_s * instructions / chunks
+    compute = (Stage(resource, secs / chunks, op.flops / chunks, 0.0, wait_s=wait),)
     return LoweredOp(
         chunks=chunks, read=_dma(ctx, reads, chunks) if reads else None, compute=compute,
         write=_write(ctx, writes, chunks), read_after_deps=False,
@@ -193,7 +241,7 @@ def _gather(ctx: CoreContext, op: Op) -> LoweredOp:
     nbytes = op.hbm_elems * op.dtype_bytes
     row_bytes = nbytes / max(op.rows, 1)
     chunks = _chunks(nbytes, 1)
-    read = _dma(ctx, nbytes, chunks, bytes_per_partition=row_bytes)
+    read = _dma(ctx, nbytes, chunks, descriptor_bytes=row_bytes)
     return LoweredOp(chunks, read, (), None, True, min(nbytes, ctx.chip.sbuf_bytes / 2), 0.0, 0.0)
 
 
@@ -217,6 +265,8 @@ def _allreduce(ctx: CoreContext, op: Op) -> LoweredOp:
 def _lower_cached(ctx: CoreContext, shape: Op) -> LoweredOp:
     if shape.kind is OpKind.MATMUL:
         return _matmul(ctx, shape)
+    if shape.kind is OpKind.TRANSPOSE:
+        return _transpose(ctx, shape)
     if shape.kind is OpKind.GATHER:
         return _gather(ctx, shape)
     if shape.kind is OpKind.COPY:
@@ -230,5 +280,6 @@ def lower(ctx: CoreContext, op: Op) -> LoweredOp:
     """Stages of ``op`` (cached by its shape: identical layers are lowered once)."""
     shape = Op(name="", kind=op.kind, m=op.m, k=op.k, n=op.n, count=op.count, elems=op.elems,
                passes=op.passes, rows=op.rows, hbm_elems=op.hbm_elems, hbm_write_elems=op.hbm_write_elems,
-               params=op.params, act=op.act, dtype_bytes=op.dtype_bytes, across_copies=op.across_copies)
+               params=op.params, act=op.act, dtype_bytes=op.dtype_bytes, across_copies=op.across_copies,
+               weights=op.weights)
     return _lower_cached(ctx, shape)

@@ -19,6 +19,9 @@ from sim.workloads.models import DECODER
 
 MODES = ("inference", "decode", "training")
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp32": 4}
+# neuronx-cc --auto-cast: an FP32 model has its matmuls cast to BF16 (the compiler's default),
+# every operation, or nothing
+AUTOCAST = ("matmult", "all", "none")
 MIN_DECODE_BUCKET = 128  # NxD Inference token-generation buckets: powers of two from 128
 # Repeated decode steps are stored as events until the trace holds this many; later steps are
 # still simulated (their time counts in every metric) but not kept as events.
@@ -38,6 +41,7 @@ class RunConfig:
     seq: int | None = None
     new_tokens: int = 128
     dtype: str = "bf16"
+    autocast: str = "matmult"  # what of an FP32 model the compiler casts to BF16 (see AUTOCAST)
     cores: int | None = None
     copies: int | None = None  # model copies running at once; None: every copy the instance holds
 
@@ -74,9 +78,21 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
         raise ConfigError(f"{spec.name} handles at most {limit} positions; asked for {total}")
     if spec.is_vision and seq % (spec.patch_size if spec.family == "vision-transformer" else 1):
         raise ConfigError(f"image size {seq} must be a multiple of the patch size {spec.patch_size}")
-    if cfg.dtype not in chip.dtypes:
-        raise ConfigError(f"{chip.name} does not run {cfg.dtype}: choose one of {', '.join(chip.dtypes)}")
+    if cfg.autocast not in AUTOCAST:
+        raise ConfigError(f"unknown autocast '{cfg.autocast}': choose one of {', '.join(AUTOCAST)}")
+    act, matmul = compute_dtypes(cfg)
+    if cfg.dtype not in DTYPE_BYTES or matmul not in chip.dtypes:
+        fp32 = " (an FP32 model needs --autocast matmult or all)" if cfg.dtype == "fp32" else ""
+        raise ConfigError(f"{chip.name} does not run {cfg.dtype} matmuls{fp32}: choose one of "
+                          f"{', '.join(chip.dtypes)}")
     return seq
+
+
+def compute_dtypes(cfg: RunConfig) -> tuple[str, str]:
+    """The data types of a run's activations and of its matmuls (and weights)."""
+    if cfg.dtype != "fp32" or cfg.autocast == "none":
+        return cfg.dtype, cfg.dtype
+    return ("bf16", "bf16") if cfg.autocast == "all" else ("fp32", "bf16")
 
 
 def _decode_buckets(prompt: int, new_tokens: int) -> list[tuple[int, int]]:
@@ -109,12 +125,13 @@ def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int)
 def _memory_need(cfg: RunConfig, spec: ModelSpec, seq: int, dt: int) -> float:
     probe = build_program(spec, Phase(cfg.batch, seq, seq), dt)
     params = sum(op.params for op in probe.ops)
+    weight_bytes = DTYPE_BYTES[compute_dtypes(cfg)[1]]
     state = 0.0
     if cfg.mode == "decode":
         state = 2.0 * spec.layers * spec.kv_heads * spec.head_dim * (seq + cfg.new_tokens) * cfg.batch * dt
     elif cfg.mode == "training":
         state = float(sum(op.out_elems for op in probe.ops)) * dt
-    return memory_needed(params * dt, state, cfg.mode == "training", params)
+    return memory_needed(params * weight_bytes, state, cfg.mode == "training", params)
 
 
 def deployment(cfg: RunConfig) -> Deployment:
@@ -126,7 +143,7 @@ def _plan(cfg: RunConfig) -> tuple[ModelSpec, int, int, Deployment]:
     spec = get_model(cfg.model)
     chip, inst = _resolve_chip(cfg)
     seq = _validate(cfg, spec, chip)
-    dt = DTYPE_BYTES[cfg.dtype]
+    dt = DTYPE_BYTES[compute_dtypes(cfg)[0]]
     dep = plan_deployment(chip, inst, _memory_need(cfg, spec, seq, dt), cfg.cores, spec.name, cfg.copies)
     return spec, seq, dt, dep
 
@@ -135,8 +152,8 @@ def simulate(cfg: RunConfig) -> Trace:
     """Simulate ``cfg`` and return its trace. Raises :class:`sim.errors.SimError` on bad input."""
     spec, seq, dt, dep = _plan(cfg)
     chip = dep.chip
-    ctx = CoreContext(chip, cfg.dtype, dep.active_cores_per_chip, dep.ranks_per_chip, dep.copies_per_chip)
-    sched = CoreScheduler(chip.sbuf_bytes)
+    ctx = CoreContext(chip, *compute_dtypes(cfg), dep.active_cores_per_chip, dep.ranks_per_chip, dep.copies_per_chip)
+    sched = CoreScheduler(chip.sbuf_bytes, chip.tensor.throttle)
     tables = _Tables()
     t0, phase_spans = 0.0, []
     for name, prog, repeat in _phases(cfg, spec, seq, dep, dt):
@@ -258,7 +275,8 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, sched: Cor
         "chip": chip.key, "chip_name": chip.name, "core_version": chip.core_version,
         "instance": inst.name, "chips_per_instance": inst.chips, "price_usd_per_hour": inst.price_usd_per_hour,
         "model": spec.name, "model_type": spec.model_type, "mode": cfg.mode, "batch": cfg.batch,
-        "seq": seq, "dtype": cfg.dtype, "cores_per_copy": dep.cores_per_copy, "lnc": dep.lnc,
+        "seq": seq, "dtype": cfg.dtype, "matmul_dtype": compute_dtypes(cfg)[1],
+        "cores_per_copy": dep.cores_per_copy, "lnc": dep.lnc,
         "copies": dep.copies, "cores_active": dep.active_cores_per_chip,
         "launch_overhead_s": chip.efficiency.launch_overhead_s,
         "weight_refetch_bytes": sched.weight_refetch_bytes,

@@ -10,17 +10,21 @@ buffers couple neighbouring stages and are resolved by iterating to the fixed po
 
 Writes back to device memory are deferred behind the next op's reads on the shared DMA pipe,
 as a compiler hoists prefetches above stores, so weights stream in while results stream out.
+
+On chips whose TensorE is dI/dt-throttled (Trn2, Trn3) the array's rate depends on its recent
+use (:class:`TensorRamp`), so its instructions are placed one chunk at a time.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import accumulate
 
 import numpy as np
 
-from sim.lowering import COLLECTIVE, DMA_READ, DMA_WRITE, EVAC, SCALAR, VECTOR, LoweredOp, Stage
+from sim.hardware.chip import Throttle
+from sim.lowering import COLLECTIVE, DMA_READ, DMA_WRITE, EVAC, SCALAR, TENSOR, VECTOR, LoweredOp, Stage
 from sim.workloads.graph import Program
 
 
@@ -34,18 +38,61 @@ def in_order(free_at: float, ready: np.ndarray, dur: np.ndarray) -> tuple[np.nda
 
 
 def _pipeline_free(stages: list[Stage], n: int, ready0: list[float], free: list[float]):
-    """Stages with unbounded buffers between them: one vectorised in-order scan per stage."""
+    """Stages with unbounded buffers between them: one vectorised in-order scan per stage.
+
+    A chunk occupies its engine for its semaphore wait and then its instructions; the
+    instructions are what is returned (and logged) as the chunk's start and end."""
     out = []
     for s, st in enumerate(stages):
         ready = np.full(n, ready0[s])
         if s:
             np.maximum(ready, out[-1][1] + stages[s - 1].latency_s, out=ready)
-        out.append(in_order(free[s], ready, np.full(n, st.dur_s)))
+        start, end = in_order(free[s], ready, np.full(n, st.wait_s + st.dur_s))
+        out.append((start + st.wait_s, end))
     return out
 
 
-def _pipeline_bounded(stages: list[Stage], n: int, ready0: list[float], free: list[float]):
-    """Stages coupled by bounded buffers: chunk by chunk, each stage in order.
+class TensorRamp:
+    """The TensorE's dI/dt throttle: how far its rate has ramped since it last started.
+
+    After an idle stretch the array runs at ``start_fraction`` of its rate, rising linearly to
+    full over ``ramp_s`` of activity: the work done in the first ``t`` seconds of a ramp is
+    ``F(t) = s t + (1 - s) t^2 / (2 ramp)`` up to ``F(ramp) = ramp (1 + s) / 2``. The limit
+    re-engages when utilization stays under one half for ``window_s``: an idle gap of at least
+    half the window before an instruction group leaves the window's utilization at one half or
+    less, and the ramp starts again.
+    """
+
+    def __init__(self, throttle: Throttle) -> None:
+        self.t = throttle
+        self.elapsed = 0.0  # time since the ramp began
+        self.last_end = -np.inf  # a fresh engine is idle: its first instruction starts a ramp
+
+    def duration(self, start: float, work_s: float) -> float:
+        """Seconds to do ``work_s`` of full-rate work starting at ``start``; advances the ramp."""
+        if start - self.last_end >= self.t.window_s / 2:
+            self.elapsed = 0.0
+        ramp, s = self.t.ramp_s, self.t.start_fraction
+        done_full = ramp * (1 + s) / 2
+        if self.elapsed >= ramp:
+            dur = work_s
+        else:
+            target = s * self.elapsed + (1 - s) * self.elapsed ** 2 / (2 * ramp) + work_s
+            if target >= done_full:
+                end = ramp + (target - done_full)
+            else:
+                a = (1 - s) / (2 * ramp)
+                end = (-s + np.sqrt(s * s + 4 * a * target)) / (2 * a)
+            dur = end - self.elapsed
+        self.elapsed += dur
+        self.last_end = start + dur
+        return dur
+
+
+def _pipeline_bounded(stages: list[Stage], n: int, ready0: list[float], free: list[float],
+                      ramp: TensorRamp | None = None):
+    """Stages coupled by bounded buffers (or a throttled TensorE): chunk by chunk, each stage in
+    order.
 
     Chunk ``j`` of stage ``s`` also waits until stage ``s+1`` has finished chunk
     ``j - buffers`` (the buffer it will write into), which is already known at that point.
@@ -54,6 +101,8 @@ def _pipeline_bounded(stages: list[Stage], n: int, ready0: list[float], free: li
     starts = [[0.0] * n for _ in range(n_st)]
     ends = [[0.0] * n for _ in range(n_st)]
     durs = [st.dur_s for st in stages]
+    waits = [st.wait_s for st in stages]
+    ramped = [ramp is not None and st.resource == TENSOR for st in stages]
     lats = [st.latency_s for st in stages]
     bufs = [st.buffers if 0 < st.buffers < n else 0 for st in stages]
     free = list(free)
@@ -65,8 +114,8 @@ def _pipeline_bounded(stages: list[Stage], n: int, ready0: list[float], free: li
             b = bufs[s]
             if b and j >= b:
                 r = max(r, ends[s + 1][j - b])
-            start = r if r > free[s] else free[s]
-            free[s] = start + durs[s]
+            start = (r if r > free[s] else free[s]) + waits[s]
+            free[s] = start + (ramp.duration(start, durs[s]) if ramped[s] else durs[s])
             starts[s][j] = start
             ends[s][j] = free[s]
     return [(np.array(a), np.array(e)) for a, e in zip(starts, ends, strict=True)]
@@ -85,11 +134,11 @@ class EventLog:
     sbuf: list[tuple[float, float, float]] = field(default_factory=list)
     psum: list[tuple[np.ndarray, np.ndarray, float]] = field(default_factory=list)
 
-    def add(self, track: int, start: np.ndarray, stage: Stage, op_id: int) -> None:
+    def add(self, track: int, start: np.ndarray, end: np.ndarray, stage: Stage, op_id: int) -> None:
         n = len(start)
         self.track.append(np.full(n, track, np.int16))
         self.start.append(start)
-        self.dur.append(np.full(n, stage.dur_s))
+        self.dur.append(end - start)
         self.op.append(np.full(n, op_id, np.int32))
         self.flops.append(np.full(n, stage.flops))
         self.nbytes.append(np.full(n, stage.nbytes))
@@ -105,8 +154,9 @@ class _PendingWrite:
 class CoreScheduler:
     """Schedules programs one after another on a single core, keeping engine clocks between them."""
 
-    def __init__(self, sbuf_bytes: float) -> None:
+    def __init__(self, sbuf_bytes: float, throttle: Throttle | None = None) -> None:
         self.sbuf_bytes = sbuf_bytes
+        self.ramp = TensorRamp(throttle) if throttle is not None else None
         self.free = np.zeros(COLLECTIVE + 1)
         self.log = EventLog()
         self.weight_refetch_bytes = 0.0
@@ -117,17 +167,18 @@ class CoreScheduler:
     def _resolve_evac(self, stage: Stage, chunks: int) -> Stage:
         if stage.resource != EVAC:
             return stage
-        scalar_done = self.free[SCALAR] + chunks * stage.dur_s
-        vector_done = self.free[VECTOR] + chunks * stage.alt_dur_s
+        scalar_done = self.free[SCALAR] + chunks * (stage.wait_s + stage.dur_s)
+        vector_done = self.free[VECTOR] + chunks * (stage.wait_s + stage.alt_dur_s)
         if scalar_done <= vector_done:
-            return Stage(SCALAR, stage.dur_s, stage.flops, stage.nbytes, stage.buffers, stage.latency_s)
-        return Stage(VECTOR, stage.alt_dur_s, stage.flops, stage.nbytes, stage.buffers, stage.latency_s)
+            return replace(stage, resource=SCALAR, alt_dur_s=0.0)
+        return replace(stage, resource=VECTOR, dur_s=stage.alt_dur_s, alt_dur_s=0.0)
 
     def _solve(self, stages: list[Stage], n: int, ready0: list[float]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Start/end arrays of every stage of one op, honouring bounded buffers."""
         free = [float(self.free[self._slot(st.resource)]) for st in stages]
-        if any(0 < st.buffers < n for st in stages[:-1]):
-            out = _pipeline_bounded(stages, n, ready0, free)
+        throttled = self.ramp is not None and any(st.resource == TENSOR for st in stages)
+        if throttled or any(0 < st.buffers < n for st in stages[:-1]):
+            out = _pipeline_bounded(stages, n, ready0, free, self.ramp)
         else:
             out = _pipeline_free(stages, n, ready0, free)
         for st, (_, end) in zip(stages, out, strict=True):
@@ -137,9 +188,9 @@ class CoreScheduler:
     def _flush(self, pending: _PendingWrite | None) -> None:
         if pending is None:
             return
-        start, _ = in_order(self.free[DMA_READ], pending.ready, np.full(len(pending.ready), pending.stage.dur_s))
-        self.free[DMA_READ] = start[-1] + pending.stage.dur_s
-        self.log.add(DMA_WRITE, start, pending.stage, pending.op_id)
+        start, end = in_order(self.free[DMA_READ], pending.ready, np.full(len(pending.ready), pending.stage.dur_s))
+        self.free[DMA_READ] = end[-1]
+        self.log.add(DMA_WRITE, start, end, pending.stage, pending.op_id)
 
     def run(self, program: Program, lowered: list[LoweredOp], first_op_id: int, t0: float) -> np.ndarray:
         """Schedule ``program`` starting no earlier than ``t0``; return each op's end time."""
@@ -169,8 +220,8 @@ class CoreScheduler:
             if not stages:
                 stages, ready0 = [lo.write], [max(dep_end, gate)]
             times = self._solve(stages, lo.chunks, ready0)
-            for st, (start, _) in zip(stages, times, strict=True):
-                self.log.add(st.resource, start, st, op_id)
+            for st, (start, end) in zip(stages, times, strict=True):
+                self.log.add(st.resource, start, end, st, op_id)
             last = stages[-1]
             op_end[i] = times[-1][1][-1] + last.latency_s
             settled[i] = max(op_end[i], settled[i - 1]) if i else op_end[i]

@@ -1,10 +1,14 @@
 """DMA between device memory (HBM/DDR) and SBUF.
 
-A core's DMA engines move data at the lower of their own aggregate rate and the core's share
-of the chip's memory bandwidth, times the calibrated achievable fraction. Transfers with less
-than ``saturation_bytes_per_partition`` per partition are overhead-bound and proportionally
-slower. Each transfer also has a fixed latency that delays its consumer but does not occupy
-the queue (many transfers are in flight at once).
+A core's DMA engines each move ``engine_bytes_per_s`` of contiguous data, but no faster than
+their packet rate allows: every descriptor (one contiguous run of bytes into one partition)
+takes at least the time of ``packet_bytes``, so runs shorter than that move proportionally
+slower (the NKI DMA guide's payload curve: "the DMA packet rate, not HBM bandwidth, becomes the
+limiting factor"). What the engines can pull is also limited by the core's share of its memory stack:
+each HBM stack (or the one DDR of Inferentia1) serves the cores beside it, at
+``memory_efficiency`` of its peak, split among those of them that are running. Each transfer also
+has a fixed latency that delays its consumer but does not occupy the engines (many transfers
+are in flight at once).
 """
 
 from __future__ import annotations
@@ -12,12 +16,22 @@ from __future__ import annotations
 from sim.hardware.chip import Chip
 
 
-def core_bytes_per_s(chip: Chip, active_cores: int) -> float:
-    """Sustained DMA bandwidth of one core while ``active_cores`` cores share the memory."""
-    share = chip.memory_bytes_per_s / max(1, active_cores)
-    return min(chip.dma.bytes_per_s, share) * chip.efficiency.memory_fraction
+def engines_bytes_per_s(chip: Chip, descriptor_bytes: float) -> float:
+    """What one core's DMA engines move per second in descriptors of ``descriptor_bytes``."""
+    d = chip.dma
+    return d.engines * d.engine_bytes_per_s * min(1.0, descriptor_bytes / d.packet_bytes)
 
 
-def transfer_efficiency(chip: Chip, bytes_per_partition: float) -> float:
-    """Fraction of the sustained rate a transfer with this many bytes per partition reaches."""
-    return min(1.0, bytes_per_partition / chip.dma.saturation_bytes_per_partition)
+def memory_share_bytes_per_s(chip: Chip, active_cores: int) -> float:
+    """One core's share of its memory stack while ``active_cores`` cores of the chip run.
+
+    Copies and shards occupy neighbouring cores, so the running cores fill one stack before the
+    next: a stack is shared by as many of them as sit beside it."""
+    per_stack = chip.memory_bytes_per_s / chip.memory_stacks * chip.memory_efficiency
+    cores_per_stack = max(1, chip.cores // chip.memory_stacks)
+    return per_stack / max(1, min(active_cores, cores_per_stack))
+
+
+def core_bytes_per_s(chip: Chip, active_cores: int, descriptor_bytes: float) -> float:
+    """Sustained DMA bandwidth of one core: the lower of its engines' rate and its memory share."""
+    return min(engines_bytes_per_s(chip, descriptor_bytes), memory_share_bytes_per_s(chip, active_cores))

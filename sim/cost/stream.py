@@ -1,10 +1,11 @@
 """Vector, Scalar and GpSimd engines: 128 partitions processed in parallel.
 
-An instruction over ``[p partitions, f free elements]`` costs its static overhead plus
-``f * partitions / elems_per_cycle`` cycles, whatever ``p`` is: data that spans fewer than
-128 partitions leaves lanes idle. The compiler lays a 2-D tensor ``[rows, cols]`` with the
-longer axis on partitions when that fills more of them, and cuts the free axis into
-instructions of at most ``free_max`` elements.
+An instruction over ``[p partitions, f free elements]`` costs
+``max(MIN_II, f * partitions / elems_per_cycle)`` cycles (the NKI ISA's estimated instruction
+cost, ``MIN_II`` being the engine's minimum initiation interval ``instr_overhead_cycles``),
+whatever ``p`` is: data that spans fewer than 128 partitions leaves lanes idle. The compiler
+lays a 2-D tensor ``[rows, cols]`` with the longer axis on partitions when that fills more of
+them, and cuts the free axis into instructions of at most ``free_max`` elements.
 """
 
 from __future__ import annotations
@@ -28,5 +29,5 @@ def stream_seconds(engine: StreamEngine, partitions: int, free: int, instruction
     if free <= 0:
         return 0.0
     per_lane_per_cycle = engine.elems_per_cycle[dtype] / partitions
-    cycles = passes * (instructions * engine.instr_overhead_cycles + free / per_lane_per_cycle)
-    return cycles / engine.clock_hz
+    per_instruction = max(engine.instr_overhead_cycles, free / instructions / per_lane_per_cycle)
+    return passes * instructions * per_instruction / engine.clock_hz

@@ -33,8 +33,24 @@ def _sourced_map(table: Mapping[str, Any], where: str) -> Mapping[str, float]:
 
 
 @dataclass(frozen=True, eq=False)
+class Throttle:
+    """TensorE dI/dt throttling: after an idle stretch the array starts at ``start_fraction``
+    of its rate and ramps linearly to full over ``ramp_s`` of work; the limit re-engages when
+    utilization stays under one half for ``window_s``."""
+
+    start_fraction: float
+    ramp_s: float
+    window_s: float
+
+
+@dataclass(frozen=True, eq=False)
 class TensorEngine:
-    """The systolic matmul array: ``rows`` contraction partitions by ``cols`` stationary columns."""
+    """The systolic matmul array: ``rows`` contraction partitions by ``cols`` stationary columns.
+
+    ``rate[dtype]`` is the dtype's peak relative to BF16 (the published chip totals) and
+    ``k_pack[dtype]`` how many contraction rows one PE takes per instruction in that dtype
+    (FP8 double-row mode 2, MX 4): an instruction streams at ``rate / k_pack`` columns per cycle.
+    """
 
     clock_hz: float
     rows: int
@@ -42,7 +58,10 @@ class TensorEngine:
     moving_free_max: int
     mm_init_cycles: int
     load_stationary_cycles: int
+    fill_drain_cycles: int
     rate: Mapping[str, float]
+    k_pack: Mapping[str, int]
+    throttle: Throttle | None
 
     def peak_flops(self, dtype: str) -> float:
         """Dense peak FLOP/s of one core's TensorE for ``dtype``."""
@@ -64,27 +83,32 @@ class StreamEngine:
 
 @dataclass(frozen=True, eq=False)
 class Dma:
+    """A NeuronCore's DMA engines: ``engines`` of them, each moving ``engine_bytes_per_s`` in
+    descriptors of at least ``packet_bytes`` worth of time; every transfer has a fixed
+    ``latency_s`` before its data is usable."""
+
     engines: int
     engine_bytes_per_s: float
+    packet_bytes: float
     latency_s: float
-    saturation_bytes_per_partition: int
 
     @property
     def bytes_per_s(self) -> float:
-        """Peak DMA bandwidth of one NeuronCore (all its DMA engines)."""
+        """Peak DMA bandwidth of one NeuronCore (all its DMA engines, long descriptors)."""
         return self.engines * self.engine_bytes_per_s
 
 
 @dataclass(frozen=True, eq=False)
 class Efficiency:
-    """Calibrated physical parameters: achievable fractions of peak and fixed overheads."""
+    """Named residuals: the few parameters fitted on published measurements, each the unknown of
+    one mechanism (efficiency.toml says which rows it was fitted on)."""
 
-    tensor_fraction: float
-    memory_fraction: float
+    weight_descriptor_bytes: float
     launch_overhead_s: float
     collective_latency_s: float
     collective_setup_s: float
     stream_free_elems: float
+    instruction_sync_s: float
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,6 +126,8 @@ class Chip:
     lnc_default: int
     memory_bytes: int
     memory_bytes_per_s: float
+    memory_stacks: int
+    memory_efficiency: float
     neuronlink_bytes_per_s: float
     intra_chip_link_bytes_per_s: float
     tensor: TensorEngine
@@ -135,11 +161,18 @@ def _stream(table: Mapping[str, Any], name: str, where: str) -> StreamEngine:
 
 
 def _tensor(t: Mapping[str, Any]) -> TensorEngine:
-    keys = ("rows", "cols", "moving_free_max", "mm_init_cycles", "load_stationary_cycles")
+    keys = ("rows", "cols", "moving_free_max", "mm_init_cycles", "load_stationary_cycles", "fill_drain_cycles")
     ints = {k: int(sourced(t, k, "tensor")) for k in keys}
+    throttle = None
+    if "throttle" in t:
+        th = t["throttle"]
+        throttle = Throttle(**{k: float(sourced(th, k, "tensor.throttle"))
+                               for k in ("start_fraction", "ramp_s", "window_s")})
     return TensorEngine(
         clock_hz=float(sourced(t, "clock_hz", "tensor")),
         rate=_sourced_map(t["rate"], "tensor.rate"),
+        k_pack=MappingProxyType({k: int(v) for k, v in _sourced_map(t["k_pack"], "tensor.k_pack").items()}),
+        throttle=throttle,
         **ints,
     )
 
@@ -161,6 +194,8 @@ def parse_chip(doc: Mapping[str, Any], efficiency: Mapping[str, Any]) -> Chip:
         lnc_default=int(sourced(c, "lnc_default", "chip")),
         memory_bytes=int(sourced(c, "memory_bytes", "chip")),
         memory_bytes_per_s=float(sourced(c, "memory_bytes_per_s", "chip")),
+        memory_stacks=int(sourced(c, "memory_stacks", "chip")),
+        memory_efficiency=float(sourced(c, "memory_efficiency", "chip")),
         neuronlink_bytes_per_s=float(sourced(c, "neuronlink_bytes_per_s", "chip")),
         intra_chip_link_bytes_per_s=float(sourced(c, "intra_chip_link_bytes_per_s", "chip")),
         tensor=_tensor(doc["tensor"]),
@@ -174,10 +209,8 @@ def parse_chip(doc: Mapping[str, Any], efficiency: Mapping[str, Any]) -> Chip:
         dma=Dma(
             engines=int(sourced(doc["dma"], "engines", "dma")),
             engine_bytes_per_s=float(sourced(doc["dma"], "engine_bytes_per_s", "dma")),
+            packet_bytes=float(sourced(doc["dma"], "packet_bytes", "dma")),
             latency_s=float(sourced(doc["dma"], "latency_s", "dma")),
-            saturation_bytes_per_partition=int(
-                sourced(doc["dma"], "saturation_bytes_per_partition", "dma")
-            ),
         ),
         efficiency=Efficiency(**{k: float(sourced(eff, k, "efficiency")) for k in eff}),
     )
@@ -186,7 +219,7 @@ def parse_chip(doc: Mapping[str, Any], efficiency: Mapping[str, Any]) -> Chip:
 
 
 def _check_dtypes(chip: Chip) -> None:
-    engines = [chip.tensor.rate, chip.vector.elems_per_cycle, chip.scalar.elems_per_cycle]
+    engines = [chip.tensor.rate, chip.tensor.k_pack, chip.vector.elems_per_cycle, chip.scalar.elems_per_cycle]
     if chip.gpsimd is not None:
         engines.append(chip.gpsimd.elems_per_cycle)
     for dtype in chip.dtypes:

@@ -54,7 +54,12 @@ class ProgramBuilder:
             params = k * n * count
         owned = params if weights and not (shared_weights or self.shared_weights) else 0
         return self.add(name, OpKind.MATMUL, deps, m=m, k=k, n=n, count=count, rows=m,
-                        hbm_elems=hbm_elems, params=owned, act=act, read_after=read_after)
+                        hbm_elems=hbm_elems, params=owned, weights=weights, act=act, read_after=read_after)
+
+    def transpose(self, name: str, rows: int, cols: int, *, count: int = 1,
+                  deps: tuple[int, ...] | None = None) -> int:
+        """Turn ``count`` ``[rows, cols]`` tensors (``rows`` on partitions) around on the TensorE."""
+        return self.add(name, OpKind.TRANSPOSE, deps, m=rows, n=cols, count=count, rows=rows)
 
     def vector(self, name: str, elems: int, rows: int, passes: float = 1.0,
                deps: tuple[int, ...] | None = None, **fields) -> int:

@@ -12,6 +12,7 @@ from enum import StrEnum
 
 class OpKind(StrEnum):
     MATMUL = "matmul"        # TensorE, operands in SBUF, accumulation in PSUM
+    TRANSPOSE = "transpose"  # TensorE, an [m, n] tensor turned to [n, m] against an identity (no model FLOPs)
     VECTOR = "vector"        # many-input ops: reductions, normalisation, pooling, binary ops
     SCALAR = "scalar"        # one-input elementwise ops and activation functions
     GPSIMD = "gpsimd"        # custom ops: index computation, masks, sampling
@@ -30,7 +31,8 @@ class Op:
         Short name, unique inside its layer (``qkv``, ``softmax``...).
     kind : OpKind
     m, k, n, count : int
-        Matmul ``count`` times ``[m, k] @ [k, n]``.
+        Matmul ``count`` times ``[m, k] @ [k, n]``; a transpose turns ``count`` ``[m, n]``
+        tensors (``m`` on partitions) into ``[n, m]``.
     elems : int
         Elements processed per pass by a Vector/Scalar/GpSimd op; for copies and gathers the
         elements moved.
@@ -45,6 +47,9 @@ class Op:
         Elements written back to device memory (KV cache appends, optimizer state).
     params : int
         Parameters this op owns (a matmul's weights, an embedding table).
+    weights : bool
+        The ``[k, n]`` operand of a matmul is a weight matrix read from device memory (stored in
+        the matmul's data type), not an activation (attention's keys and values).
     act : str
         Activation function fused into the PSUM evacuation of a matmul (``gelu``, ``silu``...).
     dtype_bytes : int
@@ -71,6 +76,7 @@ class Op:
     hbm_elems: int = 0
     hbm_write_elems: int = 0
     params: int = 0
+    weights: bool = False
     act: str = ""
     dtype_bytes: int = 2
     across_copies: bool = False
@@ -89,7 +95,7 @@ class Op:
     @property
     def out_elems(self) -> int:
         """Elements this op produces (its activation output)."""
-        if self.kind is OpKind.MATMUL:
+        if self.kind in (OpKind.MATMUL, OpKind.TRANSPOSE):
             return self.m * self.n * self.count
         return self.elems
 

@@ -30,7 +30,7 @@ def _backward_ops(op: Op) -> list[Op]:
         weights = op.params > 0
         grad_in = replace(op, name=f"{op.name}.grad_input", m=op.m, k=op.n, n=op.k, act="",
                           hbm_elems=op.hbm_elems + saved, hbm_write_elems=0, deps=())
-        grad_w = replace(op, name=f"{op.name}.grad_weight", m=op.k, k=op.m, n=op.n, act="",
+        grad_w = replace(op, name=f"{op.name}.grad_weight", m=op.k, k=op.m, n=op.n, act="", weights=False,
                          hbm_elems=0, hbm_write_elems=op.k * op.n * op.count if weights else 0, deps=())
         return [grad_in, grad_w]
     if op.kind in (OpKind.VECTOR, OpKind.SCALAR, OpKind.GPSIMD):

@@ -33,7 +33,7 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> No
     """Self-attention sub-block: fused QKV projection, scores, softmax, context, output."""
     hd, heads, kv = spec.head_dim, _shard(spec.heads, ph.tp), _shard(spec.kv_heads, ph.tp)
     tokens, ctx = ph.batch * ph.seq, ph.context
-    b.vector("layernorm", elems=tokens * spec.hidden, rows=tokens, passes=2)
+    _normalise(b, tokens, spec.hidden)
     qkv = b.matmul("qkv", tokens, spec.hidden, (heads + 2 * kv) * hd)
     cache_elems = ph.batch * kv * ctx * hd if ph.decode_step else 0
     ready = qkv
@@ -53,16 +53,32 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> No
     b.vector("softmax_max", elems=score_elems, rows=ph.batch * heads * ph.seq)
     b.scalar("softmax_exp", elems=score_elems, rows=ph.batch * heads * ph.seq, act="exp")
     b.vector("softmax_norm", elems=score_elems, rows=ph.batch * heads * ph.seq)
+    # the probabilities come out with queries on partitions; the context matmul contracts over
+    # the keys, so they are turned around on the array first (as the NKI attention kernels do)
+    b.transpose("probs_transpose", ph.seq * group, ctx, count=ph.batch * kv)
     b.matmul("context", ph.seq * group, ctx, hd, count=ph.batch * kv, weights=False, hbm_elems=cache_elems)
     b.matmul("out_proj", tokens, heads * hd, spec.hidden)
     b.allreduce("attn_allreduce", elems=tokens * spec.hidden, ranks=ph.tp)
     b.vector("residual", elems=tokens * spec.hidden, rows=tokens)
 
 
+def _normalise(b: ProgramBuilder, tokens: int, hidden: int, name: str = "layernorm") -> None:
+    """Layer (or RMS) normalisation over each token's ``hidden`` features, then the transpose of
+    its output for the matmul that follows.
+
+    Normalisation reduces along the free axis, so it runs with tokens on partitions; the next
+    matmul contracts over the features, which must lie on partitions: the compiler turns the
+    normalised activations around on the TensorE. (Matmul outputs can be produced in either
+    layout at no cost, so the other matmuls of a block need no transpose.)
+    """
+    b.vector(name, elems=tokens * hidden, rows=tokens, passes=2)
+    b.transpose(f"{name}_transpose", tokens, hidden)
+
+
 def mlp(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     """Feed-forward sub-block; gated (SwiGLU) for Llama-style models, a mixture of experts for Mixtral."""
     tokens, inter = ph.batch * ph.seq, _shard(spec.intermediate, ph.tp)
-    b.vector("layernorm", elems=tokens * spec.hidden, rows=tokens, passes=2)
+    _normalise(b, tokens, spec.hidden)
     if spec.experts:
         _experts(b, spec, tokens, inter)
     elif spec.gated_mlp:
@@ -178,7 +194,7 @@ def decoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     with b.layer("lm_head", "head"):
         logits_rows = ph.batch * ph.seq if ph.training else ph.batch
         vocab = _shard(spec.vocab, ph.tp)
-        b.vector("final_norm", elems=logits_rows * spec.hidden, rows=logits_rows, passes=2)
+        _normalise(b, logits_rows, spec.hidden, "final_norm")
         _projection(b, "projection_out", logits_rows, spec.hidden, spec.embedding_size)
         b.matmul("lm_head", logits_rows, spec.embedding_size, vocab, shared_weights=spec.tied_embeddings)
         b.gpsimd("sample", elems=logits_rows * vocab, rows=logits_rows)

@@ -26,11 +26,12 @@ def test_llama_decode_is_bound_by_memory_bandwidth(run, chip):
     met = compute_metrics(trace)
     read_params = 8.03e9 - 128256 * 4096  # every weight but the input embedding table (only rows are gathered)
     weights_per_core = read_params * 2 / (m["cores_per_copy"] * m["lnc"])
-    floor = weights_per_core / core_bytes_per_s(get_chip(chip), m["cores_active"])
+    chip_ = get_chip(chip)
+    floor = weights_per_core / core_bytes_per_s(chip_, m["cores_active"], chip_.efficiency.weight_descriptor_bytes)
     assert met.per_token_s >= floor
     assert met.per_token_s <= 1.35 * floor
     dma_busy = trace.busy_ns(trace.track_index("dma_read")) / trace.duration_ns
-    assert dma_busy > 0.8 and dma_busy > met.engine_utilization["tensor"]
+    assert dma_busy > 0.75 and dma_busy > met.engine_utilization["tensor"]
 
 
 @pytest.mark.parametrize("chip", ["inf1", "inf2", "trn2"])
@@ -39,10 +40,21 @@ def test_larger_batches_raise_throughput(run, chip):
     assert thr[0] < thr[1] < thr[2]
 
 
-def test_fp32_is_much_slower_than_bf16_when_compute_bound(run):
+def test_fp32_matmuls_are_much_slower_than_bf16_when_compute_bound(run):
     bf16 = compute_metrics(run("bert-base", "trn1", batch=16)).latency_s
-    fp32 = compute_metrics(run("bert-base", "trn1", batch=16, dtype="fp32")).latency_s
+    fp32 = compute_metrics(run("bert-base", "trn1", batch=16, dtype="fp32", autocast="none")).latency_s
     assert fp32 > 2.0 * bf16
+
+
+def test_an_fp32_model_compiled_with_the_default_autocast_multiplies_in_bf16(run):
+    # neuronx-cc --auto-cast matmult: matmuls and weights in BF16, activations stay FP32
+    bf16 = run("bert-base", "trn1", batch=16)
+    fp32 = run("bert-base", "trn1", batch=16, dtype="fp32")
+    assert fp32.meta["matmul_dtype"] == "bf16"
+    tensor = fp32.track_index("tensor")
+    assert fp32.busy_ns(tensor) == pytest.approx(bf16.busy_ns(bf16.track_index("tensor")), rel=0.01)
+    # only the embedding tables, which no matmul reads, stay in FP32
+    assert compute_metrics(fp32).hbm_read_bytes == pytest.approx(compute_metrics(bf16).hbm_read_bytes, rel=0.05)
 
 
 def test_decode_reports_time_to_first_token_and_per_token_time(run):
@@ -152,10 +164,10 @@ def test_an_output_saved_for_the_backward_pass_spills_without_a_second_write():
     from sim.lowering import CoreContext, lower
     from sim.workloads.graph import Op, OpKind
 
-    ctx = CoreContext(get_chip("inf2"), "bf16", 1, 1, 1)
+    ctx = CoreContext(get_chip("inf2"), "bf16", "bf16", 1, 1, 1)
     m, k, n = 128, 3584, 37888  # Qwen2-7B's gate/up projection of 128 tokens: 9.7 MB out, 270 MB weights
-    forward = Op(name="gate_up", kind=OpKind.MATMUL, m=m, k=k, n=n, hbm_elems=k * n, params=k * n)
-    saved = Op(name="gate_up", kind=OpKind.MATMUL, m=m, k=k, n=n, hbm_elems=k * n, params=k * n,
+    forward = Op(name="gate_up", kind=OpKind.MATMUL, m=m, k=k, n=n, hbm_elems=k * n, params=k * n, weights=True)
+    saved = Op(name="gate_up", kind=OpKind.MATMUL, m=m, k=k, n=n, hbm_elems=k * n, params=k * n, weights=True,
                hbm_write_elems=m * n)
     inference, training = lower(ctx, forward), lower(ctx, saved)
     spill = inference.write.nbytes * inference.chunks

@@ -37,14 +37,16 @@ def test_all_five_generations_are_known_by_key_and_alias():
         get_chip("tpu")
 
 
-def test_published_core_peaks_follow_from_engine_parameters():
-    # per-core BF16 TFLOPS: neuron-core-v1.rst 16; NKI guides 92 (NC-v2), 79 (NC-v3, NC-v4);
-    # FP8: 158 (NC-v3), 315 (NC-v4 MXFP8); FP32: 23, 20, 20
-    expected = {("inf1", "bf16"): 16e12, ("trn1", "bf16"): 92e12, ("inf2", "bf16"): 92e12,
-                ("trn2", "bf16"): 79e12, ("trn3", "bf16"): 79e12, ("trn2", "fp8"): 158e12,
-                ("trn3", "fp8"): 315e12, ("trn1", "fp32"): 23e12, ("trn2", "fp32"): 20e12}
-    for (key, dtype), flops in expected.items():
-        assert get_chip(key).tensor.peak_flops(dtype) == pytest.approx(flops, rel=0.02), (key, dtype)
+@pytest.mark.parametrize("key, dtype, tflops", [
+    # inferentia.rst; inferentia2.rst / trainium.rst; trainium2.rst; trainium3.rst (chip totals)
+    ("inf1", "bf16", 64), ("inf1", "int8", 128),
+    ("inf2", "bf16", 190), ("inf2", "fp8", 190), ("inf2", "fp32", 47.5), ("inf2", "int8", 380),
+    ("trn1", "bf16", 190), ("trn1", "fp32", 47.5),
+    ("trn2", "bf16", 667), ("trn2", "fp8", 1299), ("trn2", "fp32", 181),
+    ("trn3", "bf16", 671), ("trn3", "fp8", 2517), ("trn3", "fp32", 183),
+])
+def test_chip_peaks_equal_the_published_totals(key, dtype, tflops):
+    assert get_chip(key).peak_flops(dtype) == pytest.approx(tflops * 1e12, rel=1e-4)
 
 
 def test_instances_cover_the_issue_list_and_have_one_default_per_chip():

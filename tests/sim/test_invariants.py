@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from sim.cost.dma import core_bytes_per_s
+from sim.cost.dma import memory_share_bytes_per_s
 from sim.hardware.chip import get_chip
 from sim.metrics import compute_metrics
 from sim.run import RunConfig, simulate
@@ -56,8 +56,9 @@ def test_latency_respects_the_roofline_and_stays_near_it(trace):
     flops = trace.events["flops"][sel].sum()
     dma = np.isin(trace.events["track"], [trace.track_index("dma_read"), trace.track_index("dma_write")])
     nbytes = trace.events["bytes"][sel & dma if m["mode"] == "decode" else dma].sum()
-    compute_bound = flops / chip.tensor.peak_flops(m["dtype"])
-    memory_bound = nbytes / (core_bytes_per_s(chip, m["cores_active"]) / chip.efficiency.memory_fraction)
+    compute_bound = flops / chip.tensor.peak_flops(m["matmul_dtype"])
+    # no core moves more than its engines' peak or its memory stack's share
+    memory_bound = nbytes / min(chip.dma.bytes_per_s, memory_share_bytes_per_s(chip, m["cores_active"]))
     assert dur_s >= compute_bound * (1 - 1e-9)
     assert dur_s >= memory_bound * (1 - 1e-9)
     assert dur_s <= 8 * max(compute_bound, memory_bound)
@@ -107,7 +108,7 @@ def test_busy_integral_matches_a_direct_sum():
 
 def test_bandwidth_counters_never_exceed_the_core_dma_rate(trace):
     chip = get_chip(trace.meta["chip"])
-    peak = core_bytes_per_s(chip, trace.meta["cores_active"])
+    peak = min(chip.dma.bytes_per_s, memory_share_bytes_per_s(chip, trace.meta["cores_active"]))
     assert trace.counters["hbm_read_bytes_per_s"].value.max() <= peak * (1 + 1e-9)
     assert trace.counters["hbm_read_bytes_per_s"].value.max() > 0
 

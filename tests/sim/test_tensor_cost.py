@@ -1,24 +1,30 @@
-"""TensorE cost against the tiling formula, worked by hand."""
+"""TensorE cost against hand calculations from the NKI ISA's instruction costs."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
-from sim.cost.tensor import plan_matmul
+from sim.cost.tensor import plan_matmul, plan_transpose
 from sim.hardware.chip import get_chip
+from sim.scheduler import TensorRamp
 
 
-def tiling_cycles(m, k, n, count, rows, cols, free_max, mm_init, ls, rate):
-    """Closed form: the cheaper orientation of count x ceil(K/(rows*max(rate,1))) x ceil(S/cols)
+def tiling_cycles(m, k, n, count, te, dtype):
+    """Closed form: the cheaper orientation of count x ceil(K/(rows*k_pack)) x ceil(S/cols)
     stationary tiles, each streaming the moving dimension in <= free_max slices of
-    max(slice, mm_init) cycles (scaled by 1/rate below the BF16 rate), LoadStationary exposed
-    only where it outlasts the matmul it hides behind."""
+    max(min(mm_init, stationary width), slice) cycles (times k_pack / rate), LoadStationary
+    exposed only where it outlasts the matmuls it hides behind."""
+    pack, rate = te.k_pack[dtype], te.rate[dtype]
     best = math.inf
     for stationary, moving in ((m, n), (n, m)):
-        slices = [free_max] * (moving // free_max) + ([moving % free_max] if moving % free_max else [])
-        mm = sum(max(s, mm_init) for s in slices) / min(rate, 1.0)
-        per_stationary = mm + max(0.0, ls - mm)
-        best = min(best, count * math.ceil(k / (rows * max(rate, 1.0))) * math.ceil(stationary / cols) * per_stationary)
+        slices = [te.moving_free_max] * (moving // te.moving_free_max)
+        slices += [moving % te.moving_free_max] if moving % te.moving_free_max else []
+        floor = min(te.mm_init_cycles, stationary, te.cols)
+        mm = sum(max(s, floor) for s in slices) * pack / rate
+        per_stationary = mm + max(0.0, te.load_stationary_cycles * min(stationary, te.cols) / te.cols - mm)
+        tiles = count * math.ceil(k / (te.rows * pack)) * math.ceil(stationary / te.cols)
+        best = min(best, tiles * per_stationary)
     return best
 
 
@@ -38,13 +44,54 @@ def test_ragged_matmul_picks_the_cheaper_orientation():
     assert (plan.stationary, plan.moving) == (700, 100)
 
 
-def test_fp32_costs_four_times_bf16_and_fp8_halves_it_on_trn2():
-    trn1, trn2 = get_chip("trn1").tensor, get_chip("trn2").tensor
+def test_a_decode_step_pays_the_minimum_initiation_interval_per_instruction():
+    te = get_chip("trn1").tensor
+    # one token through a 4096x4096 projection: the weights are held stationary, 32 x 32 tiles,
+    # and each instruction streams one column but costs MM_INIT = 64 cycles (the other way,
+    # 32 contraction tiles of 8 full 512-column slices, would take 131072 cycles)
+    plan = plan_matmul(te, 1, 4096, 4096, 1, "bf16")
+    assert plan.cycles == 32 * 32 * 64 == 65536
+    assert plan.psum_tiles == 32 and plan.psum_free == 32
+
+
+def test_head_width_64_uses_half_the_contraction_rows():
+    te = get_chip("inf2").tensor
+    # scores of 12 heads: [128 queries, 64] @ [64, 128 keys]: one contraction tile of 64 rows
+    # per head still takes a whole 128-cycle instruction, half the PEs idle
+    plan = plan_matmul(te, 128, 64, 128, 12, "bf16")
+    assert plan.cycles == 12 * 128
+    assert 2 * 128 * 64 * 128 * 12 / (plan.cycles * 2 * 128 * 128) == 0.5
+
+
+def test_a_load_stationary_longer_than_its_matmuls_is_exposed():
+    te = replace(get_chip("trn1").tensor, load_stationary_cycles=200)
+    plan = plan_matmul(te, 64, 128, 64, 1, "bf16")
+    # one 128x64 stationary tile (loaded in 200 x 64/128 = 100 cycles), one 64-wide moving slice
+    # of 64 cycles: 36 cycles of the load exposed
+    assert plan.cycles == 64 + (100 - 64)
+
+
+def test_a_narrow_stationary_tile_lowers_the_instruction_floor():
+    te = get_chip("trn1").tensor
+    # 8 tokens x 16 outputs: a 16-column stationary tile streaming 8 columns costs
+    # max(min(64, 16), 8) = 16 cycles, not the 64-cycle turnaround of a full-width tile (its
+    # load, 32 x 16/128 = 4 cycles, hides behind it)
+    assert plan_matmul(te, 8, 128, 16, 1, "bf16").cycles == 16
+
+
+def test_fp32_costs_four_times_bf16_and_fp8_follows_the_published_chip_totals():
+    trn1, trn2, trn3 = get_chip("trn1").tensor, get_chip("trn2").tensor, get_chip("trn3").tensor
+
     def cycles(te, dtype):
-        return plan_matmul(te, 256, 1024, 1024, 1, dtype).cycles
+        return plan_matmul(te, 256, 2048, 1024, 1, dtype).cycles
 
     assert cycles(trn1, "fp32") == 4 * cycles(trn1, "bf16")
-    assert cycles(trn2, "fp8") == cycles(trn2, "bf16") / 2
+    # FP8 double-row mode contracts 256 rows per instruction; the chip's 1,299 FP8 TFLOPS
+    # against 667 BF16 set its pace
+    assert cycles(trn2, "bf16") / cycles(trn2, "fp8") == pytest.approx(1299 / 667, rel=1e-5)
+    assert plan_matmul(trn2, 256, 2048, 1024, 1, "fp8").k_tiles == 8
+    assert cycles(trn3, "bf16") / cycles(trn3, "fp8") == pytest.approx(2517 / 671, rel=1e-5)
+    assert plan_matmul(trn3, 256, 2048, 1024, 1, "fp8").k_tiles == 4
 
 
 @pytest.mark.parametrize("chip", ["inf1", "inf2", "trn1", "trn2", "trn3"])
@@ -54,6 +101,36 @@ def test_plan_matches_closed_form(chip, shape):
     te = get_chip(chip).tensor
     m, k, n, count = shape
     for dtype in get_chip(chip).dtypes:
-        want = tiling_cycles(m, k, n, count, te.rows, te.cols, te.moving_free_max, te.mm_init_cycles,
-                             te.load_stationary_cycles, te.rate[dtype])
+        want = tiling_cycles(m, k, n, count, te, dtype)
         assert plan_matmul(te, m, k, n, count, dtype).cycles == pytest.approx(want, rel=1e-12)
+
+
+def test_a_transpose_is_one_identity_matmul_per_block():
+    te = get_chip("trn1").tensor
+    # [300, 200] -> blocks of 128, 128 and 44 partitions in column tiles of 128 and 72; each
+    # block costs max(p, min(64, c)): 128 + 128 + 64 in both column tiles
+    plan = plan_transpose(te, 300, 200, 2)
+    assert plan.cycles == 2 * 2 * (128 + 128 + 64)
+    # a [40, 30] block: max(40, min(64, 30)) = 40 cycles
+    assert plan_transpose(te, 40, 30, 1).cycles == 40
+    assert plan.instructions == 2 * 2 * 3
+    assert plan.psum_free == 2 * 2 * 300
+
+
+def test_throttled_array_starts_at_half_rate_and_ramps_over_three_microseconds():
+    ramp = TensorRamp(get_chip("trn2").tensor.throttle)
+    # from idle, work done in t us is 0.5 t + t^2 / 12 (rate rising from 1/2 to 1 over 3 us):
+    # 1 us of full-rate work takes t = -3 + sqrt(21) us
+    assert ramp.duration(0.0, 1e-6) == pytest.approx((-3 + math.sqrt(21)) * 1e-6)
+    # a long burst right after it: the ramp completes at 3 us, having done 2.25 us of work
+    first = (-3 + math.sqrt(21)) * 1e-6
+    assert ramp.duration(first, 10e-6) == pytest.approx(10e-6 + 3e-6 - first - (2.25e-6 - 1e-6))
+    # once ramped, work takes its full-rate time; a gap shorter than half the window keeps it
+    assert ramp.duration(ramp.last_end + 1e-6, 2e-6) == pytest.approx(2e-6)
+    # an idle gap of half the 3 us window or more leaves utilisation at one half: it starts again
+    assert ramp.duration(ramp.last_end + 1.6e-6, 1e-6) == pytest.approx((-3 + math.sqrt(21)) * 1e-6)
+
+
+def test_only_trainium2_and_trainium3_throttle():
+    assert get_chip("trn2").tensor.throttle is not None and get_chip("trn3").tensor.throttle is not None
+    assert all(get_chip(c).tensor.throttle is None for c in ("inf1", "inf2", "trn1"))
