@@ -15,7 +15,7 @@ from sim.lowering import GPSIMD, RESOURCE_NAMES, CoreContext, lower
 from sim.scheduler import CoreScheduler, log_mark, repeat_tail
 from sim.trace import Counter, Trace, Track
 from sim.workloads import ModelSpec, Phase, Program, build_program, get_model, training_program
-from sim.workloads.models import DECODER
+from sim.workloads.models import CNN, DECODER
 
 MODES = ("inference", "decode", "training")
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp32": 4}
@@ -63,6 +63,9 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
                         ("copies", 1 if cfg.copies is None else cfg.copies)):
         if not isinstance(value, int) or value < 1:
             raise ConfigError(f"{name} must be a positive integer, got {value}")
+    if spec.family == CNN and (cfg.cores or 1) > 1:
+        raise ConfigError(f"{spec.name} cannot span {cfg.cores} NeuronCores: the Neuron SDK has no tensor-parallel "
+                          "CNNs (one copy per core); use --copies for more copies running at once")
     seq = spec.default_seq if cfg.seq is None else cfg.seq
     if not isinstance(seq, int) or seq < 1:
         raise ConfigError(f"sequence length must be a positive integer, got {seq}")

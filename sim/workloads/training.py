@@ -3,13 +3,20 @@
 Follows how teams train on Trainium: BF16 auto-cast compute, activations saved to device memory
 in the forward pass and re-read in the backward pass, per-layer gradient all-reduce across
 data-parallel workers overlapping the backward pass, and AdamW on FP32 master weights.
+
+Weights that every shard of a copy holds whole (a convolution whose output rows the shards
+split) get a partial gradient on each shard: the shards sum it by a reduce-scatter, each updates
+its share of those weights and the shards gather the updated weights back, which moves about as
+much as one all-reduce over the shards; it is modelled as that all-reduce, before the
+data-parallel one.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from sim.workloads.graph import Op, OpKind, Program
+from sim.workloads.builder import share
+from sim.workloads.graph import Layer, Op, OpKind, Program
 
 FP32_BYTES = 4
 ADAMW_PASSES = 12.0  # elementwise steps of one AdamW update (moments, bias correction, sqrt, div, decay)
@@ -48,6 +55,7 @@ def training_program(forward: Program, params_per_layer: list[int], dp: int) -> 
     """Append backward, data-parallel gradient all-reduce and AdamW to ``forward``."""
     prog = Program(ops=[_save_activation(op) for op in forward.ops], layers=list(forward.layers))
     allreduces: list[int] = []
+    own = list(params_per_layer)  # parameters whose gradients this core reduces and updates
     prev = len(prog.ops) - 1  # the backward chain; all-reduces hang off it without blocking it
     for li in range(len(forward.layers) - 1, -1, -1):
         layer = forward.layers[li]
@@ -56,15 +64,28 @@ def training_program(forward: Program, params_per_layer: list[int], dp: int) -> 
             for op in _backward_ops(forward.ops[fi]):
                 prog.ops.append(replace(op, deps=(prev,)))
                 prev = len(prog.ops) - 1
-        params = params_per_layer[li]
-        if dp > 1 and params:
-            prog.ops.append(Op(name="grad_allreduce", kind=OpKind.ALLREDUCE, elems=params, rows=dp,
-                               dtype_bytes=FP32_BYTES, across_copies=True, deps=(prev,)))
+        replicated, shards = _replicated(forward, layer)
+        own[li] = params_per_layer[li] - replicated + share(replicated, shards)
+        reduced = prev
+        if replicated and shards > 1:
+            prog.ops.append(Op(name="grad_shard_allreduce", kind=OpKind.ALLREDUCE, elems=replicated, rows=shards,
+                               dtype_bytes=FP32_BYTES, deps=(prev,)))
+            reduced = len(prog.ops) - 1
+            allreduces.append(reduced)
+        if dp > 1 and own[li]:
+            prog.ops.append(Op(name="grad_allreduce", kind=OpKind.ALLREDUCE, elems=own[li], rows=dp,
+                               dtype_bytes=FP32_BYTES, across_copies=True, deps=(reduced,)))
             allreduces.append(len(prog.ops) - 1)
         prog.layers.append(replace(layer, name=f"{layer.name}.backward", first_op=start,
                                    n_ops=len(prog.ops) - start))
-    _optimizer(prog, forward, params_per_layer, tuple(allreduces) + (prev,))
+    _optimizer(prog, forward, own, tuple(allreduces) + (prev,))
     return prog
+
+
+def _replicated(forward: Program, layer: Layer) -> tuple[int, int]:
+    """Parameters of ``layer`` that every one of its shards holds whole, and how many shards."""
+    ops = [op for op in forward.ops[layer.first_op:layer.first_op + layer.n_ops] if op.weight_replicas > 1]
+    return sum(op.params for op in ops), max((op.weight_replicas for op in ops), default=1)
 
 
 def _optimizer(prog: Program, forward: Program, params_per_layer: list[int], deps: tuple[int, ...]) -> None:

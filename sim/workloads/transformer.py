@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.workloads.builder import ProgramBuilder
+from sim.workloads.builder import ProgramBuilder, share
 from sim.workloads.models import DECODER, VISION_TRANSFORMER, ModelSpec
 
 
@@ -25,13 +25,9 @@ class Phase:
     training: bool = False
 
 
-def _shard(n: int, tp: int) -> int:
-    return -(-n // tp)
-
-
 def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> None:
     """Self-attention sub-block: fused QKV projection, scores, softmax, context, output."""
-    hd, heads, kv = spec.head_dim, _shard(spec.heads, ph.tp), _shard(spec.kv_heads, ph.tp)
+    hd, heads, kv = spec.head_dim, share(spec.heads, ph.tp), share(spec.kv_heads, ph.tp)
     tokens, ctx = ph.batch * ph.seq, ph.context
     b.vector("layernorm", elems=tokens * spec.hidden, rows=tokens, passes=2)
     qkv = b.matmul("qkv", tokens, spec.hidden, (heads + 2 * kv) * hd)
@@ -61,7 +57,7 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> No
 
 def mlp(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     """Feed-forward sub-block; gated (SwiGLU) for Llama-style models, a mixture of experts for Mixtral."""
-    tokens, inter = ph.batch * ph.seq, _shard(spec.intermediate, ph.tp)
+    tokens, inter = ph.batch * ph.seq, share(spec.intermediate, ph.tp)
     b.vector("layernorm", elems=tokens * spec.hidden, rows=tokens, passes=2)
     if spec.experts:
         _experts(b, spec, tokens, inter)
@@ -141,7 +137,7 @@ def _token_embedding(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     positions_in_hidden = spec.family == DECODER
     with b.layer("embedding", "embedding"):
         b.gpsimd("token_index", elems=tokens, rows=tokens)
-        b.gather("token_gather", rows=tokens, row_elems=spec.embedding_size, table_rows=_shard(spec.vocab, ph.tp))
+        b.gather("token_gather", rows=tokens, row_elems=spec.embedding_size, table_rows=share(spec.vocab, ph.tp))
         if positions_in_hidden:
             _projection(b, "projection", tokens, spec.embedding_size, spec.hidden)
         if spec.learned_positions:
@@ -177,7 +173,7 @@ def decoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     _blocks(b, spec, ph, causal=True)
     with b.layer("lm_head", "head"):
         logits_rows = ph.batch * ph.seq if ph.training else ph.batch
-        vocab = _shard(spec.vocab, ph.tp)
+        vocab = share(spec.vocab, ph.tp)
         b.vector("final_norm", elems=logits_rows * spec.hidden, rows=logits_rows, passes=2)
         _projection(b, "projection_out", logits_rows, spec.hidden, spec.embedding_size)
         b.matmul("lm_head", logits_rows, spec.embedding_size, vocab, shared_weights=spec.tied_embeddings)

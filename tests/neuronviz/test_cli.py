@@ -81,6 +81,7 @@ def test_simulate_table_is_readable(capsys):
     (["--model", "llama-3-8b", "--instance", "inf2.xlarge", "--cores", "1", "--mode", "decode"], "does not fit"),
     (["--model", "bert-base", "--chips", "inf1", "--dtype", "fp8"], "does not run fp8"),
     (["--model", "bert-base", "--chips", "inf1", "--copies", "5"], "between 1 and 4 (inf1.xlarge holds 4 copies"),
+    (["--model", "resnet50", "--chips", "trn2", "--cores", "2"], "the Neuron SDK has no tensor-parallel CNNs"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(capsys, argv, message):
     code, out, err = run_cli(capsys, "simulate", *argv)
