@@ -181,18 +181,29 @@ def decoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
 
 
 def vit_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
-    """ViT: patch embedding as a matmul, encoder blocks, classifier on the CLS token."""
+    """ViT: patch embedding as a matmul, encoder blocks, classifier on the CLS token.
+
+    Over ``tp`` shards the patch embedding and the classifier are split like the blocks' output
+    projections (row-parallel): each shard reads its share of the pixels and multiplies them by
+    its rows of the patch weights, adds the positions to its share of the elements, and an
+    all-reduce sums the shards' partial embeddings; each shard normalises its share of the CLS
+    features (the two statistics per row they share are left out) and multiplies them by its
+    rows of the classifier, and an all-reduce sums the logits.
+    """
     grid = ph.seq // spec.patch_size
     patches = ph.batch * grid * grid
     with b.layer("patch_embedding", "embedding"):
-        b.copy_in("image", elems=ph.batch * spec.channels * ph.seq * ph.seq, rows=ph.batch * spec.channels)
-        b.matmul("patch_proj", patches, spec.channels * spec.patch_size ** 2, spec.hidden)
-        b.vector("position_add", elems=patches * spec.hidden, rows=patches)
+        b.copy_in("image", elems=share(ph.batch * spec.channels * ph.seq * ph.seq, ph.tp),
+                  rows=ph.batch * spec.channels)
+        b.matmul("patch_proj", patches, share(spec.channels * spec.patch_size ** 2, ph.tp), spec.hidden)
+        b.vector("position_add", elems=share(patches * spec.hidden, ph.tp), rows=patches)
+        b.allreduce("patch_allreduce", elems=patches * spec.hidden, ranks=ph.tp)
     tokens_ph = Phase(ph.batch, grid * grid + 1, grid * grid + 1, ph.tp, training=ph.training)
     _blocks(b, spec, tokens_ph, causal=False)
     with b.layer("head", "head"):
-        b.vector("final_norm", elems=ph.batch * spec.hidden, rows=ph.batch, passes=2)
-        b.matmul("classifier", ph.batch, spec.hidden, spec.num_labels)
+        b.vector("final_norm", elems=share(ph.batch * spec.hidden, ph.tp), rows=ph.batch, passes=2)
+        b.matmul("classifier", ph.batch, share(spec.hidden, ph.tp), spec.num_labels)
+        b.allreduce("logits_allreduce", elems=ph.batch * spec.num_labels, ranks=ph.tp)
 
 
 def transformer_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:

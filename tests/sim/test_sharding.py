@@ -58,3 +58,24 @@ def test_a_cnn_over_several_logical_cores_is_refused():
     with pytest.raises(ConfigError, match="no tensor-parallel CNNs.*--copies"):
         simulate(RunConfig(model="resnet50", chip="trn1", cores=2))
     assert simulate(RunConfig(model="resnet18", chip="trn1", cores=1)).meta["cores_per_copy"] == 1
+
+
+def _layer(prog, name):
+    layer = next(la for la in prog.layers if la.name == name)
+    return prog.ops[layer.first_op:layer.first_op + layer.n_ops]
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_vit_patch_embedding_and_head_are_split_over_the_shards_not_repeated(tp):
+    """ViT-B/16 at 224x224, one image: 196 patches of 16x16x3 = 768 pixels projected to 768
+    features (2 x 196 x 768 x 768 FLOPs) plus 196 x 768 position adds; the CLS token's layer norm
+    (768 values, two passes) and its 768 -> 1000 classifier (2 x 768 x 1000 FLOPs)."""
+    prog = build_program(get_model("vit-base"), Phase(1, 224, 224, tp), 2)
+    patch, head = _layer(prog, "patch_embedding"), _layer(prog, "head")
+    assert tp * sum(op.flops for op in patch) == 2 * 196 * 768 * 768 + 196 * 768
+    assert tp * sum(op.flops for op in head) == 2 * 768 + 2 * 768 * 1000
+    assert tp * sum(op.params for op in patch + head) == 768 * 768 + 768 * 1000
+    assert tp * sum(op.hbm_elems for op in patch if op.kind is OpKind.COPY) == 3 * 224 * 224  # the image, once
+    # the shards' partial embeddings and logits are summed by one all-reduce each
+    reduces = [op.name for op in patch + head if op.kind is OpKind.ALLREDUCE]
+    assert reduces == ([] if tp == 1 else ["patch_allreduce", "logits_allreduce"])
