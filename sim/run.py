@@ -110,7 +110,7 @@ def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int)
 
 
 def _memory_need(cfg: RunConfig, spec: ModelSpec, seq: int, dt: int) -> float:
-    probe = build_program(spec, Phase(cfg.batch, seq, seq), dt)
+    probe = build_program(spec, Phase(cfg.batch, seq, seq, training=cfg.mode == "training"), dt)
     params = sum(op.params for op in probe.ops)
     state = 0.0
     if cfg.mode == "decode":

@@ -34,7 +34,7 @@ def _backward_ops(op: Op) -> list[Op]:
     """Gradient ops of one forward op (their deps are filled in by the caller)."""
     saved = op.out_elems
     if op.kind is OpKind.MATMUL:
-        weights = op.params > 0
+        weights = op.params > 0 or op.hbm_elems > 0  # its own or tied to another op's (an LM head's)
         grad_in = replace(op, name=f"{op.name}.grad_input", m=op.m, k=op.n, n=op.k, act="",
                           hbm_elems=op.hbm_elems + saved, hbm_write_elems=0, deps=())
         grad_w = replace(op, name=f"{op.name}.grad_weight", m=op.k, k=op.m, n=op.n, act="",

@@ -7,6 +7,11 @@ from dataclasses import dataclass
 from sim.workloads.builder import ProgramBuilder, share
 from sim.workloads.models import DECODER, VISION_TRANSFORMER, ModelSpec
 
+# pretrained with a classifier of sentence pairs besides the masked LM (BERT: is the second
+# sentence the next one; ALBERT: are they in order); RoBERTa-family models and DistilBERT are not
+SENTENCE_PAIR_MODELS = ("bert", "albert")
+SENTENCE_PAIR_LABELS = 2
+
 
 @dataclass(frozen=True)
 class Phase:
@@ -155,9 +160,16 @@ def _projection(b: ProgramBuilder, name: str, tokens: int, width_in: int, width_
 
 
 def encoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
-    """BERT-family encoder with a classification head, or an MLP tower on the pooled output."""
+    """BERT-family encoder with a classification head, or an MLP tower on the pooled output.
+
+    Training an encoder without a tower is pretraining it: its pretraining heads replace the
+    classification head (:func:`_pretraining_heads`).
+    """
     _token_embedding(b, spec, ph)
     _blocks(b, spec, ph, causal=False)
+    if ph.training and not spec.mlp_tower:
+        _pretraining_heads(b, spec, ph)
+        return
     with b.layer("head", "head"):
         b.matmul("pooler", ph.batch, spec.hidden, spec.hidden, act="tanh")
         width = spec.hidden
@@ -165,6 +177,31 @@ def encoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
             b.matmul(f"tower{i}", ph.batch, width, size, act="relu")
             width = size
         b.matmul("classifier", ph.batch, width, spec.num_labels)
+
+
+def _pretraining_heads(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
+    """BertForPreTraining's heads: the masked-LM head over every token (a dense layer to the
+    embedding width with the model's activation, a layer norm, and a decoder to the vocabulary
+    tied to the token embeddings), then, for models pretrained on sentence pairs, a two-way
+    classifier on the pooled CLS token (BERT's next sentence, ALBERT's sentence order).
+
+    Over ``tp`` shards each shard transforms its share of the tokens, reading the dense weights
+    whole; the shards gather the transformed tokens (an all-reduce of zero-padded shares, twice
+    the bytes of a ring all-gather), and each shard's decoder computes the logits of the share
+    of the vocabulary whose embedding rows it holds. The loss's softmax over the logits is left
+    out, as in the decoders' LM head.
+    """
+    tokens, width, encoded = ph.batch * ph.seq, spec.embedding_size, b.last
+    rows = share(tokens, ph.tp)
+    with b.layer("mlm_head", "head"):
+        b.matmul("mlm_transform", rows, spec.hidden, width, act=spec.act, weight_replicas=ph.tp)
+        b.vector("mlm_layernorm", elems=rows * width, rows=rows, passes=2)
+        b.allreduce("mlm_gather", elems=tokens * width, ranks=ph.tp)
+        b.matmul("mlm_decoder", tokens, width, share(spec.vocab, ph.tp), shared_weights=True)
+    if spec.model_type in SENTENCE_PAIR_MODELS:
+        with b.layer("sentence_pair_head", "head"):
+            b.matmul("pooler", ph.batch, spec.hidden, spec.hidden, act="tanh", deps=(encoded,))
+            b.matmul("sentence_pair_classifier", ph.batch, spec.hidden, SENTENCE_PAIR_LABELS)
 
 
 def decoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
