@@ -51,7 +51,7 @@ def compute_metrics(trace: Trace) -> RunMetrics:
     shards = m["cores_per_copy"] * m.get("lnc", 1)
     overhead = m["launch_overhead_s"]  # per execution of a compiled program
     latency = m.get("total_ns", trace.duration_ns) * 1e-9 + overhead
-    items = m["batch"]
+    items = m["batch"] * m.get("grad_accum", 1)  # a training step's micro-batches
     ttft = per_token = None
     if m["mode"] == "decode":
         # the prompt is one execution and every further token one more

@@ -1,8 +1,11 @@
 """Training steps: pretraining heads of encoders, and gradient accumulation."""
 
+import numpy as np
 import pytest
 
+from sim.errors import ConfigError
 from sim.metrics import compute_metrics
+from sim.run import RunConfig, simulate
 from sim.workloads import Phase, build_program, get_model
 from sim.workloads.graph import OpKind
 
@@ -48,3 +51,61 @@ def test_bert_training_flops_grow_by_the_masked_lm_head(run):
     mlm = 2 * 128 * (1024 * 1024 + 1024 * BERT_VOCAB)
     assert training == pytest.approx(3 * (inference + mlm), rel=0.02)
     assert training > 1.1 * 3 * inference
+
+
+BERT_BASE_MLM = 2 * 128 * (768 * 768 + 768 * BERT_VOCAB)  # per sequence of 128 tokens
+
+
+def _phase_of(trace, name):
+    return next(p for p in trace.meta["phases"] if p["name"] == name)
+
+
+def test_a_step_of_four_micro_batches_runs_four_passes_then_one_all_reduce_and_one_update(run):
+    """bert-base, batch 8, on trn1.2xlarge (two copies, one per core): each micro-batch is a
+    forward and a backward pass, 3 x the forward's FLOPs; the step adds three of them to a
+    one-micro-batch step and keeps its one all-reduce and one optimizer update."""
+    one = run("bert-base", "trn1", mode="training", batch=8)
+    four = run("bert-base", "trn1", mode="training", batch=8, grad_accum=4)
+    forward = compute_metrics(run("bert-base", "trn1", batch=8)).flops + 8 * BERT_BASE_MLM
+    assert four.meta["grad_accum"] == 4 and four.meta["copies"] == 2
+    m1, m4 = compute_metrics(one), compute_metrics(four)
+    assert m4.flops - m1.flops == pytest.approx(3 * 3 * forward, rel=0.01)
+    assert m4.throughput_per_s * m4.latency_s == pytest.approx(8 * 4 * 2)  # samples per step, both copies
+    assert m4.throughput_per_s > m1.throughput_per_s  # the update is paid once for four micro-batches
+    # the gradient all-reduces and the optimizer run once, during and after the last micro-batch
+    last = _phase_of(four, "micro-batch 4")
+    names = np.array(four.op_names)[four.events["op"]]
+    for name in ("grad_allreduce", "adamw."):
+        sel = np.char.startswith(names, name)
+        assert sel.any() and four.events["start_ns"][sel].min() >= last["start_ns"]
+    # one all-reduce per layer with weights: embeddings, 12 x (attention, MLP), masked-LM and next-sentence heads
+    assert four.op_names.count("grad_allreduce") == one.op_names.count("grad_allreduce") == 1 + 12 * 2 + 2
+    # the all-reduces overlap the last backward pass: they start before its last gradient op ends
+    grads = np.char.endswith(names, ".grad_weight") & (four.events["start_ns"] >= last["start_ns"])
+    first_reduce = four.events["start_ns"][names == "grad_allreduce"].min()
+    assert first_reduce < (four.events["start_ns"] + four.events["dur_ns"])[grads].max()
+
+
+def test_many_micro_batches_are_simulated_once_and_counted_each(run):
+    """256 micro-batches store as many events as 32 (the first three and the last), and each
+    micro-batch between them counts the same FLOPs and time."""
+    n32 = run("bert-base", "trn1", mode="training", batch=1, grad_accum=32)
+    n256 = run("bert-base", "trn1", mode="training", batch=1, grad_accum=256)
+    n3 = run("bert-base", "trn1", mode="training", batch=1, grad_accum=3)
+    n2 = run("bert-base", "trn1", mode="training", batch=1, grad_accum=2)
+    assert n256.n_events == n32.n_events < 2 * n3.n_events
+    assert _phase_of(n256, "micro-batch 2")["repeat"] == 254
+    micro = compute_metrics(n3).flops - compute_metrics(n2).flops
+    assert micro == pytest.approx(3 * (compute_metrics(run("bert-base", "trn1")).flops + BERT_BASE_MLM), rel=0.01)
+    assert compute_metrics(n256).flops - compute_metrics(n32).flops == pytest.approx(224 * micro, rel=1e-9)
+    step = compute_metrics(n3).latency_s - compute_metrics(n2).latency_s
+    assert compute_metrics(n256).latency_s - compute_metrics(n32).latency_s == pytest.approx(224 * step, rel=1e-9)
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"mode": "training", "grad_accum": 0}, "grad_accum must be a positive integer, got 0"),
+    ({"grad_accum": 4}, "gradient accumulation is for training; inference mode has no optimizer step"),
+])
+def test_bad_gradient_accumulation_is_refused_in_one_line(kw, message):
+    with pytest.raises(ConfigError, match=message):
+        simulate(RunConfig(model="bert-base", chip="trn1", **kw))
