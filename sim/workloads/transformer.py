@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.workloads.builder import ProgramBuilder, share
+from sim.workloads.builder import ProgramBuilder
+from sim.workloads.builder import share as _shard
 from sim.workloads.models import DECODER, VISION_TRANSFORMER, ModelSpec
 
 # pretrained with a classifier of sentence pairs besides the masked LM (BERT: is the second
@@ -32,7 +33,7 @@ class Phase:
 
 def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> None:
     """Self-attention sub-block: fused QKV projection, scores, softmax, context, output."""
-    hd, heads, kv = spec.head_dim, share(spec.heads, ph.tp), share(spec.kv_heads, ph.tp)
+    hd, heads, kv = spec.head_dim, _shard(spec.heads, ph.tp), _shard(spec.kv_heads, ph.tp)
     tokens, ctx = ph.batch * ph.seq, ph.context
     b.vector("layernorm", elems=tokens * spec.hidden, rows=tokens, passes=2)
     qkv = b.matmul("qkv", tokens, spec.hidden, (heads + 2 * kv) * hd)
@@ -62,7 +63,7 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> No
 
 def mlp(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     """Feed-forward sub-block; gated (SwiGLU) for Llama-style models, a mixture of experts for Mixtral."""
-    tokens, inter = ph.batch * ph.seq, share(spec.intermediate, ph.tp)
+    tokens, inter = ph.batch * ph.seq, _shard(spec.intermediate, ph.tp)
     b.vector("layernorm", elems=tokens * spec.hidden, rows=tokens, passes=2)
     if spec.experts:
         _experts(b, spec, tokens, inter)
@@ -142,7 +143,7 @@ def _token_embedding(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     positions_in_hidden = spec.family == DECODER
     with b.layer("embedding", "embedding"):
         b.gpsimd("token_index", elems=tokens, rows=tokens)
-        b.gather("token_gather", rows=tokens, row_elems=spec.embedding_size, table_rows=share(spec.vocab, ph.tp))
+        b.gather("token_gather", rows=tokens, row_elems=spec.embedding_size, table_rows=_shard(spec.vocab, ph.tp))
         if positions_in_hidden:
             _projection(b, "projection", tokens, spec.embedding_size, spec.hidden)
         if spec.learned_positions:
@@ -192,12 +193,12 @@ def _pretraining_heads(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     out, as in the decoders' LM head.
     """
     tokens, width, encoded = ph.batch * ph.seq, spec.embedding_size, b.last
-    rows = share(tokens, ph.tp)
+    rows = _shard(tokens, ph.tp)
     with b.layer("mlm_head", "head"):
         b.matmul("mlm_transform", rows, spec.hidden, width, act=spec.act, weight_replicas=ph.tp)
         b.vector("mlm_layernorm", elems=rows * width, rows=rows, passes=2)
         b.allreduce("mlm_gather", elems=tokens * width, ranks=ph.tp)
-        b.matmul("mlm_decoder", tokens, width, share(spec.vocab, ph.tp), shared_weights=True)
+        b.matmul("mlm_decoder", tokens, width, _shard(spec.vocab, ph.tp), shared_weights=True)
     if spec.model_type in SENTENCE_PAIR_MODELS:
         with b.layer("sentence_pair_head", "head"):
             b.matmul("pooler", ph.batch, spec.hidden, spec.hidden, act="tanh", deps=(encoded,))
@@ -210,7 +211,7 @@ def decoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     _blocks(b, spec, ph, causal=True)
     with b.layer("lm_head", "head"):
         logits_rows = ph.batch * ph.seq if ph.training else ph.batch
-        vocab = share(spec.vocab, ph.tp)
+        vocab = _shard(spec.vocab, ph.tp)
         b.vector("final_norm", elems=logits_rows * spec.hidden, rows=logits_rows, passes=2)
         _projection(b, "projection_out", logits_rows, spec.hidden, spec.embedding_size)
         b.matmul("lm_head", logits_rows, spec.embedding_size, vocab, shared_weights=spec.tied_embeddings)
@@ -230,16 +231,16 @@ def vit_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     grid = ph.seq // spec.patch_size
     patches = ph.batch * grid * grid
     with b.layer("patch_embedding", "embedding"):
-        b.copy_in("image", elems=share(ph.batch * spec.channels * ph.seq * ph.seq, ph.tp),
+        b.copy_in("image", elems=_shard(ph.batch * spec.channels * ph.seq * ph.seq, ph.tp),
                   rows=ph.batch * spec.channels)
-        b.matmul("patch_proj", patches, share(spec.channels * spec.patch_size ** 2, ph.tp), spec.hidden)
-        b.vector("position_add", elems=share(patches * spec.hidden, ph.tp), rows=patches)
+        b.matmul("patch_proj", patches, _shard(spec.channels * spec.patch_size ** 2, ph.tp), spec.hidden)
+        b.vector("position_add", elems=_shard(patches * spec.hidden, ph.tp), rows=patches)
         b.allreduce("patch_allreduce", elems=patches * spec.hidden, ranks=ph.tp)
     tokens_ph = Phase(ph.batch, grid * grid + 1, grid * grid + 1, ph.tp, training=ph.training)
     _blocks(b, spec, tokens_ph, causal=False)
     with b.layer("head", "head"):
-        b.vector("final_norm", elems=share(ph.batch * spec.hidden, ph.tp), rows=ph.batch, passes=2)
-        b.matmul("classifier", ph.batch, share(spec.hidden, ph.tp), spec.num_labels)
+        b.vector("final_norm", elems=_shard(ph.batch * spec.hidden, ph.tp), rows=ph.batch, passes=2)
+        b.matmul("classifier", ph.batch, _shard(spec.hidden, ph.tp), spec.num_labels)
         b.allreduce("logits_allreduce", elems=ph.batch * spec.num_labels, ranks=ph.tp)
 
 
