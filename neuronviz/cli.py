@@ -74,7 +74,7 @@ def simulate_runs(args: argparse.Namespace) -> list[Trace]:
             raise UserError("--chips names no chip")
     return [simulate(RunConfig(model=args.model, chip=chip, instance=args.instance, mode=args.mode,
                                batch=args.batch, seq=args.seq, new_tokens=args.new_tokens, dtype=args.dtype,
-                               cores=args.cores, copies=args.copies)) for chip in chips]
+                               cores=args.cores, copies=args.copies, grad_accum=args.grad_accum)) for chip in chips]
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -106,6 +106,9 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cores", type=_positive_int, help="NeuronCores one model copy spans (tensor parallel)")
     p.add_argument("--copies", type=_positive_int,
                    help="model copies running at once (default: every copy the instance holds; 1: one request alone)")
+    p.add_argument("--grad-accum", type=_positive_int, default=1, metavar="N",
+                   help="training: N micro-batches of --batch per step, their gradients summed before one "
+                        "all-reduce and optimizer update (default 1)")
     p.add_argument("-o", "--output", help="save the runs to a trace file (.nvtrace, or .json/.json.gz for Chrome JSON)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.set_defaults(func=cmd_simulate)

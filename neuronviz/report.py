@@ -25,6 +25,8 @@ def run_record(trace: Trace) -> dict[str, Any]:
     if m["mode"] == "decode":
         rec["time_to_first_token_ms"] = met.time_to_first_token_s * 1e3
         rec["per_token_ms"] = met.per_token_s * 1e3
+    if m["mode"] == "training":
+        rec["grad_accum"] = m.get("grad_accum", 1)  # latency is one step of batch x grad_accum samples per copy
     return rec
 
 
@@ -50,6 +52,8 @@ def runs_table(traces: list[Trace]) -> str:
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     first = traces[0].meta
     title = f"{first['model']} {first['mode']} batch {first['batch']} seq {first['seq']} {first['dtype']}"
+    if first.get("grad_accum", 1) > 1:
+        title += f" x {first['grad_accum']} micro-batches (latency = per step)"
     if first["mode"] == "decode":
         title += f" new tokens {first['new_tokens']} (latency = per output token)"
         for tr in traces:

@@ -132,9 +132,10 @@ def _chunks(read_bytes: float, minimum: int) -> int:
 
 def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     chip, dt = ctx.chip, op.dtype_bytes
-    plan = plan_matmul(chip.tensor, op.m, op.k, op.n, op.count, ctx.matmul_dtype)
+    wait_cycles = chip.efficiency.instruction_sync_s * chip.tensor.clock_hz
+    plan = plan_matmul(chip.tensor, op.m, op.k, op.n, op.count, ctx.matmul_dtype, wait_cycles)
     quarter = chip.sbuf_bytes / 4
-    act_in = op.m * op.k * op.count * dt + (0 if op.weights else op.k * op.n * op.count * dt - op.hbm_elems * dt)
+    act_in = op.m * op.k * op.count * dt + (0 if op.weights else max(0, op.k * op.n * op.count - op.hbm_elems) * dt)
     out = op.out_elems * dt
     # weights are stored in the matmul's data type (the compiler casts constants ahead of time);
     # what attention reads from memory (a KV cache) is stored like the activations

@@ -30,11 +30,11 @@ class RunMetrics:
 
 def engine_utilization(trace: Trace) -> dict[str, float]:
     """Busy fraction of each compute engine of core 0 over the run's duration."""
-    span = trace.duration_ns or 1.0
+    span = max(trace.duration_ns, trace.meta.get("total_ns", 0.0)) or 1.0  # the run may end in unstored steps
     out = {}
     for kind in ENGINES:
         idx = trace.track_index(kind)
-        out[kind] = trace.busy_ns(idx) / span if idx >= 0 else 0.0
+        out[kind] = trace.run_busy_ns(idx) / span if idx >= 0 else 0.0
     return out
 
 
@@ -42,7 +42,7 @@ def _dma_bytes(trace: Trace, kind: str) -> float:
     idx = trace.track_index(kind)
     if idx < 0:
         return 0.0
-    return float(trace.events["bytes"][trace.events["track"] == idx].sum())
+    return trace.run_total("bytes", idx)
 
 
 def compute_metrics(trace: Trace) -> RunMetrics:
@@ -51,7 +51,7 @@ def compute_metrics(trace: Trace) -> RunMetrics:
     shards = m["cores_per_copy"] * m.get("lnc", 1)
     overhead = m["launch_overhead_s"]  # per execution of a compiled program
     latency = m.get("total_ns", trace.duration_ns) * 1e-9 + overhead
-    items = m["batch"]
+    items = m["batch"] * m.get("grad_accum", 1)  # a training step's micro-batches
     ttft = per_token = None
     if m["mode"] == "decode":
         # the prompt is one execution and every further token one more
@@ -63,7 +63,7 @@ def compute_metrics(trace: Trace) -> RunMetrics:
         throughput = m["copies"] * items / latency if latency > 0 else 0.0
     price = m.get("price_usd_per_hour")
     cost = None if price is None or throughput <= 0 else price / (throughput * 3600.0) * 1e6
-    flops = float(np.sum(trace.events["flops"])) * shards
+    flops = trace.run_total("flops") * shards
     return RunMetrics(
         latency_s=latency, throughput_per_s=throughput, cost_per_million_usd=cost,
         engine_utilization=engine_utilization(trace), flops=flops,

@@ -15,7 +15,7 @@ from sim.lowering import GPSIMD, RESOURCE_NAMES, CoreContext, lower
 from sim.scheduler import CoreScheduler, log_mark, repeat_tail
 from sim.trace import Counter, Trace, Track
 from sim.workloads import ModelSpec, Phase, Program, build_program, get_model, training_program
-from sim.workloads.models import DECODER
+from sim.workloads.models import CNN, DECODER
 
 MODES = ("inference", "decode", "training")
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp32": 4}
@@ -26,6 +26,9 @@ MIN_DECODE_BUCKET = 128  # NxD Inference token-generation buckets: powers of two
 # Repeated decode steps are stored as events until the trace holds this many; later steps are
 # still simulated (their time counts in every metric) but not kept as events.
 MAX_STORED_EVENTS = 4_000_000
+# A training step's micro-batches between the first and the last are identical: this many of
+# them are stored as events, the others counted like unstored decode steps.
+STORED_MIDDLE_MICRO_BATCHES = 2
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,25 @@ class RunConfig:
     autocast: str = "matmult"  # what of an FP32 model the compiler casts to BF16 (see AUTOCAST)
     cores: int | None = None
     copies: int | None = None  # model copies running at once; None: every copy the instance holds
+    grad_accum: int = 1  # training: micro-batches of ``batch`` whose gradients one optimizer step applies
+
+
+@dataclass(frozen=True)
+class _Phase:
+    """A program run ``repeat`` times back to back, of which at most ``max_stored`` are kept as
+    events; with ``number_from`` its executions are numbered from there even when not repeated."""
+
+    name: str
+    program: Program
+    repeat: int = 1
+    max_stored: int | None = None
+    number_from: int = 0
+
+    def label(self, execution: int) -> str:
+        """The name of the ``execution``-th run (from 0), which prefixes its layers' names."""
+        if self.number_from:
+            return f"{self.name} {self.number_from + execution}"
+        return f"{self.name} #{execution + 1}" if self.repeat > 1 else self.name
 
 
 def _resolve_chip(cfg: RunConfig) -> tuple[Chip, Instance | None]:
@@ -64,9 +86,14 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
     if cfg.mode == "decode" and spec.family != DECODER:
         raise ConfigError(f"decode mode needs a GPT-style decoder; {spec.name} is a {spec.family} model")
     for name, value in (("batch", cfg.batch), ("new tokens", cfg.new_tokens), ("cores", cfg.cores or 1),
-                        ("copies", 1 if cfg.copies is None else cfg.copies)):
+                        ("copies", 1 if cfg.copies is None else cfg.copies), ("grad_accum", cfg.grad_accum)):
         if not isinstance(value, int) or value < 1:
             raise ConfigError(f"{name} must be a positive integer, got {value}")
+    if cfg.grad_accum > 1 and cfg.mode != "training":
+        raise ConfigError(f"gradient accumulation is for training; {cfg.mode} mode has no optimizer step")
+    if spec.family == CNN and (cfg.cores or 1) > 1:
+        raise ConfigError(f"{spec.name} cannot span {cfg.cores} NeuronCores: the Neuron SDK has no tensor-parallel "
+                          "CNNs (one copy per core); use --copies for more copies running at once")
     seq = spec.default_seq if cfg.seq is None else cfg.seq
     if not isinstance(seq, int) or seq < 1:
         raise ConfigError(f"sequence length must be a positive integer, got {seq}")
@@ -107,23 +134,38 @@ def _decode_buckets(prompt: int, new_tokens: int) -> list[tuple[int, int]]:
     return out
 
 
-def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int) -> list[tuple[str, Program, int]]:
+def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int) -> list[_Phase]:
     tp = dep.shards
     if cfg.mode == "training":
-        fwd = build_program(spec, Phase(cfg.batch, seq, seq, tp, training=True), dt)
-        return [("training step", training_program(fwd, fwd.params_per_layer(), dep.copies), 1)]
+        return _training_phases(cfg, spec, seq, dep, dt)
     first = build_program(spec, Phase(cfg.batch, seq, seq, tp), dt)
     if cfg.mode == "inference":
-        return [("inference", first, 1)]
-    out = [("prefill", first, 1)]
+        return [_Phase("inference", first)]
+    out = [_Phase("prefill", first)]
     for bucket, steps in _decode_buckets(seq, cfg.new_tokens):
         prog = build_program(spec, Phase(cfg.batch, 1, bucket, tp, decode_step=True), dt)
-        out.append((f"decode ctx {bucket}", prog, steps))
+        out.append(_Phase(f"decode ctx {bucket}", prog, steps))
+    return out
+
+
+def _training_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int) -> list[_Phase]:
+    """One training step: ``grad_accum`` micro-batches' forward and backward passes, the later
+    ones adding to the gradients of the earlier ones; the gradient all-reduce overlaps only the
+    last backward pass, and the optimizer update follows it once."""
+    fwd = build_program(spec, Phase(cfg.batch, seq, seq, dep.shards, training=True), dt)
+    params, n = fwd.params_per_layer(), cfg.grad_accum
+    if n == 1:
+        return [_Phase("training step", training_program(fwd, params, dep.copies))]
+    out = [_Phase("micro-batch", training_program(fwd, params, dep.copies, update=False), number_from=1)]
+    if n > 2:
+        middle = training_program(fwd, params, dep.copies, accumulate=True, update=False)
+        out.append(_Phase("micro-batch", middle, n - 2, STORED_MIDDLE_MICRO_BATCHES, number_from=2))
+    out.append(_Phase("micro-batch", training_program(fwd, params, dep.copies, accumulate=True), number_from=n))
     return out
 
 
 def _memory_need(cfg: RunConfig, spec: ModelSpec, seq: int, dt: int) -> float:
-    probe = build_program(spec, Phase(cfg.batch, seq, seq), dt)
+    probe = build_program(spec, Phase(cfg.batch, seq, seq, training=cfg.mode == "training"), dt)
     params = sum(op.params for op in probe.ops)
     weight_bytes = DTYPE_BYTES[compute_dtypes(cfg)[1]]
     state = 0.0
@@ -156,7 +198,8 @@ def simulate(cfg: RunConfig) -> Trace:
     sched = CoreScheduler(chip.sbuf_bytes, chip.tensor.throttle)
     tables = _Tables()
     t0, phase_spans = 0.0, []
-    for name, prog, repeat in _phases(cfg, spec, seq, dep, dt):
+    for phase in _phases(cfg, spec, seq, dep, dt):
+        prog, repeat = phase.program, phase.repeat
         mark = log_mark(sched.log)
         first_op = len(tables.op_names)
         sched.run(prog, [lower(ctx, op) for op in prog.ops], first_op, t0)
@@ -164,11 +207,12 @@ def simulate(cfg: RunConfig) -> Trace:
         period = end - t0
         per_step = sum(len(a) for a in sched.log.start[mark[0]:])
         room = max(0, MAX_STORED_EVENTS - sum(len(a) for a in sched.log.start[:mark[0]]))
-        stored = max(1, min(repeat, room // max(per_step, 1)))
+        stored = max(1, min(repeat, phase.max_stored or repeat, room // max(per_step, 1)))
         for r in range(stored):
-            tables.add_program(prog, f"{name} #{r + 1}" if repeat > 1 else name)
+            tables.add_program(prog, phase.label(r))
         repeat_tail(sched.log, mark, stored - 1, period, len(prog.ops))
-        phase_spans.append((name, t0, t0 + period * repeat, repeat, stored))
+        phase_spans.append((phase.label(0) if phase.number_from else phase.name, t0, t0 + period * repeat,
+                            repeat, stored))
         t0 += period * repeat
         sched.free[:] = t0
     return _build_trace(cfg, spec, seq, dep, sched, tables, phase_spans)
@@ -285,6 +329,8 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, sched: Cor
                    for n, a, b, r, k in phases],
         "total_ns": (phases[-1][2] - phases[0][1]) * 1e9,
     }
+    if cfg.mode == "training":
+        meta["grad_accum"] = cfg.grad_accum
     if cfg.mode == "decode":
         meta["new_tokens"] = cfg.new_tokens
         prefill = phases[0]

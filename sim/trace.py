@@ -131,3 +131,30 @@ class Trace:
         events never overlap; nested slices of an imported trace count once)."""
         sel = self.events["track"] == track
         return union_length(self.events["start_ns"][sel], self.events["dur_ns"][sel])
+
+    @cached_property
+    def event_repeats(self) -> np.ndarray:
+        """Executions each event stands for: 1, or ``repeat / stored`` for the events of a phase
+        that ran more often than it was stored as events (``meta["phases"]``: decode steps,
+        micro-batches); its later executions were identical and counted in its time span."""
+        out = np.ones(self.n_events)
+        start = self.events["start_ns"]
+        for phase in self.meta.get("phases", ()):
+            stored = phase.get("stored", phase["repeat"])  # older files stored every execution
+            if phase["repeat"] > stored:
+                inside = (start >= phase["start_ns"]) & (start < phase["end_ns"])
+                out[inside] = phase["repeat"] / stored
+        return _freeze(out)
+
+    def run_total(self, column: str, track: int | None = None) -> float:
+        """Sum of an event column (``flops``, ``bytes``) over the whole run, on one track or all,
+        with the executions that were not stored counted (:attr:`event_repeats`)."""
+        values = self.events[column] * self.event_repeats
+        return float(values.sum() if track is None else values[self.events["track"] == track].sum())
+
+    def run_busy_ns(self, track: int) -> float:
+        """:meth:`busy_ns` over the whole run: the executions that were not stored as events add
+        their events' durations (they ran at other times, so they overlap nothing)."""
+        sel = self.events["track"] == track
+        extra = float(np.sum(self.events["dur_ns"][sel] * (self.event_repeats[sel] - 1.0)))
+        return self.busy_ns(track) + extra

@@ -19,7 +19,8 @@ from pathlib import Path
 from sim.errors import SimError
 from sim.metrics import compute_metrics
 from sim.run import RunConfig, deployment, simulate
-from sim.workloads import preset_names
+from sim.workloads import get_model, preset_names
+from sim.workloads.models import CNN
 
 PUBLISHED = Path(__file__).with_name("calibration") / "published.csv"
 METRICS = ("latency_ms_p50", "throughput_per_s", "ttft_ms_p50", "tpot_ms_p50", "per_token_ms_p50",
@@ -118,8 +119,8 @@ def row_config(row: Row, copies: dict[tuple, int] | None = None) -> RunConfig:
                          new_tokens=row.seq_out, cores=cores)
     cores = row.cores if row.parallelism == "tensor-parallel" else None
     n = (copies or {}).get(_setup(row))
-    if cores is None and n and row.cores and row.cores // n > 1:
-        cores = row.cores // n  # one copy spread over several cores
+    if cores is None and n and row.cores and row.cores // n > 1 and get_model(model).family != CNN:
+        cores = row.cores // n  # one copy spread over several cores (a CNN cannot be: it runs on one)
     cfg = RunConfig(model=model, instance=row.instance, batch=row.batch, seq=row.seq_in or None, cores=cores)
     # as many copies as the benchmark kept requests in flight, at most what the instance holds
     return cfg if n is None else replace(cfg, copies=min(n, deployment(cfg).copies))

@@ -92,6 +92,8 @@ def header_html(run: Run, baseline: Run | None) -> str:
                 f"duration {_fmt_time(run.trace.duration_ns)} · {run.trace.n_events:,} events · "
                 f"{len(run.view.rows)} tracks")
     model = f"{m.get('model', '?')} · {m.get('mode', '')} · batch {m.get('batch', '?')} · seq {m.get('seq', '?')}"
+    if m.get("grad_accum", 1) > 1:
+        model += f" · {m['grad_accum']} micro-batches per step"
     if m.get("dtype"):
         model += f" · {m['dtype']}"
     if m.get("mode") == "decode":

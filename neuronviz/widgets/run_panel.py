@@ -1,6 +1,6 @@
-"""The run panel: choose a model (or a config.json), mode, sizes, dtype, chips (or one instance)
-and cores per copy; simulate in the background with progress and cancel; the results open as
-panes."""
+"""The run panel: choose a model (or a config.json), mode, sizes (micro-batches per training
+step too), dtype, chips (or one instance) and cores per copy; simulate in the background with
+progress and cancel; the results open as panes."""
 
 from __future__ import annotations
 
@@ -51,6 +51,11 @@ class RunPanel(QWidget):
         self.seq = self._spin(0, 131072, 0)
         self.seq.setSpecialValueText("model default")
         self.new_tokens = self._spin(1, 32768, 128)
+        self.grad_accum = self._spin(1, 4096, 1)
+        self.grad_accum.setToolTip("Training: micro-batches of Batch per step, their gradients summed before one "
+                                   "all-reduce and optimizer update")
+        self.grad_accum.setEnabled(False)
+        self.mode.currentTextChanged.connect(lambda mode: self.grad_accum.setEnabled(mode == "training"))
         self.dtype = QComboBox()
         self.dtype.addItems(sorted(DTYPE_BYTES))
         self.dtype.setCurrentText("bf16")
@@ -87,6 +92,7 @@ class RunPanel(QWidget):
         form.addRow("Batch", self.batch)
         form.addRow("Sequence / image", self.seq)
         form.addRow("New tokens", self.new_tokens)
+        form.addRow("Micro-batches per step", self.grad_accum)
         form.addRow("Data type", self.dtype)
         chip_row = QHBoxLayout()
         for box in self.chips.values():
@@ -132,7 +138,8 @@ class RunPanel(QWidget):
         return [RunConfig(model=self.model.currentText().strip(), chip=chip, instance=inst,
                           mode=self.mode.currentText(), batch=self.batch.value(), seq=self.seq.value() or None,
                           new_tokens=self.new_tokens.value(), dtype=self.dtype.currentText(),
-                          cores=self.cores.value() or None, copies=self.copies.value() or None)
+                          cores=self.cores.value() or None, copies=self.copies.value() or None,
+                          grad_accum=self.grad_accum.value() if self.grad_accum.isEnabled() else 1)
                 for chip, inst in targets]
 
     def start(self) -> None:

@@ -78,11 +78,14 @@ def _plan(te: TensorEngine, stationary: int, moving: int, k: int, count: int, dt
 
 
 @lru_cache(maxsize=4096)
-def plan_matmul(te: TensorEngine, m: int, k: int, n: int, count: int, dtype: str) -> MatmulPlan:
-    """The cheaper of the two orientations of ``count`` x ``[m,k] @ [k,n]``."""
+def plan_matmul(te: TensorEngine, m: int, k: int, n: int, count: int, dtype: str,
+                wait_cycles: float = 0.0) -> MatmulPlan:
+    """The cheaper of the two orientations of ``count`` x ``[m,k] @ [k,n]``, counting
+    ``wait_cycles`` the array waits before each instruction (semaphores of compiled code)."""
     a = _plan(te, m, n, k, count, dtype)
     b = _plan(te, n, m, k, count, dtype)
-    return a if a.cycles <= b.cycles else b
+    cost_a, cost_b = (p.cycles + wait_cycles * p.instructions for p in (a, b))
+    return a if cost_a <= cost_b else b
 
 
 @lru_cache(maxsize=4096)

@@ -214,6 +214,17 @@ def _check_version(manifest: dict, fail) -> None:
 
 _META_NUMBERS = ("batch", "copies", "cores_per_copy", "launch_overhead_s")  # what the metrics read
 _DECODE_NUMBERS = ("prefill_ns", "per_token_ns")
+_PHASE_NUMBERS = ("start_ns", "end_ns", "repeat")  # the metrics count unstored repeats from them
+
+
+def _valid_phases(phases: Any) -> bool:
+    """A list of phases, each with finite numbers and, if it says, at least one execution stored
+    (files of simulator 1.0 stored every execution and do not say)."""
+    def valid(p: Any) -> bool:
+        numbers = [p.get(k) for k in _PHASE_NUMBERS] + [p.get("stored", 1)] if isinstance(p, dict) else [None]
+        return all(type(v) in (int, float) and np.isfinite(v) for v in numbers) and numbers[-1] >= 1
+
+    return isinstance(phases, list) and all(valid(p) for p in phases)
 
 
 def _validate_meta(meta: Any, fail) -> None:
@@ -229,11 +240,13 @@ def _validate_meta(meta: Any, fail) -> None:
         fail("run metadata 'mode' is missing")
     for key in _META_NUMBERS:
         number(key)
-    for key in ("total_ns", "lnc", "price_usd_per_hour"):
+    for key in ("total_ns", "lnc", "price_usd_per_hour", "grad_accum"):
         number(key, required=False)
     if meta["mode"] == "decode":
         for key in _DECODE_NUMBERS:
             number(key)
+    if not _valid_phases(meta.get("phases", [])):
+        fail("run metadata 'phases' is not a list of phases with start_ns, end_ns, repeat and stored")
 
 
 def _validate_trace(trace: Trace, fail) -> None:

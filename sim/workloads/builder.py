@@ -8,6 +8,11 @@ from contextlib import contextmanager
 from sim.workloads.graph import Layer, Op, OpKind, Program
 
 
+def share(n: int, parts: int) -> int:
+    """One part's share of ``n`` split ``parts`` ways: the largest part when they do not divide."""
+    return -(-n // parts)
+
+
 class ProgramBuilder:
     """Builds one core's program. Each op depends on the previous one unless ``deps`` is given."""
 
@@ -39,7 +44,8 @@ class ProgramBuilder:
 
     def matmul(self, name: str, m: int, k: int, n: int, *, count: int = 1, weights: bool = True,
                hbm_elems: int | None = None, act: str = "", deps: tuple[int, ...] | None = None,
-               shared_weights: bool = False, params: int | None = None, read_after: int = -1) -> int:
+               shared_weights: bool = False, params: int | None = None, read_after: int = -1,
+               weight_replicas: int = 1) -> int:
         """``count`` x ``[m,k] @ [k,n]``; with ``weights`` the ``[k,n]`` operand comes from memory.
 
         ``shared_weights``: the weights belong to another op (tied embeddings) and are not
@@ -47,6 +53,8 @@ class ProgramBuilder:
         ``params``: the parameters the op owns when they are more than the ``k x n x count``
         weights it reads (the experts a mixture-of-experts layer leaves idle).
         ``read_after``: the op that decides which weights to read (see :class:`Op`).
+        ``weight_replicas``: cores that hold these weights whole, each running its share of the
+        ``m`` rows (see :class:`Op`).
         """
         if hbm_elems is None:
             hbm_elems = k * n * count if weights else 0
@@ -54,7 +62,8 @@ class ProgramBuilder:
             params = k * n * count
         owned = params if weights and not (shared_weights or self.shared_weights) else 0
         return self.add(name, OpKind.MATMUL, deps, m=m, k=k, n=n, count=count, rows=m,
-                        hbm_elems=hbm_elems, params=owned, weights=weights, act=act, read_after=read_after)
+                        hbm_elems=hbm_elems, params=owned, weights=weights, act=act, read_after=read_after,
+                        weight_replicas=weight_replicas)
 
     def transpose(self, name: str, rows: int, cols: int, *, count: int = 1,
                   deps: tuple[int, ...] | None = None) -> int:

@@ -62,6 +62,10 @@ class Op:
     read_after : int
         Index of the op that decides what this op reads from memory (a router choosing experts):
         its reads wait for that op, not only for room in SBUF; -1 for none.
+    weight_replicas : int
+        Cores that each hold this matmul's weights whole and run it for their share of its rows
+        (a convolution's output rows split over the physical cores of a logical core): each finds
+        a partial weight gradient, which a training step sums over them.
     """
 
     name: str
@@ -82,6 +86,7 @@ class Op:
     across_copies: bool = False
     deps: tuple[int, ...] = ()
     read_after: int = -1
+    weight_replicas: int = 1
 
     @property
     def flops(self) -> float:

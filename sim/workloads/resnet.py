@@ -1,54 +1,79 @@
-"""ResNet graphs: convolutions lowered to matmuls over im2col windows (batch norm folded)."""
+"""ResNet graphs: convolutions lowered to matmuls over im2col windows (batch norm folded).
+
+A model copy may span several physical cores (``Phase.tp`` shards: the physical cores of one
+logical core on Trn2/Trn3, LNC=2). The Neuron compiler then shards each op of the logical core
+over them; here each shard computes its share of every convolution's output rows (batch x
+output positions, the matmul M dimension) and reads the convolution's weights whole, and the
+stem, pooling and residual work of those rows. The few halo rows a window needs from the
+neighbouring shard are left out. The global average pool sums each shard's positions and adds
+the partial sums across the shards; the classifier then splits its output classes.
+"""
 
 from __future__ import annotations
 
-from sim.workloads.builder import ProgramBuilder
+from dataclasses import dataclass
+
+from sim.workloads.builder import ProgramBuilder, share
 from sim.workloads.models import ModelSpec
 from sim.workloads.transformer import Phase
 
 
-def _conv(b: ProgramBuilder, name: str, batch: int, size: int, cin: int, cout: int, kernel: int,
+@dataclass(frozen=True)
+class _Rows:
+    """A shard's share of the ``batch`` x positions rows of a feature map."""
+
+    batch: int
+    shards: int
+
+    def of(self, size: int) -> int:
+        """Rows of a ``size`` x ``size`` feature map this shard computes."""
+        return share(self.batch * size * size, self.shards)
+
+
+def _conv(b: ProgramBuilder, name: str, rows: _Rows, size: int, cin: int, cout: int, kernel: int,
           stride: int, act: str = "relu", deps: tuple[int, ...] | None = None) -> tuple[int, int]:
-    """A conv as ``[batch*out*out, cin*k*k] @ [cin*k*k, cout]``; returns (op index, output size)."""
+    """A conv as ``[rows, cin*k*k] @ [cin*k*k, cout]`` for the shard's output rows, its weights
+    read whole on every shard; returns (op index, output size)."""
     out = -(-size // stride)
-    idx = b.matmul(name, batch * out * out, cin * kernel * kernel, cout, act=act, deps=deps)
+    idx = b.matmul(name, rows.of(out), cin * kernel * kernel, cout, act=act, deps=deps,
+                   weight_replicas=rows.shards)
     return idx, out
 
 
-def _block(b: ProgramBuilder, spec: ModelSpec, batch: int, size: int, cin: int, width: int,
-           stride: int) -> int:
+def _block(b: ProgramBuilder, spec: ModelSpec, rows: _Rows, size: int, cin: int, width: int, stride: int) -> int:
     entry = b.last
     if spec.bottleneck:
         mid = width // 4
-        _, size_a = _conv(b, "conv1", batch, size, cin, mid, 1, 1)
-        _, out = _conv(b, "conv2", batch, size_a, mid, mid, 3, stride)
-        main, _ = _conv(b, "conv3", batch, out, mid, width, 1, 1, act="")
+        _, size_a = _conv(b, "conv1", rows, size, cin, mid, 1, 1)
+        _, out = _conv(b, "conv2", rows, size_a, mid, mid, 3, stride)
+        main, _ = _conv(b, "conv3", rows, out, mid, width, 1, 1, act="")
     else:
-        _, out = _conv(b, "conv1", batch, size, cin, width, 3, stride)
-        main, _ = _conv(b, "conv2", batch, out, width, width, 3, 1, act="")
+        _, out = _conv(b, "conv1", rows, size, cin, width, 3, stride)
+        main, _ = _conv(b, "conv2", rows, out, width, width, 3, 1, act="")
     shortcut = entry
     if stride != 1 or cin != width:
-        shortcut, _ = _conv(b, "shortcut", batch, size, cin, width, 1, stride, act="", deps=(entry,))
-    b.vector("residual_relu", elems=batch * out * out * width, rows=batch * out * out,
-             deps=(main, shortcut))
+        shortcut, _ = _conv(b, "shortcut", rows, size, cin, width, 1, stride, act="", deps=(entry,))
+    b.vector("residual_relu", elems=rows.of(out) * width, rows=rows.of(out), deps=(main, shortcut))
     return out
 
 
 def resnet_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
-    """Stem, four stages of residual blocks, global average pool and classifier."""
-    batch, size = ph.batch, ph.seq
+    """Stem, four stages of residual blocks, global average pool and classifier: one shard's part."""
+    batch, size, rows = ph.batch, ph.seq, _Rows(ph.batch, ph.tp)
     with b.layer("stem", "conv"):
-        b.copy_in("image", elems=batch * spec.channels * size * size, rows=batch * spec.channels)
-        _, size = _conv(b, "conv", batch, size, spec.channels, spec.stem_width, 7, 2)
+        b.copy_in("image", elems=share(batch * spec.channels * size * size, ph.tp),
+                  rows=share(batch * spec.channels, ph.tp))
+        _, size = _conv(b, "conv", rows, size, spec.channels, spec.stem_width, 7, 2)
         size = -(-size // 2)
-        b.vector("maxpool", elems=batch * size * size * spec.stem_width, rows=batch * size * size, passes=9)
+        b.vector("maxpool", elems=rows.of(size) * spec.stem_width, rows=rows.of(size), passes=9)
     cin = spec.stem_width
     for stage, (width, depth) in enumerate(zip(spec.stage_widths, spec.stage_depths, strict=True)):
         for i in range(depth):
             stride = 2 if (i == 0 and stage > 0) else 1
             with b.layer(f"stage{stage + 1}.block{i}", "conv"):
-                size = _block(b, spec, batch, size, cin, width, stride)
+                size = _block(b, spec, rows, size, cin, width, stride)
             cin = width
     with b.layer("head", "head"):
-        b.vector("avgpool", elems=batch * size * size * cin, rows=batch * cin)
-        b.matmul("fc", batch, cin, spec.num_labels)
+        b.vector("avgpool", elems=rows.of(size) * cin, rows=batch * cin)
+        b.allreduce("pool_allreduce", elems=batch * cin, ranks=ph.tp)
+        b.matmul("fc", batch, cin, share(spec.num_labels, ph.tp))

@@ -5,7 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.workloads.builder import ProgramBuilder
+from sim.workloads.builder import share as _shard
 from sim.workloads.models import DECODER, VISION_TRANSFORMER, ModelSpec
+
+# pretrained with a classifier of sentence pairs besides the masked LM (BERT: is the second
+# sentence the next one; ALBERT: are they in order); RoBERTa-family models and DistilBERT are not
+SENTENCE_PAIR_MODELS = ("bert", "albert")
+SENTENCE_PAIR_LABELS = 2
 
 
 @dataclass(frozen=True)
@@ -23,10 +29,6 @@ class Phase:
     tp: int = 1
     decode_step: bool = False
     training: bool = False
-
-
-def _shard(n: int, tp: int) -> int:
-    return -(-n // tp)
 
 
 def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> None:
@@ -175,9 +177,16 @@ def _projection(b: ProgramBuilder, name: str, tokens: int, width_in: int, width_
 
 
 def encoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
-    """BERT-family encoder with a classification head, or an MLP tower on the pooled output."""
+    """BERT-family encoder with a classification head, or an MLP tower on the pooled output.
+
+    Training an encoder without a tower is pretraining it: its pretraining heads replace the
+    classification head (:func:`_pretraining_heads`).
+    """
     _token_embedding(b, spec, ph)
     _blocks(b, spec, ph, causal=False)
+    if ph.training and not spec.mlp_tower:
+        _pretraining_heads(b, spec, ph)
+        return
     with b.layer("head", "head"):
         b.matmul("pooler", ph.batch, spec.hidden, spec.hidden, act="tanh")
         width = spec.hidden
@@ -185,6 +194,31 @@ def encoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
             b.matmul(f"tower{i}", ph.batch, width, size, act="relu")
             width = size
         b.matmul("classifier", ph.batch, width, spec.num_labels)
+
+
+def _pretraining_heads(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
+    """BertForPreTraining's heads: the masked-LM head over every token (a dense layer to the
+    embedding width with the model's activation, a layer norm, and a decoder to the vocabulary
+    tied to the token embeddings), then, for models pretrained on sentence pairs, a two-way
+    classifier on the pooled CLS token (BERT's next sentence, ALBERT's sentence order).
+
+    Over ``tp`` shards each shard transforms its share of the tokens, reading the dense weights
+    whole; the shards gather the transformed tokens (an all-reduce of zero-padded shares, twice
+    the bytes of a ring all-gather), and each shard's decoder computes the logits of the share
+    of the vocabulary whose embedding rows it holds. The loss's softmax over the logits is left
+    out, as in the decoders' LM head.
+    """
+    tokens, width, encoded = ph.batch * ph.seq, spec.embedding_size, b.last
+    rows = _shard(tokens, ph.tp)
+    with b.layer("mlm_head", "head"):
+        b.matmul("mlm_transform", rows, spec.hidden, width, act=spec.act, weight_replicas=ph.tp)
+        b.vector("mlm_layernorm", elems=rows * width, rows=rows, passes=2)
+        b.allreduce("mlm_gather", elems=tokens * width, ranks=ph.tp)
+        b.matmul("mlm_decoder", tokens, width, _shard(spec.vocab, ph.tp), shared_weights=True)
+    if spec.model_type in SENTENCE_PAIR_MODELS:
+        with b.layer("sentence_pair_head", "head"):
+            b.matmul("pooler", ph.batch, spec.hidden, spec.hidden, act="tanh", deps=(encoded,))
+            b.matmul("sentence_pair_classifier", ph.batch, spec.hidden, SENTENCE_PAIR_LABELS)
 
 
 def decoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
@@ -201,18 +235,29 @@ def decoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
 
 
 def vit_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
-    """ViT: patch embedding as a matmul, encoder blocks, classifier on the CLS token."""
+    """ViT: patch embedding as a matmul, encoder blocks, classifier on the CLS token.
+
+    Over ``tp`` shards the patch embedding and the classifier are split like the blocks' output
+    projections (row-parallel): each shard reads its share of the pixels and multiplies them by
+    its rows of the patch weights, adds the positions to its share of the elements, and an
+    all-reduce sums the shards' partial embeddings; each shard normalises its share of the CLS
+    features (the two statistics per row they share are left out) and multiplies them by its
+    rows of the classifier, and an all-reduce sums the logits.
+    """
     grid = ph.seq // spec.patch_size
     patches = ph.batch * grid * grid
     with b.layer("patch_embedding", "embedding"):
-        b.copy_in("image", elems=ph.batch * spec.channels * ph.seq * ph.seq, rows=ph.batch * spec.channels)
-        b.matmul("patch_proj", patches, spec.channels * spec.patch_size ** 2, spec.hidden)
-        b.vector("position_add", elems=patches * spec.hidden, rows=patches)
+        b.copy_in("image", elems=_shard(ph.batch * spec.channels * ph.seq * ph.seq, ph.tp),
+                  rows=ph.batch * spec.channels)
+        b.matmul("patch_proj", patches, _shard(spec.channels * spec.patch_size ** 2, ph.tp), spec.hidden)
+        b.vector("position_add", elems=_shard(patches * spec.hidden, ph.tp), rows=patches)
+        b.allreduce("patch_allreduce", elems=patches * spec.hidden, ranks=ph.tp)
     tokens_ph = Phase(ph.batch, grid * grid + 1, grid * grid + 1, ph.tp, training=ph.training)
     _blocks(b, spec, tokens_ph, causal=False)
     with b.layer("head", "head"):
-        b.vector("final_norm", elems=ph.batch * spec.hidden, rows=ph.batch, passes=2)
-        b.matmul("classifier", ph.batch, spec.hidden, spec.num_labels)
+        b.vector("final_norm", elems=_shard(ph.batch * spec.hidden, ph.tp), rows=ph.batch, passes=2)
+        b.matmul("classifier", ph.batch, _shard(spec.hidden, ph.tp), spec.num_labels)
+        b.allreduce("logits_allreduce", elems=ph.batch * spec.num_labels, ranks=ph.tp)
 
 
 def transformer_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:

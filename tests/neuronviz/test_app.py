@@ -440,6 +440,19 @@ def test_run_panel_instance_and_cores_make_one_run_on_that_instance(demo_window)
                                                             ("trn2", None)]
 
 
+def test_run_panel_micro_batches_apply_to_training_only(demo_window):
+    panel = demo_window.run_panel
+    panel.instance.setCurrentText("trn1.32xlarge")
+    assert not panel.grad_accum.isEnabled()
+    panel.mode.setCurrentText("training")
+    panel.grad_accum.setValue(32)
+    (cfg,) = panel.configs()
+    assert (cfg.mode, cfg.grad_accum) == ("training", 32)
+    panel.mode.setCurrentText("inference")  # the value stays for later, but an inference has no step
+    assert not panel.grad_accum.isEnabled() and panel.configs()[0].grad_accum == 1
+    panel.instance.setCurrentIndex(0)
+
+
 def test_closing_with_unsaved_simulated_runs_asks_first(demo_window, qtbot, monkeypatch, tmp_path):
     from neuronviz.session import SIMULATED, Run
     from sim.run import RunConfig, simulate

@@ -81,6 +81,8 @@ def test_simulate_table_is_readable(capsys):
     (["--model", "llama-3-8b", "--instance", "inf2.xlarge", "--cores", "1", "--mode", "decode"], "does not fit"),
     (["--model", "bert-base", "--chips", "inf1", "--dtype", "fp8"], "does not run fp8"),
     (["--model", "bert-base", "--chips", "inf1", "--copies", "5"], "between 1 and 4 (inf1.xlarge holds 4 copies"),
+    (["--model", "resnet50", "--chips", "trn2", "--cores", "2"], "the Neuron SDK has no tensor-parallel CNNs"),
+    (["--model", "bert-base", "--chips", "trn1", "--grad-accum", "4"], "gradient accumulation is for training"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(capsys, argv, message):
     code, out, err = run_cli(capsys, "simulate", *argv)
@@ -99,9 +101,29 @@ def test_copies_sets_how_many_copies_run_at_once(capsys):
     assert alone["latency_ms"] < loaded["latency_ms"]  # it has the chip's DDR to itself
 
 
-@pytest.mark.parametrize("flag, value", [("--batch", "-3"), ("--batch", "two"), ("--seq", "0"), ("--copies", "0")])
+@pytest.mark.parametrize("flag, value", [("--batch", "-3"), ("--batch", "two"), ("--seq", "0"), ("--copies", "0"),
+                                         ("--grad-accum", "0")])
 def test_bad_numbers_exit_2(capsys, flag, value):
     with pytest.raises(SystemExit) as info:
         main(["simulate", "--model", "bert-base", flag, value])
     assert info.value.code == 2
     assert "whole number" in capsys.readouterr().err
+
+
+def test_grad_accum_makes_a_training_step_of_several_micro_batches(capsys):
+    code, out, _ = run_cli(capsys, "simulate", "--model", "distilbert", "--chips", "trn1", "--mode", "training",
+                           "--batch", "4", "--grad-accum", "8", "--json")
+    assert code == 0
+    run = json.loads(out)["runs"][0]
+    assert (run["grad_accum"], run["copies"]) == (8, 2)
+    # a step of 8 micro-batches of 4 sequences on each of the two copies
+    assert run["throughput_per_s"] * run["latency_ms"] / 1e3 == pytest.approx(4 * 8 * 2)
+    code, out, _ = run_cli(capsys, "simulate", "--model", "distilbert", "--chips", "trn1", "--mode", "training",
+                           "--grad-accum", "8")
+    assert code == 0 and out.splitlines()[0].endswith("x 8 micro-batches (latency = per step)")
+
+
+def test_simulate_help_documents_grad_accum(capsys):
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    assert "--grad-accum N" in capsys.readouterr().out

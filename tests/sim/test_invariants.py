@@ -13,6 +13,8 @@ CASES = [
     ("bert-base", "trn2", {"batch": 16}), ("resnet50", "trn1", {"batch": 4}), ("vit-base", "trn3", {}),
     ("gpt2", "inf2", {"mode": "decode", "new_tokens": 8}), ("distilbert", "trn1", {"mode": "training", "batch": 8}),
     ("bert-base", "trn1", {"dtype": "fp32"}), ("roberta-large", "trn2", {"seq": 512, "batch": 4}),
+    ("resnet50", "trn2", {"mode": "training", "batch": 4}),
+    ("bert-base", "trn2", {"mode": "training", "grad_accum": 3}),
 ]
 
 

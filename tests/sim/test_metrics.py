@@ -103,3 +103,21 @@ def test_counter_table_is_exact_outside_the_counters():
     assert points[0] == edges[0] and points[2] == edges[2] and points[1] != edges[1]
     for row, counter in enumerate(stack.integrals):
         np.testing.assert_allclose(stack.means(edges, TOLERANCE)[row], counter.means(points), rtol=1e-12)
+
+
+def test_steps_not_stored_as_events_still_count_in_the_metrics(monkeypatch):
+    """A long generation keeps only its first steps as events; the later ones, identical, count
+    in FLOPs, bytes and busy time as if they had been stored."""
+    import sim.run
+    from sim.metrics import compute_metrics
+
+    cfg = sim.run.RunConfig(model="gpt2", chip="inf2", mode="decode", seq=64, new_tokens=9)
+    full = sim.run.simulate(cfg)
+    monkeypatch.setattr(sim.run, "MAX_STORED_EVENTS", full.n_events // 3)
+    short = sim.run.simulate(cfg)
+    assert [(p["repeat"], p["stored"]) for p in short.meta["phases"]] == [(1, 1), (8, 2)]  # 6 of 8 steps not stored
+    a, b = compute_metrics(full), compute_metrics(short)
+    assert b.flops == pytest.approx(a.flops, rel=1e-9)
+    assert (b.hbm_read_bytes, b.hbm_write_bytes) == pytest.approx((a.hbm_read_bytes, a.hbm_write_bytes), rel=1e-9)
+    for engine, busy in a.engine_utilization.items():
+        assert b.engine_utilization[engine] == pytest.approx(busy, rel=1e-6)

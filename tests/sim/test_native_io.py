@@ -196,3 +196,17 @@ def test_metadata_the_metrics_need_is_checked(saved, tmp_path):
     _rewrite(saved, path, lambda m: {**m, "runs": [{**m["runs"][0], "meta": {"mode": "inference"}}]})
     with pytest.raises(TraceFileError, match="run metadata 'batch' is missing"):
         load_traces(path)
+
+
+@pytest.mark.parametrize("phases", ["all", [{"start_ns": 0, "end_ns": 5, "repeat": 8, "stored": 0}],
+                                    [{"start_ns": 0, "end_ns": 5, "repeat": "8", "stored": 1}]])
+def test_phases_the_metrics_count_repeats_from_are_checked(saved, tmp_path, phases):
+    path = tmp_path / "bad.nvtrace"
+
+    def rephase(m):
+        run = m["runs"][0]
+        return {**m, "runs": [{**run, "meta": {**run["meta"], "phases": phases}}]}
+
+    _rewrite(saved, path, rephase)
+    with pytest.raises(TraceFileError, match="run metadata 'phases' is not a list of phases"):
+        load_traces(path)

@@ -58,6 +58,9 @@ def test_rows_map_to_the_published_deployment():
     inf2 = [_row(measured=1.0), _row(metric="throughput_per_s", measured=1998.0)]
     cfg = row_config(inf2[0], copies_in_measurement(inf2))
     assert (cfg.cores, cfg.copies) == (None, 2)  # one copy per core, both running
+    resnet = [_row(model="resnet18", measured=0.6), _row(model="resnet18", metric="throughput_per_s", measured=1669.8)]
+    cfg = row_config(resnet[0], copies_in_measurement(resnet))
+    assert (cfg.cores, cfg.copies) == (None, 1)  # one request in flight: one copy on one core (no tensor-parallel CNN)
     llm = _row("trn1.32xlarge", "tpot_ms_p50", 30.0, "llama-2-7b", 1, 32, "tensor-parallel", 128)
     cfg = row_config(llm)
     assert (cfg.mode, cfg.cores, cfg.new_tokens) == ("decode", 32, 128)

@@ -1,0 +1,81 @@
+"""A model copy over several physical cores: each core runs its share, nothing is computed twice."""
+
+from dataclasses import replace
+
+import pytest
+
+from sim.errors import ConfigError
+from sim.hardware.chip import get_chip
+from sim.metrics import compute_metrics
+from sim.run import RunConfig, simulate
+from sim.workloads import Phase, build_program, get_model, training_program
+from sim.workloads.graph import OpKind
+
+RESNET50_FLOPS = 2 * 4.1e9  # torchvision's model card: 4.09 GMAC per 224x224 image, 2 FLOPs each
+
+
+def test_resnet50_flops_do_not_depend_on_how_many_cores_share_a_copy(monkeypatch):
+    two = simulate(RunConfig(model="resnet50", chip="trn2"))
+    # the same chip as if it ran one physical core per logical core (LNC=1)
+    monkeypatch.setattr("sim.run.get_chip", lambda key: replace(get_chip(key), lnc_default=1))
+    one = simulate(RunConfig(model="resnet50", chip="trn2"))
+    assert (two.meta["lnc"], one.meta["lnc"]) == (2, 1)
+    flops_two, flops_one = compute_metrics(two).flops, compute_metrics(one).flops
+    assert flops_two == pytest.approx(RESNET50_FLOPS, rel=0.02)
+    # the 7x7 maps of the last stage (49 positions) split 25 + 24: the busier shard counts twice
+    assert flops_two == pytest.approx(flops_one, rel=0.005)
+    # two cores share the compute; each still reads all 25.6 M weights (51 MB in BF16)
+    assert compute_metrics(two).latency_s < compute_metrics(one).latency_s
+    assert compute_metrics(two).hbm_read_bytes == pytest.approx(2 * compute_metrics(one).hbm_read_bytes, rel=0.05)
+
+
+def test_each_resnet_shard_computes_half_of_every_convolutions_rows():
+    spec = get_model("resnet50")
+    whole, half = (build_program(spec, Phase(1, 224, 224, tp), 2) for tp in (1, 2))
+    stem = next(op for op in whole.ops if op.kind is OpKind.MATMUL)
+    assert (stem.m, stem.k, stem.n) == (112 * 112, 3 * 7 * 7, 64)  # 7x7/2 conv: 112x112 outputs
+    stem_half = next(op for op in half.ops if op.kind is OpKind.MATMUL)
+    assert (stem_half.m, stem_half.k, stem_half.n) == (112 * 112 // 2, 3 * 7 * 7, 64)
+    assert stem_half.hbm_elems == stem.hbm_elems == 3 * 7 * 7 * 64  # the weights, whole
+    fc = half.ops[-1]
+    assert (fc.name, fc.m, fc.k, fc.n) == ("fc", 1, 2048, 500)  # the 1000 classes split
+
+
+def test_a_resnet_training_step_sums_the_shards_partial_gradients_once_per_layer():
+    spec = get_model("resnet18")
+    fwd = build_program(spec, Phase(8, 224, 224, 2, training=True), 2)
+    step = training_program(fwd, fwd.params_per_layer(), dp=1)
+    shard_sums = [op for op in step.ops if op.name == "grad_shard_allreduce"]
+    conv_params = sum(op.params for op in fwd.ops if op.weight_replicas > 1)
+    assert sum(op.elems for op in shard_sums) == conv_params  # every convolution weight, once
+    assert all(op.rows == 2 for op in shard_sums)
+    # each shard updates half of the replicated weights, and all of its share of the classifier
+    adamw = sum(op.elems for op in step.ops if op.name.startswith("adamw."))
+    assert adamw == conv_params // 2 + 512 * 500
+
+
+def test_a_cnn_over_several_logical_cores_is_refused():
+    with pytest.raises(ConfigError, match="no tensor-parallel CNNs.*--copies"):
+        simulate(RunConfig(model="resnet50", chip="trn1", cores=2))
+    assert simulate(RunConfig(model="resnet18", chip="trn1", cores=1)).meta["cores_per_copy"] == 1
+
+
+def _layer(prog, name):
+    layer = next(la for la in prog.layers if la.name == name)
+    return prog.ops[layer.first_op:layer.first_op + layer.n_ops]
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_vit_patch_embedding_and_head_are_split_over_the_shards_not_repeated(tp):
+    """ViT-B/16 at 224x224, one image: 196 patches of 16x16x3 = 768 pixels projected to 768
+    features (2 x 196 x 768 x 768 FLOPs) plus 196 x 768 position adds; the CLS token's layer norm
+    (768 values, two passes) and its 768 -> 1000 classifier (2 x 768 x 1000 FLOPs)."""
+    prog = build_program(get_model("vit-base"), Phase(1, 224, 224, tp), 2)
+    patch, head = _layer(prog, "patch_embedding"), _layer(prog, "head")
+    assert tp * sum(op.flops for op in patch) == 2 * 196 * 768 * 768 + 196 * 768
+    assert tp * sum(op.flops for op in head) == 2 * 768 + 2 * 768 * 1000
+    assert tp * sum(op.params for op in patch + head) == 768 * 768 + 768 * 1000
+    assert tp * sum(op.hbm_elems for op in patch if op.kind is OpKind.COPY) == 3 * 224 * 224  # the image, once
+    # the shards' partial embeddings and logits are summed by one all-reduce each
+    reduces = [op.name for op in patch + head if op.kind is OpKind.ALLREDUCE]
+    assert reduces == ([] if tp == 1 else ["patch_allreduce", "logits_allreduce"])

@@ -1,0 +1,111 @@
+"""Training steps: pretraining heads of encoders, and gradient accumulation."""
+
+import numpy as np
+import pytest
+
+from sim.errors import ConfigError
+from sim.metrics import compute_metrics
+from sim.run import RunConfig, simulate
+from sim.workloads import Phase, build_program, get_model
+from sim.workloads.graph import OpKind
+
+BERT_VOCAB = 30522
+
+
+def _layers(prog):
+    return {la.name: prog.ops[la.first_op:la.first_op + la.n_ops] for la in prog.layers}
+
+
+def test_bert_large_pretrains_with_a_masked_lm_head_over_every_token():
+    """BertForPreTraining at batch 1, 128 tokens: each token goes through a 1024 x 1024 dense
+    layer and the 1024 x 30522 decoder, 2 FLOPs per multiply-add."""
+    prog = build_program(get_model("bert-large"), Phase(1, 128, 128, training=True), 2)
+    layers = _layers(prog)
+    mlm = layers["mlm_head"]
+    hand = 2 * 128 * (1024 * 1024 + 1024 * BERT_VOCAB)
+    assert sum(op.flops for op in mlm if op.kind is OpKind.MATMUL) == hand
+    assert sum(op.flops for op in mlm) == pytest.approx(hand, rel=1e-4)  # and a layer norm of 128 x 1024
+    # the decoder is the token embedding table: read, not counted as parameters again
+    decoder = next(op for op in mlm if op.name == "mlm_decoder")
+    assert (decoder.params, decoder.hbm_elems) == (0, 1024 * BERT_VOCAB)
+    assert sum(op.params for op in mlm) == 1024 * 1024
+    pair = layers["sentence_pair_head"]  # next-sentence prediction on the pooled CLS token
+    assert [(op.m, op.k, op.n) for op in pair] == [(1, 1024, 1024), (1, 1024, 2)]
+    assert "head" not in layers
+
+
+def test_inference_and_encoders_with_a_tower_keep_their_heads():
+    bert = _layers(build_program(get_model("bert-large"), Phase(1, 128, 128), 2))
+    assert "mlm_head" not in bert and [op.name for op in bert["head"]] == ["pooler", "classifier"]
+    tower = _layers(build_program(get_model("encoder-mlp"), Phase(1, 128, 128, training=True), 2))
+    assert "mlm_head" not in tower and any(op.name.startswith("tower") for op in tower["head"])
+    roberta = _layers(build_program(get_model("roberta-base"), Phase(1, 128, 128, training=True), 2))
+    assert "mlm_head" in roberta and "sentence_pair_head" not in roberta  # RoBERTa drops next-sentence
+
+
+def test_bert_training_flops_grow_by_the_masked_lm_head(run):
+    """Forward, then backward at twice the forward (input and weight gradients): three times the
+    forward, whose head now also holds the masked-LM head; AdamW adds about 1.5% for bert-large."""
+    inference = compute_metrics(run("bert-large", "trn1")).flops
+    training = compute_metrics(run("bert-large", "trn1", mode="training")).flops
+    mlm = 2 * 128 * (1024 * 1024 + 1024 * BERT_VOCAB)
+    assert training == pytest.approx(3 * (inference + mlm), rel=0.02)
+    assert training > 1.1 * 3 * inference
+
+
+BERT_BASE_MLM = 2 * 128 * (768 * 768 + 768 * BERT_VOCAB)  # per sequence of 128 tokens
+
+
+def _phase_of(trace, name):
+    return next(p for p in trace.meta["phases"] if p["name"] == name)
+
+
+def test_a_step_of_four_micro_batches_runs_four_passes_then_one_all_reduce_and_one_update(run):
+    """bert-base, batch 8, on trn1.2xlarge (two copies, one per core): each micro-batch is a
+    forward and a backward pass, 3 x the forward's FLOPs; the step adds three of them to a
+    one-micro-batch step and keeps its one all-reduce and one optimizer update."""
+    one = run("bert-base", "trn1", mode="training", batch=8)
+    four = run("bert-base", "trn1", mode="training", batch=8, grad_accum=4)
+    forward = compute_metrics(run("bert-base", "trn1", batch=8)).flops + 8 * BERT_BASE_MLM
+    assert four.meta["grad_accum"] == 4 and four.meta["copies"] == 2
+    m1, m4 = compute_metrics(one), compute_metrics(four)
+    assert m4.flops - m1.flops == pytest.approx(3 * 3 * forward, rel=0.01)
+    assert m4.throughput_per_s * m4.latency_s == pytest.approx(8 * 4 * 2)  # samples per step, both copies
+    assert m4.throughput_per_s > m1.throughput_per_s  # the update is paid once for four micro-batches
+    # the gradient all-reduces and the optimizer run once, during and after the last micro-batch
+    last = _phase_of(four, "micro-batch 4")
+    names = np.array(four.op_names)[four.events["op"]]
+    for name in ("grad_allreduce", "adamw."):
+        sel = np.char.startswith(names, name)
+        assert sel.any() and four.events["start_ns"][sel].min() >= last["start_ns"]
+    # one all-reduce per layer with weights: embeddings, 12 x (attention, MLP), masked-LM and next-sentence heads
+    assert four.op_names.count("grad_allreduce") == one.op_names.count("grad_allreduce") == 1 + 12 * 2 + 2
+    # the all-reduces overlap the last backward pass: they start before its last gradient op ends
+    grads = np.char.endswith(names, ".grad_weight") & (four.events["start_ns"] >= last["start_ns"])
+    first_reduce = four.events["start_ns"][names == "grad_allreduce"].min()
+    assert first_reduce < (four.events["start_ns"] + four.events["dur_ns"])[grads].max()
+
+
+def test_many_micro_batches_are_simulated_once_and_counted_each(run):
+    """256 micro-batches store as many events as 32 (the first three and the last), and each
+    micro-batch between them counts the same FLOPs and time."""
+    n32 = run("bert-base", "trn1", mode="training", batch=1, grad_accum=32)
+    n256 = run("bert-base", "trn1", mode="training", batch=1, grad_accum=256)
+    n3 = run("bert-base", "trn1", mode="training", batch=1, grad_accum=3)
+    n2 = run("bert-base", "trn1", mode="training", batch=1, grad_accum=2)
+    assert n256.n_events == n32.n_events < 2 * n3.n_events
+    assert _phase_of(n256, "micro-batch 2")["repeat"] == 254
+    micro = compute_metrics(n3).flops - compute_metrics(n2).flops
+    assert micro == pytest.approx(3 * (compute_metrics(run("bert-base", "trn1")).flops + BERT_BASE_MLM), rel=0.01)
+    assert compute_metrics(n256).flops - compute_metrics(n32).flops == pytest.approx(224 * micro, rel=1e-9)
+    step = compute_metrics(n3).latency_s - compute_metrics(n2).latency_s
+    assert compute_metrics(n256).latency_s - compute_metrics(n32).latency_s == pytest.approx(224 * step, rel=1e-9)
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"mode": "training", "grad_accum": 0}, "grad_accum must be a positive integer, got 0"),
+    ({"grad_accum": 4}, "gradient accumulation is for training; inference mode has no optimizer step"),
+])
+def test_bad_gradient_accumulation_is_refused_in_one_line(kw, message):
+    with pytest.raises(ConfigError, match=message):
+        simulate(RunConfig(model="bert-base", chip="trn1", **kw))
