@@ -16,15 +16,18 @@ def run_record(trace: Trace) -> dict[str, Any]:
         "chip": m["chip"], "instance": m["instance"], "model": m["model"], "mode": m["mode"],
         "batch": m["batch"], "seq": m["seq"], "dtype": m["dtype"],
         "cores_per_copy": m["cores_per_copy"], "copies": m["copies"],
-        "latency_ms": met.latency_s * 1e3, "throughput_per_s": met.throughput_per_s,
+        "latency_ms": met.latency_s * 1e3, "latency_under_load_ms": met.latency_under_load_s * 1e3,
+        "throughput_per_s": met.throughput_per_s,
         "cost_per_million_usd": met.cost_per_million_usd,
         "engine_utilization": {k: round(v, 6) for k, v in met.engine_utilization.items()},
         "hbm_read_bytes": met.hbm_read_bytes, "hbm_write_bytes": met.hbm_write_bytes,
-        "flops": met.flops, "achieved_tflops": met.achieved_flops_per_s / 1e12, "events": trace.n_events,
+        "flops": met.flops, "achieved_tflops": met.achieved_flops_per_s / 1e12,
+        "mfu_percent": None if met.mfu is None else 100 * met.mfu, "events": trace.n_events,
     }
     if m["mode"] == "decode":
         rec["time_to_first_token_ms"] = met.time_to_first_token_s * 1e3
         rec["per_token_ms"] = met.per_token_s * 1e3
+        rec["per_token_under_load_ms"] = met.per_token_under_load_s * 1e3
     if m["mode"] == "training":
         rec["grad_accum"] = m.get("grad_accum", 1)  # latency is one step of batch x grad_accum samples per copy
     return rec
@@ -36,22 +39,26 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 
 def runs_table(traces: list[Trace]) -> str:
     """A readable table of runs, one row per chip."""
-    header = ["chip", "instance", "cores", "copies", "latency ms", "throughput/s", "$/M", "TFLOP/s",
-              *(e[:3] + " %" for e in ENGINES), "HBM rd MB"]
+    header = ["chip", "instance", "cores", "copies", "latency ms", "loaded ms", "throughput/s", "$/M", "TFLOP/s",
+              "MFU %", *(e[:3] + " %" for e in ENGINES), "HBM rd MB"]
     rows = []
     for tr in traces:
         r = run_record(tr)
-        lat = r["latency_ms"] if r["mode"] != "decode" else r["per_token_ms"]
+        decode = r["mode"] == "decode"
+        lat = r["per_token_ms"] if decode else r["latency_ms"]
+        loaded = r["per_token_under_load_ms"] if decode else r["latency_under_load_ms"]
         rows.append([
-            r["chip"], r["instance"], str(r["cores_per_copy"]), str(r["copies"]), _fmt(lat, 3),
+            r["chip"], r["instance"], str(r["cores_per_copy"]), str(r["copies"]), _fmt(lat, 3), _fmt(loaded, 3),
             _fmt(r["throughput_per_s"], 1), _fmt(r["cost_per_million_usd"], 3), _fmt(r["achieved_tflops"], 1),
+            _fmt(r["mfu_percent"], 1),
             *(f"{100 * r['engine_utilization'][e]:.0f}" for e in ENGINES), _fmt(r["hbm_read_bytes"] / 1e6, 1),
         ])
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     first = traces[0].meta
-    title = f"{first['model']} {first['mode']} batch {first['batch']} seq {first['seq']} {first['dtype']}"
+    title = (f"{first['model']} {first['mode']} batch {first['batch']} seq {first['seq']} {first['dtype']} "
+             "(latency: one request, its copy alone; loaded: every copy busy, as throughput is measured)")
     if first.get("grad_accum", 1) > 1:
         title += f" x {first['grad_accum']} micro-batches (latency = per step)"
     if first["mode"] == "decode":

@@ -16,6 +16,10 @@ ENGINES = ("tensor", "vector", "scalar", "gpsimd")
 
 @dataclass(frozen=True)
 class RunMetrics:
+    """What a run achieved. ``latency_s`` (and for decode ``time_to_first_token_s`` and
+    ``per_token_s``) is one request with its model copy alone on the chip; the ``_under_load``
+    figures are the same with every running copy busy, and the throughput follows from them."""
+
     latency_s: float
     throughput_per_s: float
     cost_per_million_usd: float | None
@@ -26,6 +30,9 @@ class RunMetrics:
     hbm_write_bytes: float
     time_to_first_token_s: float | None = None
     per_token_s: float | None = None
+    latency_under_load_s: float | None = None
+    per_token_under_load_s: float | None = None
+    mfu: float | None = None  # model FLOPs over the copy's TensorE peak during its latency
 
 
 def engine_utilization(trace: Trace) -> dict[str, float]:
@@ -50,20 +57,25 @@ def compute_metrics(trace: Trace) -> RunMetrics:
     m = trace.meta
     shards = m["cores_per_copy"] * m.get("lnc", 1)
     overhead = m["launch_overhead_s"]  # per execution of a compiled program
-    latency = m.get("total_ns", trace.duration_ns) * 1e-9 + overhead
+    executions = max(1, m.get("new_tokens", 1)) if m["mode"] == "decode" else 1  # the prompt, then every token
+    alone = {"total_ns": m.get("total_ns", trace.duration_ns), "prefill_ns": m.get("prefill_ns"),
+             "per_token_ns": m.get("per_token_ns")}
+    loaded = {**alone, **m.get("under_load", {})}
+    latency = alone["total_ns"] * 1e-9 + overhead * executions
+    latency_loaded = loaded["total_ns"] * 1e-9 + overhead * executions
     items = m["batch"] * m.get("grad_accum", 1)  # a training step's micro-batches
-    ttft = per_token = None
+    ttft = per_token = per_token_loaded = None
     if m["mode"] == "decode":
-        # the prompt is one execution and every further token one more
-        ttft = m["prefill_ns"] * 1e-9 + overhead
-        per_token = m["per_token_ns"] * 1e-9 + overhead
-        latency += overhead * max(0, m.get("new_tokens", 1) - 1)
-        throughput = m["copies"] * items / per_token if per_token > 0 else 0.0
+        ttft = alone["prefill_ns"] * 1e-9 + overhead
+        per_token = alone["per_token_ns"] * 1e-9 + overhead
+        per_token_loaded = loaded["per_token_ns"] * 1e-9 + overhead
+        throughput = m["copies"] * items / per_token_loaded if per_token_loaded > 0 else 0.0
     else:
-        throughput = m["copies"] * items / latency if latency > 0 else 0.0
+        throughput = m["copies"] * items / latency_loaded if latency_loaded > 0 else 0.0
     price = m.get("price_usd_per_hour")
     cost = None if price is None or throughput <= 0 else price / (throughput * 3600.0) * 1e6
     flops = trace.run_total("flops") * shards
+    peak = m.get("peak_flops_per_core")
     return RunMetrics(
         latency_s=latency, throughput_per_s=throughput, cost_per_million_usd=cost,
         engine_utilization=engine_utilization(trace), flops=flops,
@@ -71,6 +83,8 @@ def compute_metrics(trace: Trace) -> RunMetrics:
         hbm_read_bytes=_dma_bytes(trace, "dma_read") * shards,
         hbm_write_bytes=_dma_bytes(trace, "dma_write") * shards,
         time_to_first_token_s=ttft, per_token_s=per_token,
+        latency_under_load_s=latency_loaded, per_token_under_load_s=per_token_loaded,
+        mfu=flops / (latency * peak * shards) if peak and latency else None,
     )
 
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
 from sim import __version__
+from sim.cost.dma import memory_share_bytes_per_s
 from sim.deploy import Deployment, memory_needed, plan_deployment
 from sim.errors import ConfigError
-from sim.hardware.chip import Chip, get_chip
+from sim.hardware.chip import Chip, Efficiency, get_chip
 from sim.hardware.instances import Instance, get_instance
 from sim.lowering import GPSIMD, RESOURCE_NAMES, CoreContext, lower
 from sim.scheduler import CoreScheduler, log_mark, repeat_tail
@@ -190,9 +191,34 @@ def _plan(cfg: RunConfig) -> tuple[ModelSpec, int, int, Deployment]:
     return spec, seq, dt, dep
 
 
-def simulate(cfg: RunConfig) -> Trace:
-    """Simulate ``cfg`` and return its trace. Raises :class:`sim.errors.SimError` on bad input."""
+def simulate(cfg: RunConfig, *, max_events: int = MAX_STORED_EVENTS, efficiency: Efficiency | None = None) -> Trace:
+    """Simulate ``cfg`` and return its trace. Raises :class:`sim.errors.SimError` on bad input.
+
+    The trace is one request served by one model copy with the chip otherwise idle, as published
+    latencies are measured. When the copies the deployment runs at once (``cfg.copies``, all by
+    default) share memory bandwidth, the loaded run is simulated too; its times (under load, in
+    the metadata) give the throughput. A training step always runs every data-parallel copy.
+    ``max_events`` bounds the events kept (later repeated steps are counted, not stored);
+    ``efficiency`` replaces the chip's calibrated residuals (for fitting them).
+    """
     spec, seq, dt, dep = _plan(cfg)
+    if efficiency is not None:
+        dep = replace(dep, chip=replace(dep.chip, efficiency=efficiency))
+    alone = dep if cfg.mode == "training" else replace(dep, copies=1)
+    sched, tables, spans = _run_phases(cfg, spec, seq, alone, dt, max_events)
+    loaded = None
+    if alone is not dep and _memory_share(dep) != _memory_share(alone):
+        loaded = _run_phases(cfg, spec, seq, dep, dt, 0)[2]
+    return _build_trace(cfg, spec, seq, dep, alone, sched, tables, spans, loaded)
+
+
+def _memory_share(dep: Deployment) -> float:
+    return memory_share_bytes_per_s(dep.chip, dep.active_cores_per_chip)
+
+
+def _run_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int, max_events: int
+                ) -> tuple[CoreScheduler, _Tables, list]:
+    """Schedule every phase of ``cfg`` on one core of ``dep``; keep at most ``max_events`` events."""
     chip = dep.chip
     ctx = CoreContext(chip, *compute_dtypes(cfg), dep.active_cores_per_chip, dep.ranks_per_chip, dep.copies_per_chip)
     sched = CoreScheduler(chip.sbuf_bytes, chip.tensor.throttle)
@@ -206,7 +232,7 @@ def simulate(cfg: RunConfig) -> Trace:
         end = max(sched.free.max(), t0)
         period = end - t0
         per_step = sum(len(a) for a in sched.log.start[mark[0]:])
-        room = max(0, MAX_STORED_EVENTS - sum(len(a) for a in sched.log.start[:mark[0]]))
+        room = max(0, max_events - sum(len(a) for a in sched.log.start[:mark[0]]))
         stored = max(1, min(repeat, phase.max_stored or repeat, room // max(per_step, 1)))
         for r in range(stored):
             tables.add_program(prog, phase.label(r))
@@ -215,7 +241,7 @@ def simulate(cfg: RunConfig) -> Trace:
                             repeat, stored))
         t0 += period * repeat
         sched.free[:] = t0
-    return _build_trace(cfg, spec, seq, dep, sched, tables, phase_spans)
+    return sched, tables, phase_spans
 
 
 class _Tables:
@@ -257,8 +283,8 @@ def _step(starts: np.ndarray, ends: np.ndarray, amounts: np.ndarray) -> tuple[np
     return t[changes], v[changes]
 
 
-def _build_trace(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, sched: CoreScheduler,
-                 tables: _Tables, phases: list) -> Trace:
+def _build_trace(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Deployment,
+                 sched: CoreScheduler, tables: _Tables, phases: list, loaded: list | None) -> Trace:
     log = sched.log
     track = np.concatenate(log.track)
     start_ns = np.concatenate(log.start) * 1e9
@@ -281,7 +307,7 @@ def _build_trace(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, sch
     remap = np.array([tracks.index(next(t for t in tracks if t.kind == n)) if any(t.kind == n for t in tracks)
                       else -1 for n in RESOURCE_NAMES], np.int16)
     events["track"] = remap[track]
-    return Trace(meta=_meta(cfg, spec, seq, dep, sched, phases), tracks=tracks, events=events,
+    return Trace(meta=_meta(cfg, spec, seq, dep, alone, sched, phases, loaded), tracks=tracks, events=events,
                  op_names=tuple(tables.op_names), op_layer=op_layer, layer_names=tuple(tables.layer_names),
                  layer_kinds=tuple(tables.layer_kinds), layer_start_ns=lstart, layer_end_ns=lend,
                  counters=_counters(log, events, tracks))
@@ -312,7 +338,19 @@ def _counters(log, events: dict, tracks: tuple[Track, ...]) -> dict[str, Counter
     return out
 
 
-def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, sched: CoreScheduler, phases: list) -> dict:
+def _times(cfg: RunConfig, phases: list) -> dict[str, float]:
+    """Total time of a run's phases, and for decode the prompt's and each further token's."""
+    out = {"total_ns": (phases[-1][2] - phases[0][1]) * 1e9}
+    if cfg.mode == "decode":
+        prefill = phases[0]
+        out["prefill_ns"] = (prefill[2] - prefill[1]) * 1e9
+        steps = sum(p[3] for p in phases[1:])
+        out["per_token_ns"] = (phases[-1][2] - prefill[2]) * 1e9 / steps if steps else out["prefill_ns"]
+    return out
+
+
+def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Deployment, sched: CoreScheduler,
+          phases: list, loaded: list | None) -> dict:
     chip, inst = dep.chip, dep.instance
     meta = {
         "simulator_version": __version__, "config": asdict(cfg) | {"seq": seq},
@@ -321,20 +359,20 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, sched: Cor
         "model": spec.name, "model_type": spec.model_type, "mode": cfg.mode, "batch": cfg.batch,
         "seq": seq, "dtype": cfg.dtype, "matmul_dtype": compute_dtypes(cfg)[1],
         "cores_per_copy": dep.cores_per_copy, "lnc": dep.lnc,
-        "copies": dep.copies, "cores_active": dep.active_cores_per_chip,
+        "copies": dep.copies, "cores_active": alone.active_cores_per_chip,
+        "cores_active_under_load": dep.active_cores_per_chip,
+        "peak_flops_per_core": chip.tensor.peak_flops(compute_dtypes(cfg)[1]),
         "launch_overhead_s": chip.efficiency.launch_overhead_s,
         "weight_refetch_bytes": sched.weight_refetch_bytes,
         "units": {"time": "ns", "bytes": "B", "flops": "FLOP"},
         "phases": [{"name": n, "start_ns": a * 1e9, "end_ns": b * 1e9, "repeat": r, "stored": k}
                    for n, a, b, r, k in phases],
-        "total_ns": (phases[-1][2] - phases[0][1]) * 1e9,
+        **_times(cfg, phases),
     }
+    if loaded is not None:  # the copies running at once slow each other down
+        meta["under_load"] = _times(cfg, loaded)
     if cfg.mode == "training":
         meta["grad_accum"] = cfg.grad_accum
     if cfg.mode == "decode":
         meta["new_tokens"] = cfg.new_tokens
-        prefill = phases[0]
-        meta["prefill_ns"] = (prefill[2] - prefill[1]) * 1e9
-        steps = sum(p[3] for p in phases[1:])
-        meta["per_token_ns"] = (phases[-1][2] - prefill[2]) * 1e9 / steps if steps else meta["prefill_ns"]
     return meta

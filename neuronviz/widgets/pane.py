@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QPoint, QPointF, Qt, Signal
@@ -17,7 +19,7 @@ from neuronviz.session import Run, Session
 from neuronviz.theme import ENGINE_COLORS, ENGINE_LABELS, engine_color, palette
 from neuronviz.trace_view import ENGINE_ORDER
 from neuronviz.widgets.chip_diagram import CORE_ENGINES, ChipDiagram, ChipState
-from sim.metrics import CounterIntegral, IntegralStack
+from sim.metrics import CounterIntegral, IntegralStack, RunMetrics
 from sim.trace import Counter
 
 COUNTER_BAND_HEIGHT = 70
@@ -84,6 +86,19 @@ def _cache_tree(item: QGraphicsItem) -> None:
         _cache_tree(child)
 
 
+def _under_load(met: RunMetrics, meta: Mapping) -> str:
+    """What a request takes with every running copy busy, when that differs from alone (they
+    share the chip's memory bandwidth); the throughput is measured that way."""
+    n = meta.get("copies", 1)
+    decode = meta.get("mode") == "decode"
+    alone, loaded = (met.per_token_s, met.per_token_under_load_s) if decode else (met.latency_s,
+                                                                                   met.latency_under_load_s)
+    if n <= 1 or loaded is None or alone is None or loaded <= alone * (1 + 1e-6):
+        return ""
+    unit = " ms/token" if decode else " ms"
+    return f" alone <span style='color:gray'>· {loaded * 1e3:.{2 if decode else 3}f}{unit} with {n} copies busy</span>"
+
+
 def header_html(run: Run, baseline: Run | None) -> str:
     """The pane header: what ran where, and how fast and how cheap."""
     m, met = run.trace.meta, run.metrics
@@ -96,13 +111,12 @@ def header_html(run: Run, baseline: Run | None) -> str:
         model += f" · {m['grad_accum']} micro-batches per step"
     if m.get("dtype"):
         model += f" · {m['dtype']}"
+    busy = _under_load(met, m)
     if m.get("mode") == "decode":
-        lat = f"TTFT {met.time_to_first_token_s * 1e3:.2f} ms · {met.per_token_s * 1e3:.2f} ms/token"
+        lat = f"TTFT {met.time_to_first_token_s * 1e3:.2f} ms · {met.per_token_s * 1e3:.2f} ms/token{busy}"
         unit = "tok/s"
     else:
-        lat = f"latency {met.latency_s * 1e3:.3f} ms"
-        if m.get("copies", 1) > 1:  # copies running at once share the chip's memory: say so
-            lat += f" <span style='color:gray'>({m['copies']} copies busy)</span>"
+        lat = f"latency {met.latency_s * 1e3:.3f} ms{busy}"
         unit = "/s"
     cost = "n/a" if met.cost_per_million_usd is None else f"${met.cost_per_million_usd:.3f}"
     speed = ""

@@ -8,11 +8,15 @@ from PySide6.QtWidgets import QAbstractItemView, QTableWidget, QTableWidgetItem,
 
 from neuronviz.session import Session
 
-COLUMNS = ("run", "instance", "latency ms", "throughput /s", "speed-up", "Tensor %", "Vector %", "Scalar %",
-           "GpSimd %", "HBM read MB", "HBM write MB", "$ per million")
+COLUMNS = ("run", "instance", "latency ms", "loaded ms", "throughput /s", "speed-up", "MFU %", "Tensor %",
+           "Vector %", "Scalar %", "GpSimd %", "HBM read MB", "HBM write MB", "$ per million")
 COLUMN_TIPS = {  # what each number is, on hovering its column's title
-    "latency ms": "One execution of the run; for decode runs the time per generated token "
-                  "(the time to first token is in the pane's header).",
+    "latency ms": "One request with its model copy alone on the chip, as published latencies are measured; for "
+                  "decode runs the time per generated token (the time to first token is in the pane's header).",
+    "loaded ms": "The same with every copy the instance runs busy at once (they share the chip's memory "
+                 "bandwidth): what the throughput is measured with.",
+    "MFU %": "Model FLOPs utilization: the model's FLOPs over the TensorE peak of the copy's cores during its "
+             "latency.",
     "throughput /s": "Inferences per second of every copy running on the instance "
                      "(samples for training runs, tokens for decode runs).",
     "speed-up": "The baseline run's latency over this run's (whole runs, decode included).",
@@ -32,12 +36,17 @@ def summary_rows(session: Session) -> list[list[object]]:
     for run in session.runs:
         met, m = run.metrics, run.trace.meta
         u = met.engine_utilization
-        latency = met.per_token_s if m.get("mode") == "decode" else met.latency_s
+        decode = m.get("mode") == "decode"
+        latency = met.per_token_s if decode else met.latency_s
+        loaded = met.per_token_under_load_s if decode else met.latency_under_load_s
         # a trace of another tool says how long it ran, not how many inferences it served
-        throughput = None if m.get("mode") == "imported" else round(met.throughput_per_s, 2)
+        imported = m.get("mode") == "imported"
+        throughput = None if imported else round(met.throughput_per_s, 2)
         rows.append([
-            run.title, m.get("instance", ""), round(latency * 1e3, 4), throughput,
+            run.title, m.get("instance", ""), round(latency * 1e3, 4),
+            None if imported or loaded is None else round(loaded * 1e3, 4), throughput,
             round(base / met.latency_s, 3) if met.latency_s else 0.0,
+            None if met.mfu is None else round(100 * met.mfu, 1),
             *(round(100 * u.get(k, 0.0), 1) for k in ("tensor", "vector", "scalar", "gpsimd")),
             round(met.hbm_read_bytes / 1e6, 2), round(met.hbm_write_bytes / 1e6, 2),
             None if met.cost_per_million_usd is None else round(met.cost_per_million_usd, 4),

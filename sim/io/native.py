@@ -240,11 +240,16 @@ def _validate_meta(meta: Any, fail) -> None:
         fail("run metadata 'mode' is missing")
     for key in _META_NUMBERS:
         number(key)
-    for key in ("total_ns", "lnc", "price_usd_per_hour", "grad_accum"):
+    for key in ("total_ns", "lnc", "price_usd_per_hour", "grad_accum", "peak_flops_per_core"):
         number(key, required=False)
     if meta["mode"] == "decode":
         for key in _DECODE_NUMBERS:
             number(key)
+    loaded = meta.get("under_load", {})
+    wanted = ("total_ns", *(_DECODE_NUMBERS if meta["mode"] == "decode" else ()))
+    if not isinstance(loaded, dict) or (loaded and not all(
+            type(loaded.get(k)) in (int, float) and np.isfinite(loaded[k]) and loaded[k] >= 0 for k in wanted)):
+        fail(f"run metadata 'under_load' is not a table of {', '.join(wanted)}")
     if not _valid_phases(meta.get("phases", [])):
         fail("run metadata 'phases' is not a list of phases with start_ns, end_ns, repeat and stored")
 

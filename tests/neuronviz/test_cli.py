@@ -98,7 +98,11 @@ def test_copies_sets_how_many_copies_run_at_once(capsys):
     loaded = json.loads(out_all)["runs"][0]
     assert code == code_all == 0
     assert (alone["copies"], loaded["copies"]) == (1, 4)
-    assert alone["latency_ms"] < loaded["latency_ms"]  # it has the chip's DDR to itself
+    # a request's latency is measured with its copy alone either way; four copies busy at once share
+    # the chip's DDR, which slows each of them but serves more requests
+    assert alone["latency_ms"] == loaded["latency_ms"] == alone["latency_under_load_ms"]
+    assert loaded["latency_under_load_ms"] > 2 * loaded["latency_ms"]
+    assert loaded["throughput_per_s"] > alone["throughput_per_s"]
 
 
 @pytest.mark.parametrize("flag, value", [("--batch", "-3"), ("--batch", "two"), ("--seq", "0"), ("--copies", "0"),

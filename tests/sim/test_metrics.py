@@ -113,8 +113,7 @@ def test_steps_not_stored_as_events_still_count_in_the_metrics(monkeypatch):
 
     cfg = sim.run.RunConfig(model="gpt2", chip="inf2", mode="decode", seq=64, new_tokens=9)
     full = sim.run.simulate(cfg)
-    monkeypatch.setattr(sim.run, "MAX_STORED_EVENTS", full.n_events // 3)
-    short = sim.run.simulate(cfg)
+    short = sim.run.simulate(cfg, max_events=full.n_events // 3)
     assert [(p["repeat"], p["stored"]) for p in short.meta["phases"]] == [(1, 1), (8, 2)]  # 6 of 8 steps not stored
     a, b = compute_metrics(full), compute_metrics(short)
     assert b.flops == pytest.approx(a.flops, rel=1e-9)

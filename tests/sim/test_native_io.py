@@ -210,3 +210,16 @@ def test_phases_the_metrics_count_repeats_from_are_checked(saved, tmp_path, phas
     _rewrite(saved, path, rephase)
     with pytest.raises(TraceFileError, match="run metadata 'phases' is not a list of phases"):
         load_traces(path)
+
+
+@pytest.mark.parametrize("under_load", ["fast", {"total_ns": "5"}, {"total_ns": -1.0}, {"per_token_ns": 3}])
+def test_times_under_load_are_checked(saved, tmp_path, under_load):
+    path = tmp_path / "bad.nvtrace"
+
+    def reload(m):
+        run = m["runs"][0]
+        return {**m, "runs": [{**run, "meta": {**run["meta"], "under_load": under_load}}]}
+
+    _rewrite(saved, path, reload)
+    with pytest.raises(TraceFileError, match="run metadata 'under_load' is not a table of total_ns"):
+        load_traces(path)
