@@ -15,7 +15,7 @@ from neuronviz.report import file_summary, run_record, runs_table
 from sim.errors import SimError
 from sim.hardware.chip import all_chips
 from sim.hardware.instances import instances_of
-from sim.run import DTYPE_BYTES, MODES, RunConfig, simulate
+from sim.run import AUTOCAST, DTYPE_BYTES, MODES, RunConfig, simulate
 from sim.trace import Trace
 from sim.workloads import get_model, preset_names
 
@@ -74,7 +74,10 @@ def simulate_runs(args: argparse.Namespace) -> list[Trace]:
             raise UserError("--chips names no chip")
     return [simulate(RunConfig(model=args.model, chip=chip, instance=args.instance, mode=args.mode,
                                batch=args.batch, seq=args.seq, new_tokens=args.new_tokens, dtype=args.dtype,
-                               cores=args.cores, copies=args.copies, grad_accum=args.grad_accum)) for chip in chips]
+                               autocast=args.autocast, cores=args.cores, copies=args.copies,
+                               grad_accum=args.grad_accum, concurrency=args.concurrency, max_seq=args.max_seq,
+                               bucketing=not args.no_buckets, prefill_chunk=args.prefill_chunk))
+            for chip in chips]
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -103,12 +106,24 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seq", type=_positive_int, help="sequence length, prompt length (decode) or image size")
     p.add_argument("--new-tokens", type=_positive_int, default=128, help="tokens to generate in decode mode")
     p.add_argument("--dtype", choices=sorted(DTYPE_BYTES), default="bf16")
+    p.add_argument("--autocast", choices=AUTOCAST, default="matmult",
+                   help="what of an fp32 model the compiler casts to bf16 (neuronx-cc --auto-cast; default matmult)")
     p.add_argument("--cores", type=_positive_int, help="NeuronCores one model copy spans (tensor parallel)")
     p.add_argument("--copies", type=_positive_int,
                    help="model copies running at once (default: every copy the instance holds; 1: one request alone)")
     p.add_argument("--grad-accum", type=_positive_int, default=1, metavar="N",
                    help="training: N micro-batches of --batch per step, their gradients summed before one "
                         "all-reduce and optimizer update (default 1)")
+    serve = p.add_argument_group("decode as a serving stack runs it")
+    serve.add_argument("--concurrency", type=_positive_int, metavar="N",
+                       help="requests in flight on the graph compiled for --batch, each prompt encoded alone and "
+                            "every token step paying for the padded batch (default: static batching)")
+    serve.add_argument("--max-seq", type=_positive_int, metavar="N",
+                       help="sequence length the graphs are compiled for (default: prompt + new tokens)")
+    serve.add_argument("--no-buckets", action="store_true",
+                       help="one graph of --max-seq tokens instead of NxD's powers-of-two buckets")
+    serve.add_argument("--prefill-chunk", type=_positive_int, default=0, metavar="N",
+                       help="encode the prompt in chunks of N tokens")
     p.add_argument("-o", "--output", help="save the runs to a trace file (.nvtrace, or .json/.json.gz for Chrome JSON)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.set_defaults(func=cmd_simulate)

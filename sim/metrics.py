@@ -63,7 +63,8 @@ def compute_metrics(trace: Trace) -> RunMetrics:
     loaded = {**alone, **m.get("under_load", {})}
     latency = alone["total_ns"] * 1e-9 + overhead * executions
     latency_loaded = loaded["total_ns"] * 1e-9 + overhead * executions
-    items = m["batch"] * m.get("grad_accum", 1)  # a training step's micro-batches
+    # a training step's micro-batches; the requests a decode graph serves (its padding serves none)
+    items = m.get("concurrency", m["batch"]) * m.get("grad_accum", 1)
     ttft = per_token = per_token_loaded = None
     if m["mode"] == "decode":
         ttft = alone["prefill_ns"] * 1e-9 + overhead

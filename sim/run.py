@@ -49,6 +49,14 @@ class RunConfig:
     cores: int | None = None
     copies: int | None = None  # model copies running at once; None: every copy the instance holds
     grad_accum: int = 1  # training: micro-batches of ``batch`` whose gradients one optimizer step applies
+    # decode, as a serving stack compiles and runs it: ``batch`` is the batch the graphs are
+    # compiled for; ``concurrency`` requests use it (None: static batching, every prompt of the
+    # batch encoded together; a number: continuous batching, each prompt encoded alone and every
+    # token step paying for the padded batch)
+    concurrency: int | None = None
+    max_seq: int | None = None  # the compiled sequence length (None: prompt + new tokens)
+    bucketing: bool = True  # graphs for powers-of-two lengths from 128 (False: one graph of max_seq)
+    prefill_chunk: int = 0  # encode the prompt in chunks of this many tokens (0: in one pass)
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,7 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
             raise ConfigError(f"{name} must be a positive integer, got {value}")
     if cfg.grad_accum > 1 and cfg.mode != "training":
         raise ConfigError(f"gradient accumulation is for training; {cfg.mode} mode has no optimizer step")
+    _validate_serving(cfg)
     if spec.family == CNN and (cfg.cores or 1) > 1:
         raise ConfigError(f"{spec.name} cannot span {cfg.cores} NeuronCores: the Neuron SDK has no tensor-parallel "
                           "CNNs (one copy per core); use --copies for more copies running at once")
@@ -102,6 +111,9 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
     # table, and Neuron deployments run them past their trained context
     limit = spec.max_positions if spec.learned_positions else 0
     total = seq + (cfg.new_tokens if cfg.mode == "decode" else 0)
+    if cfg.max_seq is not None and total > cfg.max_seq:
+        raise ConfigError(f"a prompt of {seq} and {cfg.new_tokens} new tokens need {total} positions; "
+                          f"the graphs are compiled for {cfg.max_seq}")
     if limit and not spec.is_vision and total > limit:
         raise ConfigError(f"{spec.name} handles at most {limit} positions; asked for {total}")
     if spec.is_vision and seq % (spec.patch_size if spec.family == "vision-transformer" else 1):
@@ -116,6 +128,19 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
     return seq
 
 
+def _validate_serving(cfg: RunConfig) -> None:
+    serving = cfg.concurrency is not None or cfg.max_seq is not None or not cfg.bucketing or cfg.prefill_chunk
+    if serving and cfg.mode != "decode":
+        raise ConfigError("concurrency, compiled sequence length, buckets and prefill chunks are for decode mode")
+    for name, value in (("concurrency", cfg.concurrency), ("max_seq", cfg.max_seq)):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ConfigError(f"{name} must be a positive integer, got {value}")
+    if not isinstance(cfg.prefill_chunk, int) or cfg.prefill_chunk < 0:
+        raise ConfigError(f"prefill chunk must be a whole number of tokens, got {cfg.prefill_chunk}")
+    if cfg.concurrency is not None and cfg.concurrency > cfg.batch:
+        raise ConfigError(f"{cfg.concurrency} requests cannot run on a graph compiled for batch {cfg.batch}")
+
+
 def compute_dtypes(cfg: RunConfig) -> tuple[str, str]:
     """The data types of a run's activations and of its matmuls (and weights)."""
     if cfg.dtype != "fp32" or cfg.autocast == "none":
@@ -123,11 +148,23 @@ def compute_dtypes(cfg: RunConfig) -> tuple[str, str]:
     return ("bf16", "bf16") if cfg.autocast == "all" else ("fp32", "bf16")
 
 
-def _decode_buckets(prompt: int, new_tokens: int) -> list[tuple[int, int]]:
+def graph_lengths(max_seq: int, bucketing: bool) -> list[int]:
+    """The sequence lengths graphs are compiled for: NxD Inference's automatic buckets, powers of
+    two from 128 below ``max_seq`` and ``max_seq`` itself, or ``max_seq`` alone."""
+    if not bucketing:
+        return [max_seq]
+    return sorted({*(b for b in (MIN_DECODE_BUCKET << i for i in range(32)) if b < max_seq), max_seq})
+
+
+def _bucket(length: int, lengths: list[int]) -> int:
+    return next(b for b in lengths if b >= length)
+
+
+def _decode_buckets(prompt: int, new_tokens: int, lengths: list[int]) -> list[tuple[int, int]]:
     """(context bucket, steps) for the ``new_tokens - 1`` token steps after the prefill."""
     out: list[tuple[int, int]] = []
     for length in range(prompt + 1, prompt + new_tokens):
-        bucket = max(MIN_DECODE_BUCKET, 1 << (length - 1).bit_length())
+        bucket = _bucket(length, lengths)
         if out and out[-1][0] == bucket:
             out[-1] = (bucket, out[-1][1] + 1)
         else:
@@ -135,15 +172,27 @@ def _decode_buckets(prompt: int, new_tokens: int) -> list[tuple[int, int]]:
     return out
 
 
+def _prefill_phases(cfg: RunConfig, spec: ModelSpec, seq: int, tp: int, dt: int, lengths: list[int]) -> list[_Phase]:
+    """The prompt's encoding: one graph of the bucket that holds it (the padding is computed
+    too), or chunks of ``prefill_chunk`` tokens each attending to the chunks before it."""
+    batch = cfg.batch if cfg.concurrency is None else 1  # continuous batching encodes one prompt at a time
+    if not cfg.prefill_chunk:
+        ce = _bucket(seq, lengths)
+        return [_Phase("prefill", build_program(spec, Phase(batch, ce, ce, tp), dt))]
+    chunk = cfg.prefill_chunk
+    return [_Phase(f"prefill chunk {i + 1}", build_program(spec, Phase(batch, chunk, (i + 1) * chunk, tp), dt))
+            for i in range(-(-seq // chunk))]
+
+
 def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int) -> list[_Phase]:
     tp = dep.shards
     if cfg.mode == "training":
         return _training_phases(cfg, spec, seq, dep, dt)
-    first = build_program(spec, Phase(cfg.batch, seq, seq, tp), dt)
     if cfg.mode == "inference":
-        return [_Phase("inference", first)]
-    out = [_Phase("prefill", first)]
-    for bucket, steps in _decode_buckets(seq, cfg.new_tokens):
+        return [_Phase("inference", build_program(spec, Phase(cfg.batch, seq, seq, tp), dt))]
+    lengths = graph_lengths(cfg.max_seq or seq + cfg.new_tokens, cfg.bucketing)
+    out = _prefill_phases(cfg, spec, seq, tp, dt, lengths)
+    for bucket, steps in _decode_buckets(seq, cfg.new_tokens, lengths):
         prog = build_program(spec, Phase(cfg.batch, 1, bucket, tp, decode_step=True), dt)
         out.append(_Phase(f"decode ctx {bucket}", prog, steps))
     return out
@@ -171,7 +220,8 @@ def _memory_need(cfg: RunConfig, spec: ModelSpec, seq: int, dt: int) -> float:
     weight_bytes = DTYPE_BYTES[compute_dtypes(cfg)[1]]
     state = 0.0
     if cfg.mode == "decode":
-        state = 2.0 * spec.layers * spec.kv_heads * spec.head_dim * (seq + cfg.new_tokens) * cfg.batch * dt
+        positions = cfg.max_seq or seq + cfg.new_tokens
+        state = 2.0 * spec.layers * spec.kv_heads * spec.head_dim * positions * cfg.batch * dt
     elif cfg.mode == "training":
         state = float(sum(op.out_elems for op in probe.ops)) * dt
     return memory_needed(params * weight_bytes, state, cfg.mode == "training", params)
@@ -342,10 +392,11 @@ def _times(cfg: RunConfig, phases: list) -> dict[str, float]:
     """Total time of a run's phases, and for decode the prompt's and each further token's."""
     out = {"total_ns": (phases[-1][2] - phases[0][1]) * 1e9}
     if cfg.mode == "decode":
-        prefill = phases[0]
-        out["prefill_ns"] = (prefill[2] - prefill[1]) * 1e9
-        steps = sum(p[3] for p in phases[1:])
-        out["per_token_ns"] = (phases[-1][2] - prefill[2]) * 1e9 / steps if steps else out["prefill_ns"]
+        encode = [p for p in phases if p[0].startswith("prefill")]
+        prefill_end = encode[-1][2]
+        out["prefill_ns"] = (prefill_end - phases[0][1]) * 1e9
+        steps = sum(p[3] for p in phases[len(encode):])
+        out["per_token_ns"] = (phases[-1][2] - prefill_end) * 1e9 / steps if steps else out["prefill_ns"]
     return out
 
 
@@ -375,4 +426,5 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
         meta["grad_accum"] = cfg.grad_accum
     if cfg.mode == "decode":
         meta["new_tokens"] = cfg.new_tokens
+        meta["concurrency"] = cfg.batch if cfg.concurrency is None else cfg.concurrency
     return meta

@@ -37,7 +37,10 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> No
     tokens, ctx = ph.batch * ph.seq, ph.context
     _normalise(b, tokens, spec.hidden)
     qkv = b.matmul("qkv", tokens, spec.hidden, (heads + 2 * kv) * hd)
-    cache_elems = ph.batch * kv * ctx * hd if ph.decode_step else 0
+    # a decode step reads its whole context bucket of keys and values from the cache; a prompt
+    # chunk reads those of the chunks before it (a prompt encoded in one pass reads none)
+    cached = ctx if ph.decode_step else ctx - ph.seq
+    cache_elems = ph.batch * kv * cached * hd
     ready = qkv
     if spec.family == DECODER:
         if not spec.learned_positions:

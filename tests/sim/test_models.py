@@ -259,7 +259,7 @@ def test_experts_weights_are_read_once_the_router_has_chosen_them(run):
     trace = run("mixtral-8x7b", "trn2", mode="decode", seq=128, new_tokens=2)
     ev, names = trace.events, trace.op_names
     reads = ev["track"] == trace.track_index("dma_read")
-    for name in ("prefill/layer3.mlp", "decode ctx 256/layer20.mlp"):
+    for name in ("prefill/layer3.mlp", "decode ctx 130/layer20.mlp"):  # NxD buckets end at prompt + new tokens
         layer = trace.layer_names.index(name)
         in_layer = ev["layer"] == layer
         op = np.array([names[o] for o in ev["op"]], dtype=str)

@@ -1,0 +1,66 @@
+"""Decode as serving stacks compile and run it: buckets, compiled batches, prompt chunks."""
+
+import pytest
+
+from sim.errors import ConfigError
+from sim.metrics import compute_metrics
+from sim.run import RunConfig, graph_lengths, simulate
+
+
+def _decode(**kw):
+    base = dict(model="llama-3-8b", chip="trn2", mode="decode", batch=8, seq=1500, new_tokens=4, cores=4)
+    return simulate(RunConfig(**{**base, **kw}), max_events=0)
+
+
+def test_graphs_are_compiled_for_nxd_buckets_or_one_length():
+    # NxD Inference: powers of two from 128 below the maximum, and the maximum itself
+    assert graph_lengths(6400, True) == [128, 256, 512, 1024, 2048, 4096, 6400]
+    assert graph_lengths(4096, True) == [128, 256, 512, 1024, 2048, 4096]
+    assert graph_lengths(4096, False) == [4096]
+
+
+def test_a_prompt_is_encoded_in_the_whole_graph_it_falls_in():
+    padded = _decode(concurrency=1, max_seq=4096, bucketing=False)
+    full = _decode(seq=4096 - 4, concurrency=1, max_seq=4096, bucketing=False)
+    prefill = [p for p in padded.meta["phases"] if p["name"] == "prefill"]
+    assert len(prefill) == 1
+    # 1500 tokens in a graph compiled for 4096: the same work as a 4092-token prompt
+    assert padded.meta["prefill_ns"] == pytest.approx(full.meta["prefill_ns"], rel=1e-9)
+    bucketed = _decode(concurrency=1, max_seq=4096)  # the 2048 bucket holds it
+    assert bucketed.meta["prefill_ns"] < 0.6 * padded.meta["prefill_ns"]
+
+
+def test_a_lone_request_on_a_batch_graph_pays_for_the_padded_batch():
+    one = _decode(concurrency=1, max_seq=2048)
+    full = _decode(max_seq=2048)
+    alone = _decode(batch=1, max_seq=2048)
+    m_one, m_full, m_alone = (compute_metrics(t) for t in (one, full, alone))
+    assert m_one.per_token_s == pytest.approx(m_full.per_token_s, rel=1e-9)  # every step is a batch-8 step
+    assert m_one.per_token_s > m_alone.per_token_s
+    assert m_one.time_to_first_token_s == pytest.approx(m_alone.time_to_first_token_s, rel=1e-9)  # prompt alone
+    assert m_one.throughput_per_s == pytest.approx(m_full.throughput_per_s / 8)  # padding serves nobody
+
+
+def test_a_chunked_prompt_reads_the_keys_and_values_of_the_chunks_before():
+    trace = _decode(concurrency=1, max_seq=4096, prefill_chunk=1024)
+    names = [p["name"] for p in trace.meta["phases"]]
+    assert names[:2] == ["prefill chunk 1", "prefill chunk 2"] and names[2].startswith("decode")
+    dma = trace.track_index("dma_read")
+    layer = trace.layer_names.index("prefill chunk 2/layer0.attention")
+    ops = [trace.op_names[o] for o, t, la in zip(trace.events["op"], trace.events["track"], trace.events["layer"],
+                                                 strict=True) if t == dma and la == layer]
+    assert "scores" in ops and "context" in ops  # the first chunk's cache, read back
+    first = trace.layer_names.index("prefill chunk 1/layer0.attention")
+    assert not any(trace.op_names[o] == "scores" for o, t, la in zip(
+        trace.events["op"], trace.events["track"], trace.events["layer"], strict=True) if t == dma and la == first)
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(concurrency=9), "cannot run on a graph compiled for batch 8"),
+    (dict(max_seq=1000), "the graphs are compiled for 1000"),
+    (dict(prefill_chunk=-1), "prefill chunk must be a whole number"),
+    (dict(mode="inference", concurrency=1), "are for decode mode"),
+])
+def test_impossible_serving_setups_are_refused(kw, message):
+    with pytest.raises(ConfigError, match=message):
+        _decode(**kw)
