@@ -57,6 +57,7 @@ class ModelSpec:
     learned_positions: bool = False  # a learned position table (BERT, GPT-2, OPT); decoders without one are rotary
     position_offset: int = 0  # rows the learned position table holds before position 0 (OPT, RoBERTa: 2)
     rotary_fraction: float = 1.0  # of each head's width that rotary embeddings turn (GPT-J, GPT-NeoX: part)
+    qk_norm: bool = False  # each head's queries and keys are RMS-normalised before rotary (Qwen3)
     experts: int = 0
     experts_per_token: int = 0
     shared_layers: bool = False  # every block reuses the first block's weights (ALBERT)
@@ -210,6 +211,14 @@ def _qwen2(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
     return _rotary_decoder(name, cfg, act=cfg.get("hidden_act", "silu"), max_positions=32768, kv_heads=32)
 
 
+def _qwen3(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    """Qwen3 (dense): Llama's layout, heads of ``head_dim`` (128, wider than hidden / heads for
+    the larger models), each head's queries and keys RMS-normalised."""
+    spec = _rotary_decoder(name, cfg, act=cfg.get("hidden_act", "silu"), max_positions=40960, kv_heads=8,
+                           head_dim=128)
+    return replace(spec, qk_norm=True)
+
+
 def _phi3(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
     """Phi-3: Llama's layout with fused q/k/v and gate/up weights, the same matmuls."""
     return _rotary_decoder(name, cfg, act=cfg.get("hidden_act", "silu"), max_positions=4096)
@@ -267,7 +276,7 @@ def _resnet(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
 PARSERS: Mapping[str, Callable[[str, Mapping[str, Any]], ModelSpec]] = {
     "bert": _bert, "roberta": _bert, "xlm-roberta": _bert, "camembert": _bert, "electra": _bert,
     "albert": _bert, "encoder-mlp": _bert, "distilbert": _distilbert, "gpt2": _gpt2, "gptj": _gptj,
-    "opt": _opt, "gpt_neox": _gpt_neox, "llama": _llama, "mistral": _mistral, "qwen2": _qwen2,
+    "opt": _opt, "gpt_neox": _gpt_neox, "llama": _llama, "mistral": _mistral, "qwen2": _qwen2, "qwen3": _qwen3,
     "phi3": _phi3, "gemma": _gemma, "mixtral": _mixtral, "vit": _vit, "resnet": _resnet,
 }
 

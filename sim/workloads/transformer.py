@@ -42,6 +42,8 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> No
     cached = ctx if ph.decode_step else ctx - ph.seq
     cache_elems = ph.batch * kv * cached * hd
     ready = qkv
+    if spec.qk_norm:
+        ready = b.vector("qk_norm", elems=tokens * (heads + kv) * hd, rows=tokens * (heads + kv), passes=2)
     if spec.family == DECODER:
         if not spec.learned_positions:
             ready = b.vector("rope", elems=round(tokens * (heads + kv) * hd * spec.rotary_fraction), rows=tokens,

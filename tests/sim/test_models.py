@@ -18,7 +18,7 @@ PUBLISHED_PARAMS = {  # model cards: parameters including embeddings, +-5% for h
     "gpt-j-6b": 6.05e9, "mixtral-8x7b": 46.7e9,
 }
 MIXTRAL_ACTIVE_PARAMS = 12.9e9  # model card: parameters one token runs through
-ROTARY_MODEL_TYPES = {"llama", "mistral", "qwen2", "gemma", "phi3", "gpt_neox", "gptj", "mixtral"}
+ROTARY_MODEL_TYPES = {"qwen3", "llama", "mistral", "qwen2", "gemma", "phi3", "gpt_neox", "gptj", "mixtral"}
 
 
 def params(name):
@@ -278,3 +278,16 @@ def test_roberta_positions_and_partial_rotary_follow_their_configs(tmp_path):
     assert get_model("gpt-j-6b").rotary_fraction == pytest.approx(64 / 256)
     assert get_model("pythia-1.4b").rotary_fraction == pytest.approx(0.25)
     assert get_model("llama-3-8b").rotary_fraction == 1.0
+
+
+def test_qwen3_32b_and_llama_3_1_8b_have_their_model_cards_parameter_counts():
+    from sim.workloads import Phase, build_program
+
+    def params(name):
+        spec = get_model(name)
+        return sum(op.params for op in build_program(spec, Phase(1, 128, 128), 2).ops)
+
+    assert params("qwen3-32b") == pytest.approx(32.8e9, rel=0.01)  # Qwen/Qwen3-32B model card: 32.8B
+    assert params("llama-3.1-8b") == pytest.approx(8.03e9, rel=0.01)  # Llama 3.1 8B: 8.03B
+    spec = get_model("qwen3-32b")
+    assert (spec.qk_norm, spec.head_dim, spec.kv_heads) == (True, 128, 8)
