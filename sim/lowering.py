@@ -49,7 +49,6 @@ class Stage:
     buffers: int = 0  # chunks that may be in flight towards the next stage (0: unlimited)
     latency_s: float = 0.0  # delay before the next stage may use a chunk
     alt_dur_s: float = 0.0  # EVAC only: duration on VectorE (dur_s is ScalarE)
-    wait_s: float = 0.0  # per chunk: the engine waits on semaphores before its instructions run
 
 
 @dataclass(frozen=True)
@@ -97,12 +96,10 @@ def _stream_engine(ctx: CoreContext, kind: OpKind) -> tuple[int, StreamEngine]:
     return VECTOR, chip.vector  # NeuronCore-v1 has no GpSimd: custom ops run on VectorE
 
 
-def _stream(ctx: CoreContext, engine: StreamEngine, elems: int, rows: int, passes: float, dtype: str
-            ) -> tuple[float, float]:
-    """Seconds and instructions of ``passes`` passes over ``elems`` elements in ``rows`` rows."""
+def _stream(ctx: CoreContext, engine: StreamEngine, elems: int, rows: int, passes: float, dtype: str) -> float:
     parts = ctx.chip.sbuf_partitions
     free, instructions = layout(elems, rows, parts, int(ctx.chip.efficiency.stream_free_elems))
-    return stream_seconds(engine, parts, free, instructions, passes, dtype), passes * instructions
+    return stream_seconds(engine, parts, free, instructions, passes, dtype)
 
 
 def _dma_seconds(ctx: CoreContext, nbytes: float, descriptor_bytes: float | None = None) -> float:
@@ -126,15 +123,27 @@ def _dma(ctx: CoreContext, nbytes: float, chunks: int, descriptor_bytes: float |
     return Stage(DMA_READ, seconds / chunks, 0.0, nbytes / chunks, latency_s=ctx.chip.dma.latency_s)
 
 
+def _spill(ctx: CoreContext, op: Op, out_bytes: float) -> tuple[float, float]:
+    """Bytes of ``op``'s output that overflow SBUF's activation budget: saved to device memory and
+    read back by the op that consumes them (the read-back is counted with this op). Inside a
+    fused kernel (flash attention) tiles never leave SBUF; an output written to memory anyway (saved
+    for the backward pass) is only read back. Returns (read-back bytes, bytes written)."""
+    if op.fused:
+        return 0.0, 0.0
+    spill = max(0.0, out_bytes - ctx.chip.sbuf_bytes * ctx.chip.efficiency.sbuf_activation_fraction)
+    written = op.hbm_write_elems * op.dtype_bytes >= out_bytes
+    return spill, (0.0 if written else spill)
+
+
 def _chunks(read_bytes: float, minimum: int) -> int:
     return max(1, min(MAX_CHUNKS, max(ceil_div(int(read_bytes), CHUNK_BYTES), minimum)))
 
 
 def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     chip, dt = ctx.chip, op.dtype_bytes
-    wait_cycles = chip.efficiency.instruction_sync_s * chip.tensor.clock_hz
-    plan = plan_matmul(chip.tensor, op.m, op.k, op.n, op.count, ctx.matmul_dtype, wait_cycles)
-    quarter = chip.sbuf_bytes / 4
+    issue = 0.0 if op.fused else chip.efficiency.mm_issue_cycles
+    plan = plan_matmul(chip.tensor, op.m, op.k, op.n, op.count, ctx.matmul_dtype, issue)
+    budget = chip.sbuf_bytes * chip.efficiency.sbuf_activation_fraction
     act_in = op.m * op.k * op.count * dt + (0 if op.weights else max(0, op.k * op.n * op.count - op.hbm_elems) * dt)
     out = op.out_elems * dt
     # weights are stored in the matmul's data type (the compiler casts constants ahead of time);
@@ -142,22 +151,11 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     weights = op.hbm_elems * (ctx.weight_bytes if op.weights else dt)
     # weights stream through up to three quarters of SBUF less the activations: as many chunks as
     # fit there run ahead of the matmuls (during a collective, most of a decoder's next matmul);
-    # weights that do not fit are streamed again for every block of activations
-    act = min(act_in + out, quarter)
-    weight_room = 3 * quarter - act
-    blocks = max(1, ceil_div(int(act_in + out), int(quarter))) if weights > weight_room else 1
-    # when only the output overflows its quarter (a wide MLP's up-projection of a few sequences),
-    # the compiler can instead stream the weights once and spill the output that does not fit to
-    # device memory, for the next op to read back: it takes whichever moves fewer bytes (the
-    # read-back is counted here, with the op that spilled). An output written to device memory
-    # anyway (saved for the backward pass) costs only the read-back.
-    spill = act_in + out - quarter if act_in <= quarter else 0.0
-    written = op.hbm_write_elems * dt >= out
-    spill_write = 0.0 if written else spill
-    if blocks > 1 and 0 < spill + spill_write < weights * (blocks - 1):
-        blocks = 1
-    else:
-        spill = spill_write = 0.0
+    # weights that do not fit are streamed again for every block of input activations SBUF holds
+    act = min(act_in + out, budget)
+    weight_room = chip.sbuf_bytes * 3 / 4 - act
+    blocks = max(1, ceil_div(int(act_in), int(budget))) if weights > weight_room and act_in > budget else 1
+    spill, spill_write = _spill(ctx, op, out)
     reads = weights * blocks + spill
     writes = op.hbm_write_elems * dt + spill_write
     chunks = _chunks(reads, plan.psum_tiles)
@@ -192,14 +190,12 @@ def _array_stages(ctx: CoreContext, plan: MatmulPlan, chunks: int, flops: float,
     tiles_per_chunk = max(1, plan.psum_tiles // chunks)
     banks = max(1, chip.psum_banks // 2)
     psum_bufs = max(1, banks // tiles_per_chunk)
-    sync = chip.efficiency.instruction_sync_s
     tensor = Stage(TENSOR, plan.cycles / te.clock_hz / chunks, flops / chunks, 0.0, buffers=psum_bufs,
-                   latency_s=te.fill_drain_cycles / te.clock_hz, wait_s=sync * plan.instructions / chunks)
+                   latency_s=te.fill_drain_cycles / te.clock_hz)
     parts = chip.sbuf_partitions
     scalar_s = stream_seconds(chip.scalar, parts, plan.psum_free, plan.psum_tiles, 1, "fp32")
     vector_s = stream_seconds(chip.vector, parts, plan.psum_free, plan.psum_tiles, 1, "fp32")
-    evac = Stage(SCALAR if act else EVAC, scalar_s / chunks, 0.0, 0.0, alt_dur_s=0.0 if act else vector_s / chunks,
-                 wait_s=sync * plan.psum_tiles / chunks)
+    evac = Stage(SCALAR if act else EVAC, scalar_s / chunks, 0.0, 0.0, alt_dur_s=0.0 if act else vector_s / chunks)
     psum = min(tiles_per_chunk, banks) * chip.psum_bytes / chip.psum_banks
     return (tensor, evac), psum
 
@@ -210,7 +206,10 @@ def _transpose(ctx: CoreContext, op: Op) -> LoweredOp:
     chunks = max(1, min(MAX_CHUNKS, plan.psum_tiles))
     compute, psum = _array_stages(ctx, plan, chunks, 0.0, "")
     data = op.m * op.n * op.count * op.dtype_bytes
-    return LoweredOp(chunks, None, compute, None, False, min(2 * data, ctx.chip.sbuf_bytes / 4), psum, 0.0)
+    spill, spill_write = _spill(ctx, op, data)
+    read = _dma(ctx, spill, chunks) if spill else None
+    return LoweredOp(chunks, read, compute, _write(ctx, spill_write, chunks), False,
+                     min(2 * data, ctx.chip.sbuf_bytes / 4), psum, 0.0)
 
 
 def _write(ctx: CoreContext, nbytes: float, chunks: int) -> Stage | None:
@@ -224,12 +223,12 @@ def _elementwise(ctx: CoreContext, op: Op) -> LoweredOp:
     chip = ctx.chip
     resource, engine = _stream_engine(ctx, op.kind)
     data = op.elems * op.dtype_bytes
-    reads = op.hbm_elems * op.dtype_bytes
-    writes = op.hbm_write_elems * op.dtype_bytes
+    spill, spill_write = _spill(ctx, op, op.out_elems * op.dtype_bytes)
+    reads = op.hbm_elems * op.dtype_bytes + spill
+    writes = op.hbm_write_elems * op.dtype_bytes + spill_write
     chunks = _chunks(max(reads, data), 1)
-    secs, instructions = _stream(ctx, engine, op.elems, op.rows, op.passes, ctx.op_dtype(op))
-    wait = chip.efficiency.instruction_sync_s * instructions / chunks
-    compute = (Stage(resource, secs / chunks, op.flops / chunks, 0.0, wait_s=wait),)
+    secs = _stream(ctx, engine, op.elems, op.rows, op.passes, ctx.op_dtype(op))
+    compute = (Stage(resource, secs / chunks, op.flops / chunks, 0.0),)
     return LoweredOp(
         chunks=chunks, read=_dma(ctx, reads, chunks) if reads else None, compute=compute,
         write=_write(ctx, writes, chunks), read_after_deps=False,
@@ -257,7 +256,8 @@ def _copy(ctx: CoreContext, op: Op) -> LoweredOp:
 def _allreduce(ctx: CoreContext, op: Op) -> LoweredOp:
     nbytes = op.elems * op.dtype_bytes
     on_chip = min(op.rows, ctx.copies_per_chip) if op.across_copies else ctx.ranks_per_chip
-    secs = allreduce_seconds(ctx.chip, nbytes, op.rows, on_chip)
+    lnc = 1 if op.across_copies else ctx.chip.lnc_default  # tensor-parallel ranks are logical cores
+    secs = allreduce_seconds(ctx.chip, nbytes, op.rows, on_chip, lnc)
     stage = Stage(COLLECTIVE, secs, 0.0, nbytes)
     return LoweredOp(1, None, (stage,), None, False, 0.0, 0.0, 0.0)
 
@@ -282,5 +282,5 @@ def lower(ctx: CoreContext, op: Op) -> LoweredOp:
     shape = Op(name="", kind=op.kind, m=op.m, k=op.k, n=op.n, count=op.count, elems=op.elems,
                passes=op.passes, rows=op.rows, hbm_elems=op.hbm_elems, hbm_write_elems=op.hbm_write_elems,
                params=op.params, act=op.act, dtype_bytes=op.dtype_bytes, across_copies=op.across_copies,
-               weights=op.weights)
+               weights=op.weights, fused=op.fused, reduced=op.reduced)
     return _lower_cached(ctx, shape)

@@ -67,7 +67,10 @@ def compute_metrics(trace: Trace) -> RunMetrics:
     items = m.get("concurrency", m["batch"]) * m.get("grad_accum", 1)
     ttft = per_token = per_token_loaded = None
     if m["mode"] == "decode":
-        ttft = alone["prefill_ns"] * 1e-9 + overhead
+        request = m.get("request_overhead_s", 0.0)  # the serving stack's handling of the request
+        latency += request
+        latency_loaded += request
+        ttft = alone["prefill_ns"] * 1e-9 + overhead + request
         per_token = alone["per_token_ns"] * 1e-9 + overhead
         per_token_loaded = loaded["per_token_ns"] * 1e-9 + overhead
         throughput = m["copies"] * items / per_token_loaded if per_token_loaded > 0 else 0.0

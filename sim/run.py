@@ -23,6 +23,7 @@ DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp32": 4}
 # neuronx-cc --auto-cast: an FP32 model has its matmuls cast to BF16 (the compiler's default),
 # every operation, or nothing
 AUTOCAST = ("matmult", "all", "none")
+ATTENTION = ("flash", "compiler")
 MIN_DECODE_BUCKET = 128  # NxD Inference token-generation buckets: powers of two from 128
 # Repeated decode steps are stored as events until the trace holds this many; later steps are
 # still simulated (their time counts in every metric) but not kept as events.
@@ -45,7 +46,7 @@ class RunConfig:
     seq: int | None = None
     new_tokens: int = 128
     dtype: str = "bf16"
-    autocast: str = "matmult"  # what of an FP32 model the compiler casts to BF16 (see AUTOCAST)
+    autocast: str | None = None  # what of an FP32 model the compiler casts to BF16 (AUTOCAST; None: its default)
     cores: int | None = None
     copies: int | None = None  # model copies running at once; None: every copy the instance holds
     grad_accum: int = 1  # training: micro-batches of ``batch`` whose gradients one optimizer step applies
@@ -57,6 +58,10 @@ class RunConfig:
     max_seq: int | None = None  # the compiled sequence length (None: prompt + new tokens)
     bucketing: bool = True  # graphs for powers-of-two lengths from 128 (False: one graph of max_seq)
     prefill_chunk: int = 0  # encode the prompt in chunks of this many tokens (0: in one pass)
+    # attention as one fused NKI kernel ("flash", as NxD Inference runs decoders) or as the
+    # compiler's separate ops, their score matrices spilling when SBUF cannot hold them
+    # ("compiler", as torch-neuronx traces and Transformers NeuronX ran); None: flash for decode
+    attention: str | None = None
 
 
 @dataclass(frozen=True)
@@ -118,9 +123,11 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
         raise ConfigError(f"{spec.name} handles at most {limit} positions; asked for {total}")
     if spec.is_vision and seq % (spec.patch_size if spec.family == "vision-transformer" else 1):
         raise ConfigError(f"image size {seq} must be a multiple of the patch size {spec.patch_size}")
-    if cfg.autocast not in AUTOCAST:
+    if cfg.attention not in (None, *ATTENTION):
+        raise ConfigError(f"unknown attention '{cfg.attention}': choose one of {', '.join(ATTENTION)}")
+    if cfg.autocast is not None and cfg.autocast not in AUTOCAST:
         raise ConfigError(f"unknown autocast '{cfg.autocast}': choose one of {', '.join(AUTOCAST)}")
-    act, matmul = compute_dtypes(cfg)
+    act, matmul = compute_dtypes(cfg, chip)
     if cfg.dtype not in DTYPE_BYTES or matmul not in chip.dtypes:
         fp32 = " (an FP32 model needs --autocast matmult or all)" if cfg.dtype == "fp32" else ""
         raise ConfigError(f"{chip.name} does not run {cfg.dtype} matmuls{fp32}: choose one of "
@@ -141,11 +148,13 @@ def _validate_serving(cfg: RunConfig) -> None:
         raise ConfigError(f"{cfg.concurrency} requests cannot run on a graph compiled for batch {cfg.batch}")
 
 
-def compute_dtypes(cfg: RunConfig) -> tuple[str, str]:
-    """The data types of a run's activations and of its matmuls (and weights)."""
-    if cfg.dtype != "fp32" or cfg.autocast == "none":
+def compute_dtypes(cfg: RunConfig, chip: Chip) -> tuple[str, str]:
+    """The data types of a run's activations and of its matmuls (and weights) on ``chip``, whose
+    compiler casts FP32 models as ``cfg.autocast`` says (its own default when None)."""
+    autocast = cfg.autocast or chip.autocast_default
+    if cfg.dtype != "fp32" or autocast == "none":
         return cfg.dtype, cfg.dtype
-    return ("bf16", "bf16") if cfg.autocast == "all" else ("fp32", "bf16")
+    return ("bf16", "bf16") if autocast == "all" else ("fp32", "bf16")
 
 
 def graph_lengths(max_seq: int, bucketing: bool) -> list[int]:
@@ -172,15 +181,20 @@ def _decode_buckets(prompt: int, new_tokens: int, lengths: list[int]) -> list[tu
     return out
 
 
+def flash_attention(cfg: RunConfig) -> bool:
+    return (cfg.attention or ("flash" if cfg.mode == "decode" else "compiler")) == "flash"
+
+
 def _prefill_phases(cfg: RunConfig, spec: ModelSpec, seq: int, tp: int, dt: int, lengths: list[int]) -> list[_Phase]:
     """The prompt's encoding: one graph of the bucket that holds it (the padding is computed
     too), or chunks of ``prefill_chunk`` tokens each attending to the chunks before it."""
     batch = cfg.batch if cfg.concurrency is None else 1  # continuous batching encodes one prompt at a time
     if not cfg.prefill_chunk:
         ce = _bucket(seq, lengths)
-        return [_Phase("prefill", build_program(spec, Phase(batch, ce, ce, tp), dt))]
+        return [_Phase("prefill", build_program(spec, Phase(batch, ce, ce, tp, flash=flash_attention(cfg)), dt))]
     chunk = cfg.prefill_chunk
-    return [_Phase(f"prefill chunk {i + 1}", build_program(spec, Phase(batch, chunk, (i + 1) * chunk, tp), dt))
+    return [_Phase(f"prefill chunk {i + 1}",
+                   build_program(spec, Phase(batch, chunk, (i + 1) * chunk, tp, flash=flash_attention(cfg)), dt))
             for i in range(-(-seq // chunk))]
 
 
@@ -189,11 +203,12 @@ def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int)
     if cfg.mode == "training":
         return _training_phases(cfg, spec, seq, dep, dt)
     if cfg.mode == "inference":
-        return [_Phase("inference", build_program(spec, Phase(cfg.batch, seq, seq, tp), dt))]
+        return [_Phase("inference", build_program(spec, Phase(cfg.batch, seq, seq, tp, flash=flash_attention(cfg)),
+                                                  dt))]
     lengths = graph_lengths(cfg.max_seq or seq + cfg.new_tokens, cfg.bucketing)
     out = _prefill_phases(cfg, spec, seq, tp, dt, lengths)
     for bucket, steps in _decode_buckets(seq, cfg.new_tokens, lengths):
-        prog = build_program(spec, Phase(cfg.batch, 1, bucket, tp, decode_step=True), dt)
+        prog = build_program(spec, Phase(cfg.batch, 1, bucket, tp, decode_step=True, flash=flash_attention(cfg)), dt)
         out.append(_Phase(f"decode ctx {bucket}", prog, steps))
     return out
 
@@ -202,7 +217,7 @@ def _training_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment,
     """One training step: ``grad_accum`` micro-batches' forward and backward passes, the later
     ones adding to the gradients of the earlier ones; the gradient all-reduce overlaps only the
     last backward pass, and the optimizer update follows it once."""
-    fwd = build_program(spec, Phase(cfg.batch, seq, seq, dep.shards, training=True), dt)
+    fwd = build_program(spec, Phase(cfg.batch, seq, seq, dep.shards, training=True, flash=flash_attention(cfg)), dt)
     params, n = fwd.params_per_layer(), cfg.grad_accum
     if n == 1:
         return [_Phase("training step", training_program(fwd, params, dep.copies))]
@@ -214,10 +229,10 @@ def _training_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment,
     return out
 
 
-def _memory_need(cfg: RunConfig, spec: ModelSpec, seq: int, dt: int) -> float:
+def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int) -> float:
     probe = build_program(spec, Phase(cfg.batch, seq, seq, training=cfg.mode == "training"), dt)
     params = sum(op.params for op in probe.ops)
-    weight_bytes = DTYPE_BYTES[compute_dtypes(cfg)[1]]
+    weight_bytes = DTYPE_BYTES[compute_dtypes(cfg, chip)[1]]
     state = 0.0
     if cfg.mode == "decode":
         positions = cfg.max_seq or seq + cfg.new_tokens
@@ -236,8 +251,8 @@ def _plan(cfg: RunConfig) -> tuple[ModelSpec, int, int, Deployment]:
     spec = get_model(cfg.model)
     chip, inst = _resolve_chip(cfg)
     seq = _validate(cfg, spec, chip)
-    dt = DTYPE_BYTES[compute_dtypes(cfg)[0]]
-    dep = plan_deployment(chip, inst, _memory_need(cfg, spec, seq, dt), cfg.cores, spec.name, cfg.copies)
+    dt = DTYPE_BYTES[compute_dtypes(cfg, chip)[0]]
+    dep = plan_deployment(chip, inst, _memory_need(cfg, spec, chip, seq, dt), cfg.cores, spec.name, cfg.copies)
     return spec, seq, dt, dep
 
 
@@ -270,7 +285,8 @@ def _run_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: 
                 ) -> tuple[CoreScheduler, _Tables, list]:
     """Schedule every phase of ``cfg`` on one core of ``dep``; keep at most ``max_events`` events."""
     chip = dep.chip
-    ctx = CoreContext(chip, *compute_dtypes(cfg), dep.active_cores_per_chip, dep.ranks_per_chip, dep.copies_per_chip)
+    ctx = CoreContext(chip, *compute_dtypes(cfg, chip), dep.active_cores_per_chip, dep.ranks_per_chip,
+                      dep.copies_per_chip)
     sched = CoreScheduler(chip.sbuf_bytes, chip.tensor.throttle)
     tables = _Tables()
     t0, phase_spans = 0.0, []
@@ -408,11 +424,11 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
         "chip": chip.key, "chip_name": chip.name, "core_version": chip.core_version,
         "instance": inst.name, "chips_per_instance": inst.chips, "price_usd_per_hour": inst.price_usd_per_hour,
         "model": spec.name, "model_type": spec.model_type, "mode": cfg.mode, "batch": cfg.batch,
-        "seq": seq, "dtype": cfg.dtype, "matmul_dtype": compute_dtypes(cfg)[1],
+        "seq": seq, "dtype": cfg.dtype, "matmul_dtype": compute_dtypes(cfg, chip)[1],
         "cores_per_copy": dep.cores_per_copy, "lnc": dep.lnc,
         "copies": dep.copies, "cores_active": alone.active_cores_per_chip,
         "cores_active_under_load": dep.active_cores_per_chip,
-        "peak_flops_per_core": chip.tensor.peak_flops(compute_dtypes(cfg)[1]),
+        "peak_flops_per_core": chip.tensor.peak_flops(compute_dtypes(cfg, chip)[1]),
         "launch_overhead_s": chip.efficiency.launch_overhead_s,
         "weight_refetch_bytes": sched.weight_refetch_bytes,
         "units": {"time": "ns", "bytes": "B", "flops": "FLOP"},
@@ -426,5 +442,6 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
         meta["grad_accum"] = cfg.grad_accum
     if cfg.mode == "decode":
         meta["new_tokens"] = cfg.new_tokens
+        meta["request_overhead_s"] = chip.efficiency.request_overhead_s
         meta["concurrency"] = cfg.batch if cfg.concurrency is None else cfg.concurrency
     return meta

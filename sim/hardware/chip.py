@@ -108,7 +108,9 @@ class Efficiency:
     collective_latency_s: float
     collective_setup_s: float
     stream_free_elems: float
-    instruction_sync_s: float
+    sbuf_activation_fraction: float
+    mm_issue_cycles: float
+    request_overhead_s: float
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,6 +124,7 @@ class Chip:
     memory_kind: str
     dtypes: tuple[str, ...]
     sparsity: bool
+    autocast_default: str  # what the chip's compiler casts of an FP32 model to BF16 by default
     cores: int
     lnc_default: int
     memory_bytes: int
@@ -190,6 +193,7 @@ def parse_chip(doc: Mapping[str, Any], efficiency: Mapping[str, Any]) -> Chip:
         memory_kind=doc["memory_kind"],
         dtypes=tuple(doc["dtypes"]),
         sparsity=bool(doc.get("sparsity", False)),
+        autocast_default=doc["autocast_default"],
         cores=int(sourced(c, "cores", "chip")),
         lnc_default=int(sourced(c, "lnc_default", "chip")),
         memory_bytes=int(sourced(c, "memory_bytes", "chip")),

@@ -240,7 +240,7 @@ def _validate_meta(meta: Any, fail) -> None:
         fail("run metadata 'mode' is missing")
     for key in _META_NUMBERS:
         number(key)
-    for key in ("total_ns", "lnc", "price_usd_per_hour", "grad_accum", "peak_flops_per_core"):
+    for key in ("total_ns", "lnc", "price_usd_per_hour", "grad_accum", "peak_flops_per_core", "request_overhead_s"):
         number(key, required=False)
     if meta["mode"] == "decode":
         for key in _DECODE_NUMBERS:

@@ -20,6 +20,7 @@ class ProgramBuilder:
         self.program = Program()
         self.dtype_bytes = dtype_bytes
         self.shared_weights = False  # weights of the ops being added belong to earlier ops
+        self._fused = False  # the ops being added form one fused kernel (see :meth:`fused`)
         self._layer: tuple[str, str, int] | None = None
 
     @property
@@ -35,10 +36,20 @@ class ProgramBuilder:
         if n_ops:
             self.program.layers.append(Layer(name=name, kind=kind, first_op=start, n_ops=n_ops))
 
+    @contextmanager
+    def fused(self, enabled: bool = True) -> Iterator[None]:
+        """Ops added inside form one fused kernel whose tiles stay in SBUF (flash attention)."""
+        before, self._fused = self._fused, enabled
+        try:
+            yield
+        finally:
+            self._fused = before
+
     def add(self, name: str, kind: OpKind, deps: tuple[int, ...] | None = None, **fields) -> int:
         if deps is None:
             deps = (self.last,) if self.last >= 0 else ()
         fields.setdefault("dtype_bytes", self.dtype_bytes)
+        fields.setdefault("fused", self._fused)
         self.program.ops.append(Op(name=name, kind=kind, deps=tuple(d for d in deps if d >= 0), **fields))
         return self.last
 

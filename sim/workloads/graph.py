@@ -47,6 +47,11 @@ class Op:
         Elements written back to device memory (KV cache appends, optimizer state).
     params : int
         Parameters this op owns (a matmul's weights, an embedding table).
+    fused : bool
+        Part of a fused kernel (flash attention) whose tiles stay in SBUF: its output never spills.
+    reduced : int
+        A reduction's output elements (one per row of a softmax's maximum), 0 for an op that
+        produces as many elements as it processes.
     weights : bool
         The ``[k, n]`` operand of a matmul is a weight matrix read from device memory (stored in
         the matmul's data type), not an activation (attention's keys and values).
@@ -81,6 +86,8 @@ class Op:
     hbm_write_elems: int = 0
     params: int = 0
     weights: bool = False
+    fused: bool = False
+    reduced: int = 0
     act: str = ""
     dtype_bytes: int = 2
     across_copies: bool = False
@@ -102,7 +109,7 @@ class Op:
         """Elements this op produces (its activation output)."""
         if self.kind in (OpKind.MATMUL, OpKind.TRANSPOSE):
             return self.m * self.n * self.count
-        return self.elems
+        return self.reduced or self.elems
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ class Phase:
     tp: int = 1
     decode_step: bool = False
     training: bool = False
+    flash: bool = False  # attention as one fused kernel (NxD's flash attention): scores never leave SBUF
 
 
 def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> None:
@@ -52,18 +53,19 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> No
     # grouped-query attention: the query heads that share a KV head are stacked on the matmul's
     # free axis against that head's keys and values, which are loaded once, not once per query head
     group = -(-heads // kv)
-    b.matmul("scores", ph.seq * group, hd, ctx, count=ph.batch * kv, weights=False,
-             hbm_elems=cache_elems, deps=(ready,))
-    score_elems = ph.batch * heads * ph.seq * ctx
-    if causal:
-        b.gpsimd("causal_mask", elems=score_elems, rows=ph.batch * heads * ph.seq)
-    b.vector("softmax_max", elems=score_elems, rows=ph.batch * heads * ph.seq)
-    b.scalar("softmax_exp", elems=score_elems, rows=ph.batch * heads * ph.seq, act="exp")
-    b.vector("softmax_norm", elems=score_elems, rows=ph.batch * heads * ph.seq)
-    # the probabilities come out with queries on partitions; the context matmul contracts over
-    # the keys, so they are turned around on the array first (as the NKI attention kernels do)
-    b.transpose("probs_transpose", ph.seq * group, ctx, count=ph.batch * kv)
-    b.matmul("context", ph.seq * group, ctx, hd, count=ph.batch * kv, weights=False, hbm_elems=cache_elems)
+    with b.fused(ph.flash):
+        b.matmul("scores", ph.seq * group, hd, ctx, count=ph.batch * kv, weights=False,
+                 hbm_elems=cache_elems, deps=(ready,))
+        score_elems = ph.batch * heads * ph.seq * ctx
+        if causal:
+            b.gpsimd("causal_mask", elems=score_elems, rows=ph.batch * heads * ph.seq)
+        b.vector("softmax_max", elems=score_elems, rows=ph.batch * heads * ph.seq, reduced=ph.batch * heads * ph.seq)
+        b.scalar("softmax_exp", elems=score_elems, rows=ph.batch * heads * ph.seq, act="exp")
+        b.vector("softmax_norm", elems=score_elems, rows=ph.batch * heads * ph.seq)
+        # the probabilities come out with queries on partitions; the context matmul contracts over
+        # the keys, so they are turned around on the array first (as the NKI attention kernels do)
+        b.transpose("probs_transpose", ph.seq * group, ctx, count=ph.batch * kv)
+        b.matmul("context", ph.seq * group, ctx, hd, count=ph.batch * kv, weights=False, hbm_elems=cache_elems)
     b.matmul("out_proj", tokens, heads * hd, spec.hidden)
     b.allreduce("attn_allreduce", elems=tokens * spec.hidden, ranks=ph.tp)
     b.vector("residual", elems=tokens * spec.hidden, rows=tokens)
@@ -257,7 +259,7 @@ def vit_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
         b.matmul("patch_proj", patches, _shard(spec.channels * spec.patch_size ** 2, ph.tp), spec.hidden)
         b.vector("position_add", elems=_shard(patches * spec.hidden, ph.tp), rows=patches)
         b.allreduce("patch_allreduce", elems=patches * spec.hidden, ranks=ph.tp)
-    tokens_ph = Phase(ph.batch, grid * grid + 1, grid * grid + 1, ph.tp, training=ph.training)
+    tokens_ph = Phase(ph.batch, grid * grid + 1, grid * grid + 1, ph.tp, training=ph.training, flash=ph.flash)
     _blocks(b, spec, tokens_ph, causal=False)
     with b.layer("head", "head"):
         b.vector("final_norm", elems=_shard(ph.batch * spec.hidden, ph.tp), rows=ph.batch, passes=2)

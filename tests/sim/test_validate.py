@@ -1,4 +1,7 @@
-"""The validation machinery: row mapping and error arithmetic (figures go in notes, not asserts)."""
+"""The validation machinery: rows mapped to their published deployment, error arithmetic, independence."""
+
+import csv
+import io
 
 import pytest
 
@@ -6,80 +9,105 @@ from sim.validate import (
     PUBLISHED,
     Result,
     Row,
+    _row_2024,
+    _row_2025,
+    _setups,
     by_group,
-    copies_in_measurement,
     generation_ratios,
-    queueing,
     read_rows,
     relative_error,
     report,
-    row_config,
     summarise,
     validate,
 )
 
+HEADER_2024 = ("model,instance,chips,cores_per_model_or_tp,parallelism,application,batch,seq_in,seq_out,dtype,metric,"
+               "value,unit,sdk,source,model_as_published")
+HEADER_2025 = "model,instance,tp,batch,input_len,output_len,dtype,metric,value,unit,sdk,source"
 
-def _row(instance="inf2.xlarge", metric="latency_ms_p50", measured=1.0, model="bert-base", batch=1, cores=2,
-         parallelism="data-parallel", seq_out=0):
-    return Row(model, instance, cores, parallelism, batch, 128, seq_out, metric, measured, "test")
+
+def _parse(header, line):
+    return next(csv.DictReader(io.StringIO(f"{header}\n{line}\n")))
 
 
-def test_relative_error_and_summary_arithmetic():
+def _encoder(instance="inf2.xlarge", application="Real Time", metric="latency_ms_p50", value=1.0, batch=1, cores=2,
+             model="bert-base", dtype="FP32 / autocast Matmult-BF16"):
+    return _row_2024(_parse(HEADER_2024, f"{model},{instance},1,{cores},data-parallel,{application},{batch},128,,"
+                                         f"{dtype},{metric},{value},,Neuron 2.26.0,test,{model}"))
+
+
+def test_relative_error_and_summary_count_only_independent_rows():
+    a, b = _encoder(value=1.0), _encoder(value=2.0)
+    derived = _encoder(metric="throughput_per_s", value=4.0)  # a Real Time row's throughput follows its latency
+    results = [Result(a, 1.1), Result(b, 1.0), Result(derived, 4.4), Result(_encoder(model="unet"), None, "no preset")]
     assert relative_error(1.2, 1.0) == pytest.approx(0.2)
-    assert relative_error(0.5, 1.0) == pytest.approx(-0.5)
-    results = [Result(_row(measured=1.0), 1.1), Result(_row(measured=2.0), 1.0), Result(_row(measured=4.0), 4.4),
-               Result(_row(), None, "no preset")]
     s = summarise(results)
-    assert (s.compared, s.skipped) == (3, 1)
-    assert s.median_abs_error == pytest.approx(0.1)
+    assert (s.compared, s.derived, s.skipped) == (2, 1, 1)
+    assert s.median_abs_error == pytest.approx((0.1 + 0.5) / 2)
     groups = by_group(results)
-    assert [(g.generation, g.metric, g.rows) for g in groups] == [("inf2", "latency_ms_p50", 3)]
-    assert groups[0].median_error == pytest.approx(0.1)  # errors +10%, -50%, +10%
-    assert "| inf2 | latency_ms_p50 | 3 | +10.0% | 10.0% |" in report(results)
+    assert [(g.generation, g.metric, g.rows) for g in groups] == [("inf2", "latency_ms", 2)]
+    assert "| inf2 | latency_ms | 2 | -20.0% | 30.0% |" in report(results)
+
+
+def test_real_time_rows_compare_one_request_alone_and_batch_rows_every_copy_busy():
+    rt = _encoder(value=1.0)
+    assert rt.independent and rt.metric == "latency_ms"
+    assert (rt.config.copies, rt.config.dtype, rt.config.autocast) == (2, "fp32", "matmult")  # the stated cores
+    batch = _encoder(application="Batch", metric="throughput_per_s", value=2674.2, batch=8)
+    assert batch.independent and batch.metric == "throughput" and batch.config.batch == 8
+    batch_latency = _encoder(application="Batch", value=5.97, batch=8)
+    assert not batch_latency.independent  # how many requests the benchmark queued is not stated
+    # Inferentia1 rows say fp32 without an auto-cast: neuron-cc's default (all of it to BF16) applies
+    inf1 = _encoder("inf1.xlarge", cores=4, dtype="fp32")
+    assert (inf1.config.copies, inf1.config.autocast) == (4, None)
+
+
+def test_decoder_rows_are_tensor_parallel_with_the_compilers_attention_and_training_rows_accumulate():
+    tpot = _row_2024(_parse(HEADER_2024, "llama-2-7b,trn1.32xlarge,16,32,tensor-parallel,Real Time,1,128,8064,"
+                                         "FP16,tpot_ms_p50,6.7,,\"Neuron 2.18.0, Transformers NeuronX\",test,x"))
+    cfg = tpot.config
+    assert (cfg.mode, cfg.cores, cfg.new_tokens, cfg.attention) == ("decode", 32, 8064, "compiler")
+    throughput = _row_2024(_parse(HEADER_2024, "llama-2-7b,trn1.32xlarge,16,32,tensor-parallel,Real Time,1,128,"
+                                               "8064,FP16,throughput_per_s,161.7,,x,test,x"))
+    assert not throughput.independent  # tokens per second = batch / time per token of the same run
+    train = _row_2024(_parse(HEADER_2024, "bert-large,trn1.32xlarge,16,,training 32xNC DP; nodes=1; microbatch=16; "
+                                          "global_batch=16384; optimizer=AdamW,training,16,128,,bf16,"
+                                          "train_seq_per_s_cluster,3826.61,,x,test,x"))
+    # 16384 sequences per update over 32 NeuronCores of 16: 32 micro-batches before each all-reduce
+    assert (train.config.mode, train.config.batch, train.config.grad_accum, train.nodes) == ("training", 16, 32, 1)
+    pp = _row_2024(_parse(HEADER_2024, "llama-3.1-70b,trn1.32xlarge,512,,training TP=32 DP=4 PP=8; nodes=32,"
+                                       "training,1,8192,,bf16,train_seq_per_s_cluster,7.94,,x,test,x"))
+    assert pp.config is None and "scale-out" in pp.skip
+
+
+def test_serving_rows_follow_the_setup_their_source_states():
+    line = ('llama-3.1-8b-instruct,"trn2 (TP=4, trn2.3xlarge inferred)",4,"32 compiled, 1 user","1500 (+-150)",'
+            '250 (+-20),bf16,sync_itl_ms,22.14,ms,optimum-neuron,"huggingface/optimum-neuron@x:benchmark/vllm/'
+            'single-instance/llama-3.1-8b-trn2/{.env,vllm-results.csv}"')
+    row = _row_2025(_parse(HEADER_2025, line), _setups())
+    cfg = row.config
+    assert (row.instance, row.metric, row.independent) == ("trn2.3xlarge", "tpot_ms", True)
+    assert (cfg.model, cfg.cores, cfg.batch, cfg.concurrency, cfg.max_seq, cfg.bucketing) == (
+        "llama-3.1-8b", 4, 32, 1, 4096, False)
+    spec = _row_2025(_parse(HEADER_2025, line.replace("llama-3.1-8b-instruct", '"llama-3.1-8b-instruct + EAGLE3 '
+                                                      'draft (k=3, acceptance 74.1%)"')), _setups())
+    assert spec.config is None and "speculative" in spec.skip
+    many = _row_2025(_parse(HEADER_2025, line.replace("sync_itl_ms", "throughput_output_tok_s")), _setups())
+    assert many.config is None and "serving" in many.skip
 
 
 def test_generation_ratio_compares_measured_and_simulated_ratios():
-    a = Result(_row("inf2.xlarge", measured=2.0), 3.0)
-    b = Result(_row("trn1.2xlarge", measured=1.0), 1.0)
-    same_gen = Result(_row("inf2.48xlarge", measured=2.0), 2.0)
+    a = Result(_encoder("inf2.xlarge", value=2.0), 3.0)
+    b = Result(_encoder("trn1.2xlarge", value=1.0), 1.0)
+    same_gen = Result(_encoder("inf2.48xlarge", value=2.0), 2.0)
     pairs = generation_ratios([a, b, same_gen])
     assert len(pairs) == 2  # inf2 rows pair with trn1, not with each other
     (x, y, err) = next(p for p in pairs if p[0] is a)
     assert err == pytest.approx((3.0 / 1.0) / (2.0 / 1.0) - 1)
 
 
-def test_rows_map_to_the_published_deployment():
-    lat = _row("inf1.xlarge", measured=7.9, cores=4)
-    thr = _row("inf1.xlarge", metric="throughput_per_s", measured=125.7, cores=4)
-    copies = copies_in_measurement([lat, thr])
-    assert list(copies.values()) == [1]
-    cfg = row_config(lat, copies)
-    assert (cfg.cores, cfg.copies) == (4, 1)  # one copy over the chip's four cores, one request in flight
-    inf2 = [_row(measured=1.0), _row(metric="throughput_per_s", measured=1998.0)]
-    cfg = row_config(inf2[0], copies_in_measurement(inf2))
-    assert (cfg.cores, cfg.copies) == (None, 2)  # one copy per core, both running
-    resnet = [_row(model="resnet18", measured=0.6), _row(model="resnet18", metric="throughput_per_s", measured=1669.8)]
-    cfg = row_config(resnet[0], copies_in_measurement(resnet))
-    assert (cfg.cores, cfg.copies) == (None, 1)  # one request in flight: one copy on one core (no tensor-parallel CNN)
-    llm = _row("trn1.32xlarge", "tpot_ms_p50", 30.0, "llama-2-7b", 1, 32, "tensor-parallel", 128)
-    cfg = row_config(llm)
-    assert (cfg.mode, cfg.cores, cfg.new_tokens) == ("decode", 32, 128)
-
-
-def test_more_requests_in_flight_than_copies_wait_their_turn():
-    # 1095 sequences/s at 58.3 ms per batch of 8: eight batches in flight on four cores
-    lat = _row("inf1.xlarge", measured=58.3, batch=8, cores=4)
-    thr = _row("inf1.xlarge", metric="throughput_per_s", measured=1095.4, batch=8, cores=4)
-    copies = copies_in_measurement([lat, thr])
-    assert list(copies.values()) == [8]
-    cfg = row_config(lat, copies)
-    assert (cfg.cores, cfg.copies) == (None, 4)
-    assert queueing(lat, cfg, copies) == pytest.approx(2.0)  # each copy serves two requests in turn
-    assert queueing(thr, row_config(thr, copies), copies) == 1.0  # throughput needs no correction
-
-
 def test_validation_runs_on_a_small_subset_and_reports_it():
-    rows = [r for r in read_rows(PUBLISHED) if r.model == "bert-base" and r.instance == "inf2.xlarge"]
+    rows = [r for r in read_rows(PUBLISHED, None) if r.model == "bert-base" and r.instance == "inf2.xlarge"]
     results = validate(rows)
     assert len(results) == len(rows) >= 2
     assert all(r.simulated is not None and r.simulated > 0 for r in results)
@@ -89,17 +117,16 @@ def test_validation_runs_on_a_small_subset_and_reports_it():
 
 
 def test_unsupported_models_are_reported_as_skipped():
-    results = validate([_row(model="unet")])
+    results = validate([_encoder(model="unet")])
     assert results[0].simulated is None and "no preset" in results[0].skipped
-    pipeline = validate([_row("inf1.6xlarge", parallelism="pipeline", cores=None)])
+    line = "bert-base,inf1.6xlarge,4,,pipeline,Real Time,1,128,,fp32,latency_ms_p50,5.9,,x,test,x"
+    pipeline = validate([_row_2024(_parse(HEADER_2024, line))])
     assert pipeline[0].simulated is None and "NeuronCore Pipeline" in pipeline[0].skipped
 
 
-def test_copies_in_flight_are_capped_by_what_the_instance_holds():
-    # a 13B model needs both cores of inf2.xlarge: one copy, and two requests in flight wait their turn
-    lat = _row("inf2.xlarge", measured=100.0, model="llama-2-13b", cores=None)
-    thr = _row("inf2.xlarge", metric="throughput_per_s", measured=20.0, model="llama-2-13b", cores=None)
-    copies = copies_in_measurement([lat, thr])
-    cfg = row_config(lat, copies)
-    assert cfg.copies == 1
-    assert queueing(lat, cfg, copies) == pytest.approx(2.0)
+def test_every_published_row_is_read_and_has_a_setup_or_a_reason():
+    rows = read_rows()
+    assert len(rows) == 292 + 26  # every row of both tables
+    assert all((r.config is None) == bool(r.skip) for r in rows)
+    assert all(isinstance(r, Row) for r in rows)
+    assert {r.generation for r in rows if r.config} >= {"inf1", "inf2", "trn1", "trn2"}
