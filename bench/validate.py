@@ -1,11 +1,19 @@
-"""Accuracy benchmark: the full validation against published measurements.
+"""Accuracy benchmark: the full validation against published measurements, the fit of the named
+residuals and the leave-one-generation-out check; writes docs/accuracy.md and prints the summary.
 
-Run: .venv/bin/python bench/validate.py   (same as `neuronviz validate -o docs/accuracy.md`)
+Run: .venv/bin/python bench/validate.py          (about an hour on two cores: every fit simulates
+     every selected row a few dozen times)
+     .venv/bin/python bench/validate.py --quick  (the validation alone, as `neuronviz validate`)
 """
 
 import sys
+import time
 
 from neuronviz.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main(["validate", "-o", "docs/accuracy.md"]))
+    start = time.perf_counter()
+    args = ["validate", "-o", "docs/accuracy.md"] + ([] if "--quick" in sys.argv else ["--fit"])
+    code = main(args)
+    print(f"validation took {time.perf_counter() - start:.0f} s")
+    sys.exit(code)

@@ -26,6 +26,7 @@ from sim.cost.dma import core_bytes_per_s
 from sim.cost.stream import layout, stream_seconds
 from sim.cost.tensor import MatmulPlan, ceil_div, plan_matmul, plan_transpose
 from sim.hardware.chip import Chip, StreamEngine
+from sim.hardware.instances import Topology
 from sim.workloads.graph import Op, OpKind
 
 # Resources (trace tracks) of one NeuronCore.
@@ -49,6 +50,7 @@ class Stage:
     buffers: int = 0  # chunks that may be in flight towards the next stage (0: unlimited)
     latency_s: float = 0.0  # delay before the next stage may use a chunk
     alt_dur_s: float = 0.0  # EVAC only: duration on VectorE (dur_s is ScalarE)
+    wait_s: float = 0.0  # per chunk: the engine waits on semaphores before its instructions run
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class CoreContext:
     active_cores: int  # physical cores of the chip sharing its memory bandwidth
     ranks_per_chip: int  # shards of one model copy on the same chip
     copies_per_chip: int  # model copies that share a chip (ranks of a data-parallel ring on one chip)
+    topology: Topology  # how the instance's chips are joined (for collectives across them)
 
     @property
     def weight_bytes(self) -> int:
@@ -141,8 +144,8 @@ def _chunks(read_bytes: float, minimum: int) -> int:
 
 def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     chip, dt = ctx.chip, op.dtype_bytes
-    issue = 0.0 if op.fused else chip.efficiency.mm_issue_cycles
-    plan = plan_matmul(chip.tensor, op.m, op.k, op.n, op.count, ctx.matmul_dtype, issue)
+    wait = 0.0 if op.fused else chip.efficiency.mm_wait_cycles
+    plan = plan_matmul(chip.tensor, op.m, op.k, op.n, op.count, ctx.matmul_dtype, wait)
     budget = chip.sbuf_bytes * chip.efficiency.sbuf_activation_fraction
     act_in = op.m * op.k * op.count * dt + (0 if op.weights else max(0, op.k * op.n * op.count - op.hbm_elems) * dt)
     out = op.out_elems * dt
@@ -167,7 +170,7 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     if read is not None and weights > weight_room:
         buffers = max(STREAM_BUFFERS, int(weight_room // read.nbytes))
         read = Stage(read.resource, read.dur_s, 0.0, read.nbytes, buffers, read.latency_s)
-    compute, psum = _array_stages(ctx, plan, chunks, op.flops, op.act)
+    compute, psum = _array_stages(ctx, plan, chunks, op.flops, op.act, wait)
     return LoweredOp(
         chunks=chunks, read=read, compute=compute, write=_write(ctx, writes, chunks), read_after_deps=False,
         sbuf_bytes=min(weights, weight_room) + act, psum_bytes=psum,
@@ -175,7 +178,7 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     )
 
 
-def _array_stages(ctx: CoreContext, plan: MatmulPlan, chunks: int, flops: float, act: str
+def _array_stages(ctx: CoreContext, plan: MatmulPlan, chunks: int, flops: float, act: str, wait_cycles: float = 0.0
                   ) -> tuple[tuple[Stage, Stage], float]:
     """The TensorE stage of a planned matmul or transpose and the evacuation of its PSUM tiles.
 
@@ -183,7 +186,8 @@ def _array_stages(ctx: CoreContext, plan: MatmulPlan, chunks: int, flops: float,
     with more tiles than that interleaves matmuls and evacuations bank by bank. Each chunk's
     results reach PSUM ``fill_drain_cycles`` after its last instruction issued. One evacuation
     instruction reads each PSUM tile: ScalarE (applying a fused activation) or VectorE, at
-    their FP32 rate since PSUM holds FP32.
+    their FP32 rate since PSUM holds FP32. Before each instruction of compiled code the array waits
+    ``wait_cycles`` on its semaphores: occupied, not active (as Neuron Explorer counts active time).
     """
     chip = ctx.chip
     te = chip.tensor
@@ -191,7 +195,8 @@ def _array_stages(ctx: CoreContext, plan: MatmulPlan, chunks: int, flops: float,
     banks = max(1, chip.psum_banks // 2)
     psum_bufs = max(1, banks // tiles_per_chunk)
     tensor = Stage(TENSOR, plan.cycles / te.clock_hz / chunks, flops / chunks, 0.0, buffers=psum_bufs,
-                   latency_s=te.fill_drain_cycles / te.clock_hz)
+                   latency_s=te.fill_drain_cycles / te.clock_hz,
+                   wait_s=wait_cycles * plan.instructions / te.clock_hz / chunks)
     parts = chip.sbuf_partitions
     scalar_s = stream_seconds(chip.scalar, parts, plan.psum_free, plan.psum_tiles, 1, "fp32")
     vector_s = stream_seconds(chip.vector, parts, plan.psum_free, plan.psum_tiles, 1, "fp32")
@@ -257,7 +262,7 @@ def _allreduce(ctx: CoreContext, op: Op) -> LoweredOp:
     nbytes = op.elems * op.dtype_bytes
     on_chip = min(op.rows, ctx.copies_per_chip) if op.across_copies else ctx.ranks_per_chip
     lnc = 1 if op.across_copies else ctx.chip.lnc_default  # tensor-parallel ranks are logical cores
-    secs = allreduce_seconds(ctx.chip, nbytes, op.rows, on_chip, lnc)
+    secs = allreduce_seconds(ctx.chip, ctx.topology, nbytes, op.rows, on_chip, lnc)
     stage = Stage(COLLECTIVE, secs, 0.0, nbytes)
     return LoweredOp(1, None, (stage,), None, False, 0.0, 0.0, 0.0)
 

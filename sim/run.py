@@ -286,7 +286,7 @@ def _run_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: 
     """Schedule every phase of ``cfg`` on one core of ``dep``; keep at most ``max_events`` events."""
     chip = dep.chip
     ctx = CoreContext(chip, *compute_dtypes(cfg, chip), dep.active_cores_per_chip, dep.ranks_per_chip,
-                      dep.copies_per_chip)
+                      dep.copies_per_chip, dep.instance.topology)
     sched = CoreScheduler(chip.sbuf_bytes, chip.tensor.throttle)
     tables = _Tables()
     t0, phase_spans = 0.0, []

@@ -38,13 +38,17 @@ def in_order(free_at: float, ready: np.ndarray, dur: np.ndarray) -> tuple[np.nda
 
 
 def _pipeline_free(stages: list[Stage], n: int, ready0: list[float], free: list[float]):
-    """Stages with unbounded buffers between them: one vectorised in-order scan per stage."""
+    """Stages with unbounded buffers between them: one vectorised in-order scan per stage.
+
+    A chunk occupies its engine for its semaphore wait and then its instructions; the
+    instructions are what is returned (and logged) as the chunk's start and end."""
     out = []
     for s, st in enumerate(stages):
         ready = np.full(n, ready0[s])
         if s:
             np.maximum(ready, out[-1][1] + stages[s - 1].latency_s, out=ready)
-        out.append(in_order(free[s], ready, np.full(n, st.dur_s)))
+        start, end = in_order(free[s], ready, np.full(n, st.wait_s + st.dur_s))
+        out.append((start + st.wait_s, end))
     return out
 
 
@@ -97,6 +101,7 @@ def _pipeline_bounded(stages: list[Stage], n: int, ready0: list[float], free: li
     starts = [[0.0] * n for _ in range(n_st)]
     ends = [[0.0] * n for _ in range(n_st)]
     durs = [st.dur_s for st in stages]
+    waits = [st.wait_s for st in stages]
     ramped = [ramp is not None and st.resource == TENSOR for st in stages]
     lats = [st.latency_s for st in stages]
     bufs = [st.buffers if 0 < st.buffers < n else 0 for st in stages]
@@ -109,7 +114,7 @@ def _pipeline_bounded(stages: list[Stage], n: int, ready0: list[float], free: li
             b = bufs[s]
             if b and j >= b:
                 r = max(r, ends[s + 1][j - b])
-            start = r if r > free[s] else free[s]
+            start = (r if r > free[s] else free[s]) + waits[s]
             free[s] = start + (ramp.duration(start, durs[s]) if ramped[s] else durs[s])
             starts[s][j] = start
             ends[s][j] = free[s]
@@ -162,8 +167,8 @@ class CoreScheduler:
     def _resolve_evac(self, stage: Stage, chunks: int) -> Stage:
         if stage.resource != EVAC:
             return stage
-        scalar_done = self.free[SCALAR] + chunks * stage.dur_s
-        vector_done = self.free[VECTOR] + chunks * stage.alt_dur_s
+        scalar_done = self.free[SCALAR] + chunks * (stage.wait_s + stage.dur_s)
+        vector_done = self.free[VECTOR] + chunks * (stage.wait_s + stage.alt_dur_s)
         if scalar_done <= vector_done:
             return replace(stage, resource=SCALAR, alt_dur_s=0.0)
         return replace(stage, resource=VECTOR, dur_s=stage.alt_dur_s, alt_dur_s=0.0)

@@ -27,12 +27,14 @@ import csv
 import re
 import statistics
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sim.errors import SimError
-from sim.hardware.chip import Efficiency
+from sim.hardware.chip import Efficiency, all_chips, get_chip
+from sim.hardware.instances import get_instance
 from sim.metrics import RunMetrics, compute_metrics
 from sim.run import RunConfig, simulate
 from sim.workloads import preset_names
@@ -229,34 +231,41 @@ def simulated_value(row: Row, met: RunMetrics) -> float:
     return met.throughput_per_s
 
 
-def validate(rows: Iterable[Row], efficiency: Callable[[str], Efficiency] | None = None) -> list[Result]:
-    """Simulate every row (identical setups once); ``efficiency(chip key)`` overrides the residuals."""
-    cache: dict[RunConfig, RunMetrics | str] = {}
+Residuals = Mapping[str, Mapping[str, float]]  # residual values by chip key, "default" for every chip
+
+
+def efficiency_for(chip_key: str, residuals: Residuals | None) -> Efficiency | None:
+    """``chip_key``'s efficiency table with ``residuals`` (its own table over the default) in place."""
+    if not residuals:
+        return None
+    values = {**residuals.get("default", {}), **residuals.get(chip_key, {})}
+    return replace(all_chips()[chip_key].efficiency, **values)
+
+
+def _metrics(cfg: RunConfig, residuals: Residuals | None) -> RunMetrics | str:
+    try:
+        chip = get_chip(cfg.chip).key if cfg.chip else get_instance(cfg.instance).chip.key
+        trace = simulate(cfg, max_events=VALIDATION_EVENTS, efficiency=efficiency_for(chip, residuals))
+        return compute_metrics(trace)
+    except SimError as exc:
+        return str(exc)
+
+
+def validate(rows: Iterable[Row], residuals: Residuals | None = None, workers: int = 1) -> list[Result]:
+    """Simulate every row (identical setups once), with ``residuals`` replacing the data file's,
+    on ``workers`` processes."""
+    rows = list(rows)
+    configs = list(dict.fromkeys(r.config for r in rows if r.config is not None))
+    if workers > 1 and len(configs) > 1:
+        with ProcessPoolExecutor(workers) as pool:
+            done = dict(zip(configs, pool.map(_metrics, configs, [residuals] * len(configs)), strict=True))
+    else:
+        done = {cfg: _metrics(cfg, residuals) for cfg in configs}
     out = []
     for row in rows:
-        if row.config is None:
-            out.append(Result(row, None, row.skip))
-            continue
-        if row.config not in cache:
-            try:
-                chip = row.config.chip or row.instance.split(".")[0]
-                eff = efficiency(_chip_key(chip)) if efficiency else None
-                cache[row.config] = compute_metrics(simulate(row.config, max_events=VALIDATION_EVENTS,
-                                                             efficiency=eff))
-            except SimError as exc:
-                cache[row.config] = str(exc)
-        met = cache[row.config]
+        met = done.get(row.config) if row.config is not None else row.skip
         out.append(Result(row, None, met) if isinstance(met, str) else Result(row, simulated_value(row, met)))
     return out
-
-
-def _chip_key(name: str) -> str:
-    from sim.hardware.instances import get_instance
-
-    try:
-        return get_instance(name).chip.key
-    except SimError:
-        return name
 
 
 # --- summaries -------------------------------------------------------------------------------------
@@ -354,8 +363,3 @@ def report(results: list[Result]) -> str:
                   f"Generation ratios: {s.ratio_pairs} pairs, median absolute error "
                   f"{100 * s.median_abs_ratio_error:.1f}%."]
     return "\n".join(lines)
-
-
-def with_residuals(base: Callable[[str], Efficiency], **values: float) -> Callable[[str], Efficiency]:
-    """``base`` with some named residuals replaced (for fitting them)."""
-    return lambda chip: replace(base(chip), **values)

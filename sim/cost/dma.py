@@ -17,9 +17,12 @@ from sim.hardware.chip import Chip
 
 
 def engines_bytes_per_s(chip: Chip, descriptor_bytes: float) -> float:
-    """What one core's DMA engines move per second in descriptors of ``descriptor_bytes``."""
+    """What one core's DMA engines move per second in descriptors of ``descriptor_bytes`` (capped
+    where a generation's per-core DMA rate is not published and was fitted instead)."""
     d = chip.dma
-    return d.engines * d.engine_bytes_per_s * min(1.0, descriptor_bytes / d.packet_bytes)
+    rate = d.engines * d.engine_bytes_per_s * min(1.0, descriptor_bytes / d.packet_bytes)
+    cap = chip.efficiency.core_dma_bytes_per_s
+    return min(rate, cap) if cap > 0 else rate
 
 
 def memory_share_bytes_per_s(chip: Chip, active_cores: int) -> float:

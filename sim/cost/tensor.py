@@ -64,14 +64,13 @@ def _moving_cycles(free: int, stationary_cols: int, te: TensorEngine) -> int:
     return cycles
 
 
-def _plan(te: TensorEngine, stationary: int, moving: int, k: int, count: int, dtype: str,
-          issue_cycles: float) -> MatmulPlan:
+def _plan(te: TensorEngine, stationary: int, moving: int, k: int, count: int, dtype: str) -> MatmulPlan:
     pack = te.k_pack[dtype]
     k_tiles = ceil_div(k, te.rows * pack)
     s_tiles = ceil_div(stationary, te.cols)
     f_tiles = ceil_div(moving, te.moving_free_max)
     width = min(stationary, te.cols)
-    mm = _moving_cycles(moving, width, te) * pack / te.rate[dtype] + issue_cycles * f_tiles
+    mm = _moving_cycles(moving, width, te) * pack / te.rate[dtype]
     exposed_ls = max(0.0, te.load_stationary_cycles * width / te.cols - mm)
     tiles = count * k_tiles * s_tiles
     return MatmulPlan(stationary, moving, k_tiles, s_tiles, f_tiles, tiles * f_tiles, tiles * (mm + exposed_ls),
@@ -80,12 +79,13 @@ def _plan(te: TensorEngine, stationary: int, moving: int, k: int, count: int, dt
 
 @lru_cache(maxsize=4096)
 def plan_matmul(te: TensorEngine, m: int, k: int, n: int, count: int, dtype: str,
-                issue_cycles: float = 0.0) -> MatmulPlan:
-    """The cheaper of the two orientations of ``count`` x ``[m,k] @ [k,n]``, each instruction
-    costing ``issue_cycles`` more (compiler-generated code, see :mod:`sim.lowering`)."""
-    a = _plan(te, m, n, k, count, dtype, issue_cycles)
-    b = _plan(te, n, m, k, count, dtype, issue_cycles)
-    return a if a.cycles <= b.cycles else b
+                wait_cycles: float = 0.0) -> MatmulPlan:
+    """The cheaper of the two orientations of ``count`` x ``[m,k] @ [k,n]``, counting the
+    ``wait_cycles`` the array waits before each instruction (compiled code, see
+    :mod:`sim.lowering`): the compiler issues fewer, wider instructions when waits dominate."""
+    a = _plan(te, m, n, k, count, dtype)
+    b = _plan(te, n, m, k, count, dtype)
+    return a if a.cycles + wait_cycles * a.instructions <= b.cycles + wait_cycles * b.instructions else b
 
 
 @lru_cache(maxsize=4096)

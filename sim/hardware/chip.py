@@ -109,8 +109,9 @@ class Efficiency:
     collective_setup_s: float
     stream_free_elems: float
     sbuf_activation_fraction: float
-    mm_issue_cycles: float
+    mm_wait_cycles: float
     request_overhead_s: float
+    core_dma_bytes_per_s: float
 
 
 @dataclass(frozen=True, eq=False)

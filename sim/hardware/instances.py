@@ -12,6 +12,19 @@ from sim.hardware.chip import Chip, get_chip, load_toml, sourced
 
 
 @dataclass(frozen=True)
+class Topology:
+    """How an instance's chips are joined: a ``ring`` or ``torus`` of ``dims`` chips per
+    dimension, a ``switch`` (all to all), or a ``single`` chip. ``link_bytes_per_s`` is each chip's
+    NeuronLink bandwidth within it; the last dimension runs at ``outer_bytes_per_s`` when that is
+    given (an UltraServer's ring across its instances)."""
+
+    kind: str
+    dims: tuple[int, ...]
+    link_bytes_per_s: float
+    outer_bytes_per_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class Instance:
     """One instance type (or UltraServer) and its on-demand price, when one is published."""
 
@@ -22,6 +35,7 @@ class Instance:
     default: bool
     price_usd_per_hour: float | None
     price_note: str
+    topology: Topology
 
     @property
     def logical_cores(self) -> int:
@@ -31,14 +45,23 @@ class Instance:
 def _parse(entry: Mapping) -> Instance:
     where = f"instance {entry['name']}"
     price = entry.get("price_usd_per_hour")
+    chip = get_chip(entry["chip"])
+    kind = entry.get("topology", "single")
+    if kind not in ("single", "ring", "torus", "switch"):
+        raise ValueError(f"{where}: unknown topology {kind}")
+    dims = tuple(int(d) for d in sourced(entry, "topology_dims", where)) if kind != "single" else (1,)
+    link = float(sourced(entry, "link_bytes_per_s", where)) if "link_bytes_per_s" in entry else \
+        chip.neuronlink_bytes_per_s
+    outer = float(sourced(entry, "outer_link_bytes_per_s", where)) if "outer_link_bytes_per_s" in entry else 0.0
     return Instance(
         name=entry["name"],
-        chip=get_chip(entry["chip"]),
+        chip=chip,
         chips=int(sourced(entry, "chips", where)),
         vcpus=int(sourced(entry, "vcpus", where)),
         default=bool(entry.get("default", False)),
         price_usd_per_hour=None if price is None else float(sourced(entry, "price_usd_per_hour", where)),
         price_note=entry.get("price_note", ""),
+        topology=Topology(kind, dims, link, outer),
     )
 
 

@@ -154,8 +154,8 @@ def test_counter_plots_are_bands_of_one_plot_each_with_its_ticks_and_curves(demo
     axis = pane.band_axis
     (_, major), _ = axis.tickValues(0, 3, 300)
     labels = dict(zip(major, axis.tickStrings(major, 1.0, 1.0), strict=True))
-    # inf1's copy alone reads its DDR at up to ~50 GB/s
-    for k, (low, high) in enumerate((("0", "100"), ("0", "100"), ("0", "40"))):
+    # inf1's copy alone reads its DDR at up to its core's DMA rate, 22.8 GB/s
+    for k, (low, high) in enumerate((("0", "100"), ("0", "100"), ("0", "25"))):
         in_band = [labels[y] for y in sorted(major, reverse=True) if k <= y < k + 1]  # bottom up
         assert in_band[0] == low and in_band[-1] == high, k
     pane.timeline.setXRange(0, pane.run.duration_ns, padding=0)

@@ -121,3 +121,16 @@ def test_counter_integral_gives_window_means():
     ci = CounterIntegral(np.array([0.0, 10.0, 20.0]), np.array([4.0, 0.0, 2.0]))
     assert ci.means(np.array([0.0, 10.0, 20.0, 30.0])).tolist() == [4.0, 0.0, 2.0]
     assert ci.means(np.array([5.0, 15.0])).tolist() == [2.0]
+
+
+@pytest.mark.parametrize("chip", ["inf1", "inf2", "trn1", "trn2", "trn3"])
+def test_tensor_engine_busy_is_never_below_what_it_delivers(run, chip):
+    # the demo's runs: the Tensor track's busy share is the array's active time, at least the FLOPs it
+    # computed over its peak (core 0, over the run), and no engine is busy more than all the time
+    trace = run("bert-large", chip)
+    met = compute_metrics(trace)
+    m = trace.meta
+    per_core_flops = met.flops / (m["cores_per_copy"] * m["lnc"])
+    delivered = per_core_flops / (trace.duration_ns * 1e-9 * m["peak_flops_per_core"])
+    assert met.engine_utilization["tensor"] >= delivered > 0
+    assert all(u <= 1.0 for u in met.engine_utilization.values())
