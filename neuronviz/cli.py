@@ -75,7 +75,9 @@ def simulate_runs(args: argparse.Namespace) -> list[Trace]:
     return [simulate(RunConfig(model=args.model, chip=chip, instance=args.instance, mode=args.mode,
                                batch=args.batch, seq=args.seq, new_tokens=args.new_tokens, dtype=args.dtype,
                                autocast=args.autocast, cores=args.cores, copies=args.copies,
-                               grad_accum=args.grad_accum, concurrency=args.concurrency, max_seq=args.max_seq,
+                               grad_accum=args.grad_accum, nodes=args.nodes, zero1=args.zero == 1,
+                               checkpoint_activations=args.checkpoint_activations,
+                               concurrency=args.concurrency, max_seq=args.max_seq,
                                bucketing=not args.no_buckets, prefill_chunk=args.prefill_chunk))
             for chip in chips]
 
@@ -112,9 +114,16 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cores", type=_positive_int, help="NeuronCores one model copy spans (tensor parallel)")
     p.add_argument("--copies", type=_positive_int,
                    help="model copies running at once (default: every copy the instance holds; 1: one request alone)")
-    p.add_argument("--grad-accum", type=_positive_int, default=1, metavar="N",
-                   help="training: N micro-batches of --batch per step, their gradients summed before one "
-                        "all-reduce and optimizer update (default 1)")
+    train = p.add_argument_group("training at scale")
+    train.add_argument("--grad-accum", type=_positive_int, default=1, metavar="N",
+                       help="N micro-batches of --batch per step, their gradients summed before one "
+                            "all-reduce and optimizer update (default 1)")
+    train.add_argument("--nodes", type=_positive_int, default=1, metavar="N",
+                       help="instances joined by EFA, each running as many data-parallel copies (default 1)")
+    train.add_argument("--zero", type=int, choices=(0, 1), default=0,
+                       help="1: shard the optimizer state over the data-parallel copies (ZeRO-1)")
+    train.add_argument("--checkpoint-activations", action="store_true",
+                       help="recompute each layer's forward pass in the backward pass instead of keeping it")
     serve = p.add_argument_group("decode as a serving stack runs it")
     serve.add_argument("--concurrency", type=_positive_int, metavar="N",
                        help="requests in flight on the graph compiled for --batch, each prompt encoded alone and "

@@ -17,6 +17,7 @@ from sim.hardware.instances import Instance, default_instance, instances_of
 
 MEMORY_HEADROOM = 0.9  # runtime, compiled graphs and scratch take the rest of device memory
 TRAINING_BYTES_PER_PARAM = 16  # BF16 weights and gradients + FP32 master weights, Adam moments
+OPTIMIZER_BYTES_PER_PARAM = 12  # of which the FP32 master weights and Adam moments (what ZeRO-1 shards)
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,13 @@ class Deployment:
     instance: Instance
     cores_per_copy: int  # logical NeuronCores one copy spans (the tensor-parallel degree)
     copies: int  # model copies the whole instance runs
+    nodes: int = 1  # instances running as many copies each (training: data parallel over all)
+    need: MemoryNeed | None = None  # the device memory one copy needs
+
+    @property
+    def memory_per_core_bytes(self) -> float:
+        """Device memory each physical core of a copy holds."""
+        return 0.0 if self.need is None else self.need.per_core(self.shards, self.copies * self.nodes)
 
     @property
     def lnc(self) -> int:
@@ -51,46 +59,68 @@ class Deployment:
         return min(self.chip.cores, used)
 
 
-def memory_needed(param_bytes: float, state_bytes: float, training: bool, params: int) -> float:
-    """Device memory one model copy needs: weights (or training state) plus KV cache/activations."""
-    weights = params * TRAINING_BYTES_PER_PARAM if training else param_bytes
-    return weights + state_bytes
+@dataclass(frozen=True)
+class MemoryNeed:
+    """Device memory one model copy needs: ``copy_bytes`` split over its shards, and
+    ``sharded_bytes`` (ZeRO-1's optimizer state) split over its shards and the data-parallel copies."""
+
+    copy_bytes: float
+    sharded_bytes: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.copy_bytes + self.sharded_bytes
+
+    def per_core(self, shards: int, dp: int) -> float:
+        """What each of a copy's ``shards`` holds, with ``dp`` data-parallel copies."""
+        return (self.copy_bytes + self.sharded_bytes / max(1, dp)) / shards
 
 
-def _fits(chip: Chip, need: float, shards: int) -> bool:
-    per_core = chip.memory_bytes / chip.cores * MEMORY_HEADROOM
-    return need / shards <= per_core
+def memory_needed(param_bytes: float, state_bytes: float, training: bool, params: int,
+                  zero1: bool = False) -> MemoryNeed:
+    """Device memory of one model copy: weights (or training state) plus KV cache/activations."""
+    if not training:
+        return MemoryNeed(param_bytes + state_bytes)
+    optimizer = params * OPTIMIZER_BYTES_PER_PARAM
+    rest = params * TRAINING_BYTES_PER_PARAM - optimizer + state_bytes
+    return MemoryNeed(rest, optimizer) if zero1 else MemoryNeed(rest + optimizer)
 
 
-def _power_of_two_cores(chip: Chip, need: float, limit: int) -> int | None:
+def _fits(chip: Chip, need: MemoryNeed, shards: int, dp: int) -> bool:
+    return need.per_core(shards, dp) <= chip.memory_bytes / chip.cores * MEMORY_HEADROOM
+
+
+def _power_of_two_cores(chip: Chip, need: MemoryNeed, limit: int, nodes: int) -> int | None:
     c = 1
     while c <= limit:
-        if _fits(chip, need, c * chip.lnc_default):
+        if _fits(chip, need, c * chip.lnc_default, max(1, limit // c) * nodes):
             return c
         c *= 2
     return None
 
 
-def plan_deployment(chip: Chip, instance: Instance | None, need_bytes: float, cores: int | None,
-                    model: str, copies: int | None = None) -> Deployment:
+def plan_deployment(chip: Chip, instance: Instance | None, need: MemoryNeed, cores: int | None,
+                    model: str, copies: int | None = None, nodes: int = 1) -> Deployment:
     """Choose instance, cores per copy and copies; raise when the model cannot fit.
 
     ``copies`` runs fewer copies than the instance holds (one request in flight: ``copies=1``),
-    so the running copies share the chip's memory bandwidth with fewer others.
+    so the running copies share the chip's memory bandwidth with fewer others. ``nodes``
+    instances each run as many copies (the data-parallel ranks of a training run).
     """
     if cores is not None and cores < 1:
         raise ConfigError(f"--cores must be at least 1, got {cores}")
-    dep = _plan(chip, instance, need_bytes, cores, model)
+    dep = _plan(chip, instance, need, cores, model, nodes)
     if copies is None:
         return dep
     if copies < 1 or copies > dep.copies:
         held = f"{dep.copies} cop{'y' if dep.copies == 1 else 'ies'}"
         raise ConfigError(f"copies running must be between 1 and {dep.copies} ({dep.instance.name} holds {held} "
                           f"of {dep.cores_per_copy} core(s)), got {copies}")
-    return Deployment(chip, dep.instance, dep.cores_per_copy, copies)
+    return Deployment(chip, dep.instance, dep.cores_per_copy, copies, nodes, need)
 
 
-def _plan(chip: Chip, instance: Instance | None, need_bytes: float, cores: int | None, model: str) -> Deployment:
+def _plan(chip: Chip, instance: Instance | None, need: MemoryNeed, cores: int | None, model: str,
+          nodes: int) -> Deployment:
     candidates = [instance] if instance is not None else _candidates(chip)
     for inst in candidates:
         limit = inst.logical_cores
@@ -99,14 +129,14 @@ def _plan(chip: Chip, instance: Instance | None, need_bytes: float, cores: int |
                 if instance is not None:
                     raise ConfigError(f"--cores {cores} exceeds the {limit} NeuronCores of {inst.name}")
                 continue
-            if _fits(chip, need_bytes, cores * chip.lnc_default):
-                return Deployment(chip, inst, cores, max(1, limit // cores))
+            if _fits(chip, need, cores * chip.lnc_default, max(1, limit // cores) * nodes):
+                return Deployment(chip, inst, cores, max(1, limit // cores), nodes, need)
             continue
-        per_copy = _power_of_two_cores(chip, need_bytes, limit)
+        per_copy = _power_of_two_cores(chip, need, limit, nodes)
         if per_copy is not None:
-            return Deployment(chip, inst, per_copy, max(1, limit // per_copy))
+            return Deployment(chip, inst, per_copy, max(1, limit // per_copy), nodes, need)
     where = instance.name if instance is not None else f"any {chip.name} instance"
-    gib = need_bytes / 2**30
+    gib = need.total / 2**30
     raise DoesNotFitError(f"{model} needs {gib:.1f} GiB of device memory and does not fit on {where}"
                           + ("" if cores is None else f" with --cores {cores}"))
 

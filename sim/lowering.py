@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from sim.cost.collective import allreduce_seconds
+from sim.cost.collective import Group, collective
 from sim.cost.dma import core_bytes_per_s
 from sim.cost.stream import layout, stream_seconds
 from sim.cost.tensor import MatmulPlan, ceil_div, plan_matmul, plan_transpose
@@ -63,6 +63,8 @@ class LoweredOp:
     sbuf_bytes: float  # working set held from the op's first read to its last compute
     psum_bytes: float  # PSUM held per chunk between matmul and evacuation
     weight_refetch_bytes: float  # weight bytes streamed again, once per block of activations
+    link_bytes: float = 0.0  # a collective's bytes each chip sends over NeuronLink
+    efa_bytes: float = 0.0  # a collective's bytes each instance sends over EFA
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class CoreContext:
     ranks_per_chip: int  # shards of one model copy on the same chip
     copies_per_chip: int  # model copies that share a chip (ranks of a data-parallel ring on one chip)
     topology: Topology  # how the instance's chips are joined (for collectives across them)
+    nodes: int = 1  # instances the data-parallel copies span (joined by EFA)
 
     @property
     def weight_bytes(self) -> int:
@@ -258,13 +261,16 @@ def _copy(ctx: CoreContext, op: Op) -> LoweredOp:
                      min(reads + writes, ctx.chip.sbuf_bytes / 2), 0.0, 0.0)
 
 
-def _allreduce(ctx: CoreContext, op: Op) -> LoweredOp:
+def _collective(ctx: CoreContext, op: Op) -> LoweredOp:
+    """A collective runs on the core's collective-communication cores, beside its engines."""
     nbytes = op.elems * op.dtype_bytes
-    on_chip = min(op.rows, ctx.copies_per_chip) if op.across_copies else ctx.ranks_per_chip
-    lnc = 1 if op.across_copies else ctx.chip.lnc_default  # tensor-parallel ranks are logical cores
-    secs = allreduce_seconds(ctx.chip, ctx.topology, nbytes, op.rows, on_chip, lnc)
-    stage = Stage(COLLECTIVE, secs, 0.0, nbytes)
-    return LoweredOp(1, None, (stage,), None, False, 0.0, 0.0, 0.0)
+    if op.across_copies:  # one rank per copy, the copies spread over every instance
+        group = Group(op.rows, min(op.rows, ctx.copies_per_chip), ctx.nodes)
+    else:  # the shards of one copy: logical cores of one instance
+        group = Group(op.rows, ctx.ranks_per_chip, 1, ctx.chip.lnc_default)
+    cost = collective(op.collective, ctx.chip, ctx.topology, nbytes, group)
+    stage = Stage(COLLECTIVE, cost.seconds, 0.0, nbytes)
+    return LoweredOp(1, None, (stage,), None, False, 0.0, 0.0, 0.0, cost.link_bytes, cost.efa_bytes)
 
 
 @lru_cache(maxsize=65536)
@@ -277,8 +283,8 @@ def _lower_cached(ctx: CoreContext, shape: Op) -> LoweredOp:
         return _gather(ctx, shape)
     if shape.kind is OpKind.COPY:
         return _copy(ctx, shape)
-    if shape.kind is OpKind.ALLREDUCE:
-        return _allreduce(ctx, shape)
+    if shape.kind is OpKind.COLLECTIVE:
+        return _collective(ctx, shape)
     return _elementwise(ctx, shape)
 
 
@@ -286,6 +292,7 @@ def lower(ctx: CoreContext, op: Op) -> LoweredOp:
     """Stages of ``op`` (cached by its shape: identical layers are lowered once)."""
     shape = Op(name="", kind=op.kind, m=op.m, k=op.k, n=op.n, count=op.count, elems=op.elems,
                passes=op.passes, rows=op.rows, hbm_elems=op.hbm_elems, hbm_write_elems=op.hbm_write_elems,
-               params=op.params, act=op.act, dtype_bytes=op.dtype_bytes, across_copies=op.across_copies,
+               params=op.params, act=op.act, dtype_bytes=op.dtype_bytes, collective=op.collective,
+               across_copies=op.across_copies,
                weights=op.weights, fused=op.fused, reduced=op.reduced)
     return _lower_cached(ctx, shape)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.trace import Trace
+from sim.trace import Trace, union_intervals
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd")
 
@@ -33,6 +33,12 @@ class RunMetrics:
     latency_under_load_s: float | None = None
     per_token_under_load_s: float | None = None
     mfu: float | None = None  # model FLOPs over the copy's TensorE peak during its latency
+    # training: time of the data-parallel gradient collectives, the time when a collective kept
+    # the core waiting (no engine or DMA queue busy), and the throughput per instance against
+    # one instance's at the same per-instance batch (runs over several instances)
+    gradient_comm_s: float | None = None
+    exposed_comm_s: float | None = None
+    scaling_efficiency: float | None = None
 
 
 def engine_utilization(trace: Trace) -> dict[str, float]:
@@ -50,6 +56,32 @@ def _dma_bytes(trace: Trace, kind: str) -> float:
     if idx < 0:
         return 0.0
     return trace.run_total("bytes", idx)
+
+
+GRADIENT_COLLECTIVES = ("grad_", "param_")  # op names of a training step's data-parallel collectives
+
+
+def communication(trace: Trace) -> tuple[float, float]:
+    """Seconds of the run's data-parallel gradient collectives, and seconds when a collective
+    ran while no engine or DMA queue of the core was busy (the communication it could not hide)."""
+    coll = trace.track_index("collective")
+    if coll < 0:
+        return 0.0, 0.0
+    ev, repeats = trace.events, trace.event_repeats
+    sel = ev["track"] == coll
+    starts, durs = union_intervals(ev["start_ns"][~sel], ev["dur_ns"][~sel])
+    before = np.concatenate(([0.0], np.cumsum(durs)))
+
+    def working(t: np.ndarray) -> np.ndarray:  # time the core worked before t
+        i = np.searchsorted(starts, t, side="right") - 1
+        ic = np.clip(i, 0, None)
+        return np.where(i >= 0, before[ic] + np.clip(t - starts[ic], 0.0, durs[ic] if len(durs) else 0.0), 0.0)
+
+    s, d = ev["start_ns"][sel], ev["dur_ns"][sel]
+    exposed = (d - (working(s + d) - working(s))) * repeats[sel]
+    names = np.array(trace.op_names, dtype=object)[ev["op"][sel]] if len(s) else np.zeros(0, object)
+    gradient = np.array([str(n).startswith(GRADIENT_COLLECTIVES) for n in names], bool)
+    return float(np.sum(d[gradient] * repeats[sel][gradient])) * 1e-9, float(np.sum(exposed)) * 1e-9
 
 
 def compute_metrics(trace: Trace) -> RunMetrics:
@@ -75,11 +107,18 @@ def compute_metrics(trace: Trace) -> RunMetrics:
         per_token_loaded = loaded["per_token_ns"] * 1e-9 + overhead
         throughput = m["copies"] * items / per_token_loaded if per_token_loaded > 0 else 0.0
     else:
-        throughput = m["copies"] * items / latency_loaded if latency_loaded > 0 else 0.0
+        copies = m["copies"] * m.get("nodes", 1)  # a training run's copies on every instance
+        throughput = copies * items / latency_loaded if latency_loaded > 0 else 0.0
     price = m.get("price_usd_per_hour")
     cost = None if price is None or throughput <= 0 else price / (throughput * 3600.0) * 1e6
     flops = trace.run_total("flops") * shards
     peak = m.get("peak_flops_per_core")
+    gradient_comm = exposed = scaling = None
+    if m["mode"] == "training":
+        gradient_comm, exposed = communication(trace)
+        single = m.get("single_node")  # the same step on one instance, for a run over several
+        if single is not None:
+            scaling = (single["total_ns"] * 1e-9 + overhead) / latency_loaded
     return RunMetrics(
         latency_s=latency, throughput_per_s=throughput, cost_per_million_usd=cost,
         engine_utilization=engine_utilization(trace), flops=flops,
@@ -89,6 +128,7 @@ def compute_metrics(trace: Trace) -> RunMetrics:
         time_to_first_token_s=ttft, per_token_s=per_token,
         latency_under_load_s=latency_loaded, per_token_under_load_s=per_token_loaded,
         mfu=flops / (latency * peak * shards) if peak and latency else None,
+        gradient_comm_s=gradient_comm, exposed_comm_s=exposed, scaling_efficiency=scaling,
     )
 
 

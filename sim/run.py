@@ -8,7 +8,7 @@ import numpy as np
 
 from sim import __version__
 from sim.cost.dma import memory_share_bytes_per_s
-from sim.deploy import Deployment, memory_needed, plan_deployment
+from sim.deploy import Deployment, MemoryNeed, memory_needed, plan_deployment
 from sim.errors import ConfigError
 from sim.hardware.chip import Chip, Efficiency, get_chip
 from sim.hardware.instances import Instance, get_instance
@@ -17,6 +17,8 @@ from sim.scheduler import CoreScheduler, log_mark, repeat_tail
 from sim.trace import Counter, Trace, Track
 from sim.workloads import ModelSpec, Phase, Program, build_program, get_model, training_program
 from sim.workloads.models import CNN, DECODER
+from sim.workloads.training import FP32_BYTES as GRADIENT_BYTES
+from sim.workloads.training import DataParallel
 
 MODES = ("inference", "decode", "training")
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp32": 4}
@@ -50,6 +52,9 @@ class RunConfig:
     cores: int | None = None
     copies: int | None = None  # model copies running at once; None: every copy the instance holds
     grad_accum: int = 1  # training: micro-batches of ``batch`` whose gradients one optimizer step applies
+    nodes: int = 1  # training: instances joined by EFA, the data-parallel copies spread over all of them
+    zero1: bool = False  # training: optimizer state sharded over the data-parallel copies (ZeRO-1)
+    checkpoint_activations: bool = False  # training: recompute each layer's forward in the backward pass
     # decode, as a serving stack compiles and runs it: ``batch`` is the batch the graphs are
     # compiled for; ``concurrency`` requests use it (None: static batching, every prompt of the
     # batch encoded together; a number: continuous batching, each prompt encoded alone and every
@@ -105,6 +110,12 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
             raise ConfigError(f"{name} must be a positive integer, got {value}")
     if cfg.grad_accum > 1 and cfg.mode != "training":
         raise ConfigError(f"gradient accumulation is for training; {cfg.mode} mode has no optimizer step")
+    if not isinstance(cfg.nodes, int) or cfg.nodes < 1:
+        raise ConfigError(f"nodes must be a positive integer, got {cfg.nodes}")
+    training_only = [name for name, on in (("--nodes", cfg.nodes > 1), ("--zero 1", cfg.zero1),
+                                           ("--checkpoint-activations", cfg.checkpoint_activations)) if on]
+    if training_only and cfg.mode != "training":
+        raise ConfigError(f"{training_only[0]} is for training; {cfg.mode} mode has no training step")
     _validate_serving(cfg)
     if spec.family == CNN and (cfg.cores or 1) > 1:
         raise ConfigError(f"{spec.name} cannot span {cfg.cores} NeuronCores: the Neuron SDK has no tensor-parallel "
@@ -215,21 +226,27 @@ def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int)
 
 def _training_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int) -> list[_Phase]:
     """One training step: ``grad_accum`` micro-batches' forward and backward passes, the later
-    ones adding to the gradients of the earlier ones; the gradient all-reduce overlaps only the
+    ones adding to the gradients of the earlier ones; the gradient reductions overlap only the
     last backward pass, and the optimizer update follows it once."""
     fwd = build_program(spec, Phase(cfg.batch, seq, seq, dep.shards, training=True, flash=flash_attention(cfg)), dt)
     params, n = fwd.params_per_layer(), cfg.grad_accum
+    eff = dep.chip.efficiency
+    dp = DataParallel(dep.copies * dep.nodes, int(eff.grad_bucket_bytes // GRADIENT_BYTES), cfg.zero1)
+
+    def step(**kw) -> Program:
+        return training_program(fwd, params, dp, checkpoint=cfg.checkpoint_activations, **kw)
+
     if n == 1:
-        return [_Phase("training step", training_program(fwd, params, dep.copies))]
-    out = [_Phase("micro-batch", training_program(fwd, params, dep.copies, update=False), number_from=1)]
+        return [_Phase("training step", step())]
+    out = [_Phase("micro-batch", step(update=False), number_from=1)]
     if n > 2:
-        middle = training_program(fwd, params, dep.copies, accumulate=True, update=False)
-        out.append(_Phase("micro-batch", middle, n - 2, STORED_MIDDLE_MICRO_BATCHES, number_from=2))
-    out.append(_Phase("micro-batch", training_program(fwd, params, dep.copies, accumulate=True), number_from=n))
+        out.append(_Phase("micro-batch", step(accumulate=True, update=False), n - 2, STORED_MIDDLE_MICRO_BATCHES,
+                          number_from=2))
+    out.append(_Phase("micro-batch", step(accumulate=True), number_from=n))
     return out
 
 
-def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int) -> float:
+def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int) -> MemoryNeed:
     probe = build_program(spec, Phase(cfg.batch, seq, seq, training=cfg.mode == "training"), dt)
     params = sum(op.params for op in probe.ops)
     weight_bytes = DTYPE_BYTES[compute_dtypes(cfg, chip)[1]]
@@ -238,8 +255,13 @@ def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int)
         positions = cfg.max_seq or seq + cfg.new_tokens
         state = 2.0 * spec.layers * spec.kv_heads * spec.head_dim * positions * cfg.batch * dt
     elif cfg.mode == "training":
-        state = float(sum(op.out_elems for op in probe.ops)) * dt
-    return memory_needed(params * weight_bytes, state, cfg.mode == "training", params)
+        outputs = [sum(op.out_elems for op in probe.ops[la.first_op:la.first_op + la.n_ops]) for la in probe.layers]
+        if cfg.checkpoint_activations:  # each layer's input, and one layer's activations recomputed
+            ends = [probe.ops[la.first_op + la.n_ops - 1].out_elems for la in probe.layers]
+            state = float(sum(ends) + max(outputs, default=0)) * dt
+        else:
+            state = float(sum(outputs)) * dt
+    return memory_needed(params * weight_bytes, state, cfg.mode == "training", params, cfg.zero1)
 
 
 def deployment(cfg: RunConfig) -> Deployment:
@@ -252,7 +274,11 @@ def _plan(cfg: RunConfig) -> tuple[ModelSpec, int, int, Deployment]:
     chip, inst = _resolve_chip(cfg)
     seq = _validate(cfg, spec, chip)
     dt = DTYPE_BYTES[compute_dtypes(cfg, chip)[0]]
-    dep = plan_deployment(chip, inst, _memory_need(cfg, spec, chip, seq, dt), cfg.cores, spec.name, cfg.copies)
+    dep = plan_deployment(chip, inst, _memory_need(cfg, spec, chip, seq, dt), cfg.cores, spec.name, cfg.copies,
+                          cfg.nodes)
+    if cfg.nodes > 1 and not dep.instance.topology.efa_bytes_per_s:
+        raise ConfigError(f"{dep.instance.name} has no published EFA bandwidth to join {cfg.nodes} nodes: choose an "
+                          "instance with EFA (trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge...)")
     return spec, seq, dt, dep
 
 
@@ -271,10 +297,12 @@ def simulate(cfg: RunConfig, *, max_events: int = MAX_STORED_EVENTS, efficiency:
         dep = replace(dep, chip=replace(dep.chip, efficiency=efficiency))
     alone = dep if cfg.mode == "training" else replace(dep, copies=1)
     sched, tables, spans = _run_phases(cfg, spec, seq, alone, dt, max_events)
-    loaded = None
+    loaded = single = None
     if alone is not dep and _memory_share(dep) != _memory_share(alone):
         loaded = _run_phases(cfg, spec, seq, dep, dt, 0)[2]
-    return _build_trace(cfg, spec, seq, dep, alone, sched, tables, spans, loaded)
+    if dep.nodes > 1:  # the same per-instance work on one instance, for the scaling efficiency
+        single = _run_phases(cfg, spec, seq, replace(dep, nodes=1), dt, 0)[2]
+    return _build_trace(cfg, spec, seq, dep, alone, sched, tables, spans, loaded, single)
 
 
 def _memory_share(dep: Deployment) -> float:
@@ -286,7 +314,7 @@ def _run_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: 
     """Schedule every phase of ``cfg`` on one core of ``dep``; keep at most ``max_events`` events."""
     chip = dep.chip
     ctx = CoreContext(chip, *compute_dtypes(cfg, chip), dep.active_cores_per_chip, dep.ranks_per_chip,
-                      dep.copies_per_chip, dep.instance.topology)
+                      dep.copies_per_chip, dep.instance.topology, dep.nodes)
     sched = CoreScheduler(chip.sbuf_bytes, chip.tensor.throttle)
     tables = _Tables()
     t0, phase_spans = 0.0, []
@@ -350,7 +378,8 @@ def _step(starts: np.ndarray, ends: np.ndarray, amounts: np.ndarray) -> tuple[np
 
 
 def _build_trace(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Deployment,
-                 sched: CoreScheduler, tables: _Tables, phases: list, loaded: list | None) -> Trace:
+                 sched: CoreScheduler, tables: _Tables, phases: list, loaded: list | None,
+                 single: list | None) -> Trace:
     log = sched.log
     track = np.concatenate(log.track)
     start_ns = np.concatenate(log.start) * 1e9
@@ -373,10 +402,10 @@ def _build_trace(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alo
     remap = np.array([tracks.index(next(t for t in tracks if t.kind == n)) if any(t.kind == n for t in tracks)
                       else -1 for n in RESOURCE_NAMES], np.int16)
     events["track"] = remap[track]
-    return Trace(meta=_meta(cfg, spec, seq, dep, alone, sched, phases, loaded), tracks=tracks, events=events,
-                 op_names=tuple(tables.op_names), op_layer=op_layer, layer_names=tuple(tables.layer_names),
-                 layer_kinds=tuple(tables.layer_kinds), layer_start_ns=lstart, layer_end_ns=lend,
-                 counters=_counters(log, events, tracks))
+    return Trace(meta=_meta(cfg, spec, seq, dep, alone, sched, phases, loaded, single), tracks=tracks,
+                 events=events, op_names=tuple(tables.op_names), op_layer=op_layer,
+                 layer_names=tuple(tables.layer_names), layer_kinds=tuple(tables.layer_kinds),
+                 layer_start_ns=lstart, layer_end_ns=lend, counters=_counters(log, events, tracks))
 
 
 def _counters(log, events: dict, tracks: tuple[Track, ...]) -> dict[str, Counter]:
@@ -417,15 +446,15 @@ def _times(cfg: RunConfig, phases: list) -> dict[str, float]:
 
 
 def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Deployment, sched: CoreScheduler,
-          phases: list, loaded: list | None) -> dict:
+          phases: list, loaded: list | None, single: list | None) -> dict:
     chip, inst = dep.chip, dep.instance
     meta = {
         "simulator_version": __version__, "config": asdict(cfg) | {"seq": seq},
         "chip": chip.key, "chip_name": chip.name, "core_version": chip.core_version,
         "instance": inst.name, "chips_per_instance": inst.chips, "price_usd_per_hour": inst.price_usd_per_hour,
-        "model": spec.name, "model_type": spec.model_type, "mode": cfg.mode, "batch": cfg.batch,
+        "model": spec.name, "model_type": spec.model_type, "family": spec.family, "mode": cfg.mode, "batch": cfg.batch,
         "seq": seq, "dtype": cfg.dtype, "matmul_dtype": compute_dtypes(cfg, chip)[1],
-        "cores_per_copy": dep.cores_per_copy, "lnc": dep.lnc,
+        "cores_per_copy": dep.cores_per_copy, "lnc": dep.lnc, "memory_per_core_bytes": dep.memory_per_core_bytes,
         "copies": dep.copies, "cores_active": alone.active_cores_per_chip,
         "cores_active_under_load": dep.active_cores_per_chip,
         "peak_flops_per_core": chip.tensor.peak_flops(compute_dtypes(cfg, chip)[1]),
@@ -439,7 +468,10 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
     if loaded is not None:  # the copies running at once slow each other down
         meta["under_load"] = _times(cfg, loaded)
     if cfg.mode == "training":
-        meta["grad_accum"] = cfg.grad_accum
+        meta.update(grad_accum=cfg.grad_accum, nodes=dep.nodes, data_parallel=dep.copies * dep.nodes,
+                    zero1=cfg.zero1, checkpoint_activations=cfg.checkpoint_activations)
+        if single is not None:
+            meta["single_node"] = _times(cfg, single)
     if cfg.mode == "decode":
         meta["new_tokens"] = cfg.new_tokens
         meta["request_overhead_s"] = chip.efficiency.request_overhead_s

@@ -67,7 +67,6 @@ class Row:
     config: RunConfig | None  # the simulation that reproduces it; None when it cannot be set up
     skip: str = ""  # why not, when config is None
     independent: bool = True  # a data point of its own (not derived from another row of the run)
-    nodes: int = 1  # training rows: the throughput of this many nodes
     batch: int = 1
     seq: str = ""  # prompt/output or sequence, for the report
     published_metric: str = ""
@@ -120,13 +119,21 @@ def _parallel_settings(text: str) -> dict[str, int]:
     return {k.strip(): _int(v) for k, v in re.findall(r"(\w+)=([\d]+)", text)}
 
 
-def _dtype(text: str) -> tuple[str, str | None]:
-    """The run's data type and compiler auto-cast from the page's data type column (None: the
-    compiler's default, which an FP32 row without an auto-cast statement was compiled with)."""
+AUTOCAST_NONE_SINCE = (2, 27)  # neuronx-cc's --auto-cast default: matmult before Neuron 2.27.0, none since
+
+
+def _dtype(text: str, sdk: str, instance: str) -> tuple[str, str | None]:
+    """The run's data type and compiler auto-cast from the page's data type column; an FP32 row
+    without an auto-cast statement was compiled with its SDK's default (neuron-cc for inf1:
+    the chip's own)."""
     t = text.lower()
-    if t.startswith("fp32"):
+    if not t.startswith("fp32"):
+        return ("fp16" if t.startswith("fp16") else "bf16"), None
+    if "matmult" in t or instance.startswith("inf1"):
         return "fp32", "matmult" if "matmult" in t else None
-    return ("fp16" if t.startswith("fp16") else "bf16"), None
+    found = re.search(r"Neuron (\d+)\.(\d+)", sdk)
+    version = (int(found[1]), int(found[2])) if found else (0, 0)
+    return "fp32", "none" if version >= AUTOCAST_NONE_SINCE else "matmult"
 
 
 def _row_2024(r: dict[str, str]) -> Row:
@@ -134,7 +141,7 @@ def _row_2024(r: dict[str, str]) -> Row:
     application, parallel = r["application"], r["parallelism"]
     batch, seq_in, seq_out = _int(r["batch"], 1), _int(r["seq_in"]), _int(r["seq_out"])
     cores = _int(r["cores_per_model_or_tp"]) or None
-    dtype, autocast = _dtype(r["dtype"])
+    dtype, autocast = _dtype(r["dtype"], r["sdk"], r["instance"])
     seq = f"{seq_in}/{seq_out}" if seq_out else str(seq_in)
     common = dict(model=model, instance=r["instance"], metric=metric, measured=float(r["value"]),
                   source=r["source"], batch=batch, seq=seq, published_metric=r["metric"])
@@ -153,8 +160,8 @@ def _row_2024(r: dict[str, str]) -> Row:
         cores_total = 32 * nodes  # "32xNC DP" on trn1.32xlarge: every NeuronCore of every node
         accum = max(1, p.get("global_batch", batch * cores_total) // (batch * cores_total))
         cfg = RunConfig(model=model, instance=r["instance"], mode="training", batch=batch, seq=seq_in or None,
-                        dtype=dtype, autocast=autocast, grad_accum=accum)
-        return Row(**common, config=cfg, nodes=nodes)
+                        dtype=dtype, autocast=autocast, grad_accum=accum, nodes=nodes)
+        return Row(**common, config=cfg)
     if seq_out:  # a tensor-parallel decoder, static batching, attention as the compiler's ops (Transformers NeuronX)
         cfg = RunConfig(model=model, instance=r["instance"], mode="decode", batch=batch, seq=seq_in,
                         new_tokens=seq_out, cores=cores, dtype=dtype, autocast=autocast,
@@ -226,8 +233,6 @@ def simulated_value(row: Row, met: RunMetrics) -> float:
         return met.latency_s
     if m == "request_tok_s":
         return row.config.new_tokens / met.latency_s
-    if m == "train_per_s":
-        return met.throughput_per_s * row.nodes
     return met.throughput_per_s
 
 

@@ -1,29 +1,64 @@
-"""Collectives over NeuronLink between chips and the on-chip path between a chip's cores.
+"""Collectives: all-reduce, all-gather, reduce-scatter and all-to-all over a group of NeuronCores.
 
-An all-reduce over ``ranks`` cores, ``ranks_per_chip`` of them on each chip, runs hierarchically
-as the Neuron collectives do: the cores of a chip reduce-scatter among themselves, the chips then
-all-reduce their shares over the instance's topology, and the cores all-gather the result. Over
-the chips, a ring of ``d`` chips reduce-scatters and all-gathers in ``2 (d - 1)`` steps; a torus
-does that along each of its dimensions in turn, on a ``1/d`` share of the data after each one
-(``2 (a - 1) + 2 (b - 1)`` steps for ``a x b`` chips instead of ``2 (ab - 1)`` around a ring); a
-switch reaches every chip in one step each way. Every step pays the per-hop latency; each
-dimension moves its bytes over its share of the chip's links. A collective that spans chips also
-pays a fixed setup. Cores grouped into a logical core (``lnc``) reduce within the group first.
+They run hierarchically as the Neuron collectives do (aws-neuron-sdk
+neuron-runtime/explore/{intranode,internode}-collective-comm.rst): a reduce-scatter goes from the
+innermost level out (the physical cores of a logical core, the cores of a chip, the chips of an
+instance over NeuronLink, the instances over EFA), each level working on what the level inside it
+left, ``1/d`` of its data after a level of ``d``; an all-gather comes back out the same way, and
+an all-reduce is one then the other. Every level is a ring: ``d - 1`` steps per pass, each paying
+the level's per-hop latency, moving ``(d - 1) / d`` of its data. The chips of an instance form
+its topology: a torus runs a ring along each dimension in turn over that dimension's share of
+the chip's links, a switch reaches every chip in one step, and an UltraServer's last dimension
+crosses instances on its slower links. Across instances, the ranks of every instance work in
+parallel on their shares (the instance's whole EFA bandwidth for the level's data) in log2 steps
+when the instances are a power of two (recursive doubling and halving), a ring otherwise. A
+collective that leaves its chip also pays a fixed setup. An all-to-all sends each other rank its
+share directly: its bytes cross every level they have to, each hop of the topology carrying them.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import product
+from math import log2
 
 from sim.hardware.chip import Chip
 from sim.hardware.instances import Topology
 
+KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 
-def _ring_seconds(nbytes: float, size: int, bytes_per_s: float, hop_s: float) -> float:
-    """Reduce-scatter then all-gather of ``nbytes`` around a ring of ``size``."""
+
+@dataclass(frozen=True)
+class Group:
+    """The ranks of a collective: ``ranks`` physical cores, ``ranks_per_chip`` of them on each
+    chip, spread evenly over ``nodes`` instances; ``lnc`` physical cores make one logical rank
+    (they combine among themselves first)."""
+
+    ranks: int
+    ranks_per_chip: int
+    nodes: int = 1
+    lnc: int = 1
+
+    @property
+    def chips_per_node(self) -> int:
+        return max(1, -(-self.ranks // (self.nodes * max(1, self.ranks_per_chip))))
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one collective takes: its time, the bytes each chip sends over NeuronLink and the
+    bytes each instance sends over EFA."""
+
+    seconds: float
+    link_bytes: float = 0.0
+    efa_bytes: float = 0.0
+
+
+def _ring(nbytes: float, size: int, bytes_per_s: float, hop_s: float) -> float:
+    """One pass (a reduce-scatter or an all-gather) of ``nbytes`` around a ring of ``size``."""
     if size <= 1:
         return 0.0
-    return 2 * (size - 1) * hop_s + 2 * (size - 1) / size * nbytes / bytes_per_s
+    return (size - 1) * hop_s + (size - 1) / size * nbytes / bytes_per_s
 
 
 def sub_dims(topo: Topology, chips: int) -> tuple[int, ...]:
@@ -41,36 +76,96 @@ def sub_dims(topo: Topology, chips: int) -> tuple[int, ...]:
     return best
 
 
-def _inter_chip_seconds(chip: Chip, topo: Topology, nbytes: float, chips: int) -> float:
-    """All-reduce of ``nbytes`` per chip among ``chips`` chips of the instance."""
-    hop = chip.efficiency.collective_latency_s
+def _dim_rates(topo: Topology, dims: tuple[int, ...]) -> list[float]:
+    """Each dimension's share of a chip's NeuronLink bandwidth (an UltraServer's last dimension
+    runs on the links that leave the instance)."""
+    inner = len(topo.dims) - (1 if topo.outer_bytes_per_s else 0)  # the outer ring has links of its own
+    share = topo.link_bytes_per_s / max(1, inner) if topo.kind == "torus" else topo.link_bytes_per_s
+    rates = [share] * len(dims)
+    if topo.outer_bytes_per_s and len(dims) == len(topo.dims):
+        rates[-1] = topo.outer_bytes_per_s
+    return rates
+
+
+def _instance_pass(chip: Chip, topo: Topology, nbytes: float, chips: int) -> tuple[float, float, float]:
+    """One pass over ``chips`` chips of an instance, each holding ``nbytes``: seconds, bytes
+    each chip sends, and what each chip holds afterwards (of a reduce-scatter)."""
     if chips <= 1:
-        return 0.0
-    if topo.kind == "switch":  # every chip one hop from every other: one step each way
-        return 2 * hop + 2 * (chips - 1) / chips * nbytes / topo.link_bytes_per_s
+        return 0.0, 0.0, nbytes
+    hop = chip.efficiency.collective_latency_s
+    if topo.kind == "switch":  # every chip one hop from every other
+        sent = (chips - 1) / chips * nbytes
+        return hop + sent / topo.link_bytes_per_s, sent, nbytes / chips
     dims = sub_dims(topo, chips)
-    # a torus drives its dimensions' links in turn (half the chip's links each for two dimensions)
-    share = topo.link_bytes_per_s / max(1, len(topo.dims)) if topo.kind == "torus" else topo.link_bytes_per_s
-    seconds, data = 0.0, nbytes
-    for i, d in enumerate(dims):
-        outer = topo.outer_bytes_per_s and len(dims) == len(topo.dims) and i == len(dims) - 1
-        seconds += _ring_seconds(data, d, topo.outer_bytes_per_s if outer else share, hop)
-        data /= d
-    return seconds
+    seconds = sent = 0.0
+    for d, rate in zip(dims, _dim_rates(topo, dims), strict=True):
+        seconds += _ring(nbytes, d, rate, hop)
+        sent += (d - 1) / d * nbytes
+        nbytes /= d
+    return seconds, sent, nbytes
 
 
-def allreduce_seconds(chip: Chip, topo: Topology, nbytes: float, ranks: int, ranks_per_chip: int,
-                      lnc: int = 1) -> float:
-    """All-reduce of ``nbytes`` over ``ranks`` cores, ``ranks_per_chip`` to a chip (see module)."""
-    if ranks <= 1 or nbytes <= 0:
+def _node_pass(chip: Chip, topo: Topology, nbytes: float, nodes: int) -> float:
+    """One pass over ``nodes`` instances, each holding ``nbytes`` over all its ranks."""
+    if nodes <= 1:
         return 0.0
+    steps = log2(nodes) if nodes & (nodes - 1) == 0 else nodes - 1
+    return steps * chip.efficiency.efa_latency_s + (nodes - 1) / nodes * nbytes / topo.efa_bytes_per_s
+
+
+def _mean_hops(topo: Topology, chips: int) -> float:
+    """Average NeuronLink hops between two of ``chips`` chips (shortest way round each ring)."""
+    if topo.kind == "switch" or chips <= 1:
+        return 1.0
+    total = 0.0
+    for d in sub_dims(topo, chips):
+        total += sum(min(k, d - k) for k in range(d)) / d
+    return max(1.0, total * chips / (chips - 1))
+
+
+def collective(kind: str, chip: Chip, topo: Topology, nbytes: float, group: Group) -> Cost:
+    """Cost of one collective over ``group``. ``nbytes`` is each rank's full buffer: the input
+    and output of an all-reduce or all-to-all, an all-gather's output, a reduce-scatter's input."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown collective {kind}: one of {', '.join(KINDS)}")
+    if group.ranks <= 1 or nbytes <= 0:
+        return Cost(0.0)
+    if kind == "all_to_all":
+        return _all_to_all(chip, topo, nbytes, group)
+    passes = 2 if kind == "all_reduce" else 1
+    eff, intra = chip.efficiency, chip.intra_chip_link_bytes_per_s
+    lnc = group.lnc if group.lnc > 1 and group.ranks % group.lnc == 0 else 1
+    logical_on_chip = max(1, min(group.ranks_per_chip, group.ranks) // lnc)
+    seconds = _ring(nbytes, lnc, intra, eff.collective_latency_s)
+    seconds += _ring(nbytes, logical_on_chip, intra, eff.collective_latency_s)
+    chips = group.chips_per_node
+    if chips == 1 and group.nodes == 1:
+        return Cost(passes * seconds)
+    across, link_sent, _ = _instance_pass(chip, topo, nbytes, chips)
+    # every instance's ranks run the EFA level in parallel on their shares: nbytes per instance
+    efa = _node_pass(chip, topo, nbytes, group.nodes)
+    efa_sent = (group.nodes - 1) / group.nodes * nbytes if group.nodes > 1 else 0.0
+    return Cost(eff.collective_setup_s + passes * (seconds + across + efa), passes * link_sent, passes * efa_sent)
+
+
+def _all_to_all(chip: Chip, topo: Topology, nbytes: float, group: Group) -> Cost:
+    """Each rank sends ``1/ranks`` of its buffer to every other rank, pairwise, one peer per step."""
     eff = chip.efficiency
-    if lnc > 1 and ranks % lnc == 0:  # the physical cores of each logical core first, on the chip
-        pair = _ring_seconds(nbytes, lnc, chip.intra_chip_link_bytes_per_s, eff.collective_latency_s)
-        return pair + allreduce_seconds(chip, topo, nbytes, ranks // lnc, max(1, ranks_per_chip // lnc))
-    on_chip = max(1, min(ranks_per_chip, ranks))
-    chips = -(-ranks // on_chip)
-    within = _ring_seconds(nbytes, on_chip, chip.intra_chip_link_bytes_per_s, eff.collective_latency_s)
-    if chips == 1:
-        return within
-    return eff.collective_setup_s + within + _inter_chip_seconds(chip, topo, nbytes, chips)
+    n, on_chip = group.ranks, max(1, min(group.ranks_per_chip, group.ranks))
+    chips = group.chips_per_node
+    share = nbytes / n
+    seconds = (on_chip - 1) * (eff.collective_latency_s + share / chip.intra_chip_link_bytes_per_s)
+    link_sent = efa_sent = 0.0
+    if chips > 1:
+        # what a chip sends to the node's other chips, each byte over the hops between them
+        link_sent = on_chip * share * (chips - 1) * on_chip
+        steps = 1 if topo.kind == "switch" else chips - 1
+        seconds += eff.collective_setup_s + steps * eff.collective_latency_s
+        seconds += link_sent * _mean_hops(topo, chips) / topo.link_bytes_per_s
+    if group.nodes > 1:
+        per_node = chips * on_chip
+        efa_sent = per_node * share * (n - per_node)
+        seconds += (group.nodes - 1) * eff.efa_latency_s + efa_sent / topo.efa_bytes_per_s
+        if chips == 1:
+            seconds += eff.collective_setup_s
+    return Cost(seconds, link_sent, efa_sent)

@@ -107,6 +107,8 @@ class Efficiency:
     launch_overhead_s: float
     collective_latency_s: float
     collective_setup_s: float
+    efa_latency_s: float
+    grad_bucket_bytes: float
     stream_free_elems: float
     sbuf_activation_fraction: float
     mm_wait_cycles: float

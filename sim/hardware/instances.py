@@ -16,12 +16,14 @@ class Topology:
     """How an instance's chips are joined: a ``ring`` or ``torus`` of ``dims`` chips per
     dimension, a ``switch`` (all to all), or a ``single`` chip. ``link_bytes_per_s`` is each chip's
     NeuronLink bandwidth within it; the last dimension runs at ``outer_bytes_per_s`` when that is
-    given (an UltraServer's ring across its instances)."""
+    given (an UltraServer's ring across its instances). ``efa_bytes_per_s`` is the instance's
+    network bandwidth to other instances (0: none published)."""
 
     kind: str
     dims: tuple[int, ...]
     link_bytes_per_s: float
     outer_bytes_per_s: float = 0.0
+    efa_bytes_per_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ def _parse(entry: Mapping) -> Instance:
     link = float(sourced(entry, "link_bytes_per_s", where)) if "link_bytes_per_s" in entry else \
         chip.neuronlink_bytes_per_s
     outer = float(sourced(entry, "outer_link_bytes_per_s", where)) if "outer_link_bytes_per_s" in entry else 0.0
+    efa = float(sourced(entry, "efa_gbps", where)) * 1e9 / 8 if "efa_gbps" in entry else 0.0
     return Instance(
         name=entry["name"],
         chip=chip,
@@ -61,7 +64,7 @@ def _parse(entry: Mapping) -> Instance:
         default=bool(entry.get("default", False)),
         price_usd_per_hour=None if price is None else float(sourced(entry, "price_usd_per_hour", where)),
         price_note=entry.get("price_note", ""),
-        topology=Topology(kind, dims, link, outer),
+        topology=Topology(kind, dims, link, outer, efa),
     )
 
 

@@ -245,11 +245,14 @@ def _validate_meta(meta: Any, fail) -> None:
     if meta["mode"] == "decode":
         for key in _DECODE_NUMBERS:
             number(key)
-    loaded = meta.get("under_load", {})
     wanted = ("total_ns", *(_DECODE_NUMBERS if meta["mode"] == "decode" else ()))
-    if not isinstance(loaded, dict) or (loaded and not all(
-            type(loaded.get(k)) in (int, float) and np.isfinite(loaded[k]) and loaded[k] >= 0 for k in wanted)):
-        fail(f"run metadata 'under_load' is not a table of {', '.join(wanted)}")
+    for key in ("under_load", "single_node"):  # the same run's times with every copy busy, on one instance
+        times = meta.get(key, {})
+        if not isinstance(times, dict) or (times and not all(
+                type(times.get(k)) in (int, float) and np.isfinite(times[k]) and times[k] >= 0 for k in wanted)):
+            fail(f"run metadata '{key}' is not a table of {', '.join(wanted)}")
+    for key in ("nodes", "data_parallel"):
+        number(key, required=False)
     if not _valid_phases(meta.get("phases", [])):
         fail("run metadata 'phases' is not a list of phases with start_ns, end_ns, repeat and stored")
 

@@ -110,4 +110,4 @@ class ProgramBuilder:
         """Sum ``elems`` across ``ranks`` cores; a no-op when the copy runs on one core."""
         if ranks <= 1:
             return self.last
-        return self.add(name, OpKind.ALLREDUCE, deps, elems=elems, rows=ranks)
+        return self.add(name, OpKind.COLLECTIVE, deps, elems=elems, rows=ranks)

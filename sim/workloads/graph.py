@@ -17,7 +17,7 @@ class OpKind(StrEnum):
     SCALAR = "scalar"        # one-input elementwise ops and activation functions
     GPSIMD = "gpsimd"        # custom ops: index computation, masks, sampling
     GATHER = "gather"        # indirect loads from device memory (embedding lookups)
-    ALLREDUCE = "allreduce"  # collective over the cores one model copy spans, or over the copies
+    COLLECTIVE = "collective"  # all-reduce, all-gather... over the cores one copy spans, or over the copies
     COPY = "copy"            # plain transfers between device memory and SBUF (KV cache, saved activations)
 
 
@@ -59,8 +59,11 @@ class Op:
         Activation function fused into the PSUM evacuation of a matmul (``gelu``, ``silu``...).
     dtype_bytes : int
         Bytes per element of this op's data (the run's dtype unless the op needs FP32).
+    collective : str
+        What a collective does (:data:`sim.cost.collective.KINDS`): ``elems`` is each rank's full
+        buffer, ``rows`` the ranks.
     across_copies : bool
-        An all-reduce over the model copies (data parallel, one rank per copy) instead of over
+        A collective over the model copies (data parallel, one rank per copy) instead of over
         the cores one copy spans.
     deps : tuple[int, ...]
         Indices (in the program) of the ops whose outputs this op reads.
@@ -90,6 +93,7 @@ class Op:
     reduced: int = 0
     act: str = ""
     dtype_bytes: int = 2
+    collective: str = "all_reduce"
     across_copies: bool = False
     deps: tuple[int, ...] = ()
     read_after: int = -1

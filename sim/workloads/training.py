@@ -1,11 +1,18 @@
 """Training step: the forward program, its backward pass, gradient all-reduce and optimizer.
 
 Follows how teams train on Trainium: BF16 auto-cast compute, activations saved to device memory
-in the forward pass and re-read in the backward pass, per-layer gradient all-reduce across
-data-parallel workers overlapping the backward pass, and AdamW on FP32 master weights. A step
-that accumulates gradients runs several micro-batches' forward and backward passes, adding up
-their weight gradients in device memory; the all-reduces overlap only the last one's backward
-pass, and the optimizer follows it once.
+in the forward pass and re-read in the backward pass, gradients all-reduced across data-parallel
+workers in buckets as the backward pass fills them (torch-neuronx reduces gradients in buckets
+of ``ALLREDUCE_GRADIENTS_BUCKET_SIZE_MB``, 50 MB by default), overlapping the rest of the
+backward pass, and AdamW on FP32 master weights. A step that accumulates gradients runs several
+micro-batches' forward and backward passes, adding up their weight gradients in device memory;
+the all-reduces overlap only the last one's backward pass, and the optimizer follows it once.
+
+With ZeRO-1 each data-parallel rank keeps the optimizer state of ``1/dp`` of the parameters:
+the buckets are reduce-scattered instead of all-reduced, each rank updates its share, and the
+updated BF16 weights are all-gathered. With activation checkpointing only each layer's input is
+kept from the forward pass; the backward pass recomputes a layer's forward ops (saving their
+outputs for its gradient ops) just before it needs them.
 
 Weights that every shard of a copy holds whole (a convolution whose output rows the shards
 split) get a partial gradient on each shard: the shards sum it by a reduce-scatter, each updates
@@ -16,7 +23,7 @@ data-parallel one.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from sim.workloads.builder import share
 from sim.workloads.graph import Layer, Op, OpKind, Program
@@ -25,6 +32,18 @@ FP32_BYTES = 4
 ADAMW_PASSES = 12.0  # elementwise steps of one AdamW update (moments, bias correction, sqrt, div, decay)
 ADAMW_READ_WORDS = 4  # master weight, gradient, first and second moment
 ADAMW_WRITE_WORDS = 3  # master weight, first and second moment
+WEIGHT_BYTES = 2  # the BF16 weights ZeRO-1 gathers after the update
+
+
+@dataclass(frozen=True)
+class DataParallel:
+    """How gradients meet across the ``ranks`` data-parallel copies: in buckets of at least
+    ``bucket_elems`` gradients (0: one per layer), reduce-scattered onto optimizer shards with
+    ``zero1``."""
+
+    ranks: int = 1
+    bucket_elems: int = 0
+    zero1: bool = False
 
 
 def _save_activation(op: Op) -> Op:
@@ -51,56 +70,85 @@ def _backward_ops(op: Op, accumulate: bool) -> list[Op]:
     if op.kind is OpKind.GATHER:
         return [replace(op, name=f"{op.name}.grad", kind=OpKind.GPSIMD, hbm_elems=0,
                         hbm_write_elems=op.elems, deps=())]
-    if op.kind in (OpKind.ALLREDUCE, OpKind.TRANSPOSE):  # the gradient is summed or turned around likewise
+    if op.kind in (OpKind.COLLECTIVE, OpKind.TRANSPOSE):  # the gradient is summed or turned around likewise
         return [replace(op, name=f"{op.name}.grad", deps=())]
     return []
 
 
-def training_program(forward: Program, params_per_layer: list[int], dp: int, *, accumulate: bool = False,
-                     update: bool = True) -> Program:
-    """Append backward, data-parallel gradient all-reduce and AdamW to ``forward``.
+def training_program(forward: Program, params_per_layer: list[int], dp: DataParallel, *, accumulate: bool = False,
+                     update: bool = True, checkpoint: bool = False) -> Program:
+    """Append backward, data-parallel gradient reduction and AdamW to ``forward``.
 
     One micro-batch of a step that accumulates gradients: with ``accumulate`` its weight
     gradients add to those of the micro-batches before it (read, then written back); without
-    ``update`` it ends with its backward pass, leaving the all-reduce and the optimizer to the
-    step's last micro-batch.
+    ``update`` it ends with its backward pass, leaving the reduction and the optimizer to the
+    step's last micro-batch. ``checkpoint`` recomputes each layer's forward ops in the backward
+    pass instead of keeping their outputs.
     """
-    prog = Program(ops=[_save_activation(op) for op in forward.ops], layers=list(forward.layers))
-    allreduces: list[int] = []
-    own = list(params_per_layer)  # parameters whose gradients this core reduces and updates
-    prev = len(prog.ops) - 1  # the backward chain; all-reduces hang off it without blocking it
+    ends = {la.first_op + la.n_ops - 1 for la in forward.layers}
+    prog = Program(ops=[_save_activation(op) if not checkpoint or i in ends else op
+                        for i, op in enumerate(forward.ops)], layers=list(forward.layers))
+    reductions = _Reductions(prog, dp)
+    prev = len(prog.ops) - 1  # the backward chain; reductions hang off it without blocking it
     for li in range(len(forward.layers) - 1, -1, -1):
         layer = forward.layers[li]
         start = len(prog.ops)
-        for fi in range(layer.first_op + layer.n_ops - 1, layer.first_op - 1, -1):
+        fwd_ops = range(layer.first_op, layer.first_op + layer.n_ops)
+        if checkpoint:  # the layer's forward again, from its saved input, keeping its outputs
+            for fi in fwd_ops:
+                op = forward.ops[fi]
+                prog.ops.append(replace(_save_activation(op), name=f"{op.name}.recompute", deps=(prev,)))
+                prev = len(prog.ops) - 1
+        for fi in reversed(fwd_ops):
             for op in _backward_ops(forward.ops[fi], accumulate):
                 prog.ops.append(replace(op, deps=(prev,)))
                 prev = len(prog.ops) - 1
         if update:
-            own[li] = _reduce_gradients(prog, forward, layer, params_per_layer[li], dp, prev, allreduces)
+            reductions.layer_done(forward, layer, params_per_layer[li], li, prev)
         prog.layers.append(replace(layer, name=f"{layer.name}.backward", first_op=start,
                                    n_ops=len(prog.ops) - start))
     if update:
-        _optimizer(prog, forward, own, tuple(allreduces) + (prev,))
+        reductions.flush(prev)
+        _optimizer(prog, forward, reductions.updated(len(forward.layers)), tuple(reductions.ops) + (prev,), dp)
     return prog
 
 
-def _reduce_gradients(prog: Program, forward: Program, layer: Layer, params: int, dp: int, after: int,
-                      allreduces: list[int]) -> int:
-    """Append the all-reduces of one layer's gradients, hanging off op ``after`` of the backward
-    chain (listed in ``allreduces``); return how many parameters this core then updates."""
-    replicated, shards = _replicated(forward, layer)
-    own = params - replicated + share(replicated, shards)
-    if replicated and shards > 1:
-        prog.ops.append(Op(name="grad_shard_allreduce", kind=OpKind.ALLREDUCE, elems=replicated, rows=shards,
-                           dtype_bytes=FP32_BYTES, deps=(after,)))
-        after = len(prog.ops) - 1
-        allreduces.append(after)
-    if dp > 1 and own:
-        prog.ops.append(Op(name="grad_allreduce", kind=OpKind.ALLREDUCE, elems=own, rows=dp,
-                           dtype_bytes=FP32_BYTES, across_copies=True, deps=(after,)))
-        allreduces.append(len(prog.ops) - 1)
-    return own
+class _Reductions:
+    """The gradient reductions of a backward pass: a bucket goes out once it holds enough
+    gradients, hanging off the backward op that completed it."""
+
+    def __init__(self, prog: Program, dp: DataParallel) -> None:
+        self.prog, self.dp = prog, dp
+        self.ops: list[int] = []
+        self.own: dict[int, int] = {}  # layer -> parameters this core reduces and updates
+        self.pending = 0
+
+    def layer_done(self, forward: Program, layer: Layer, params: int, li: int, after: int) -> None:
+        replicated, shards = _replicated(forward, layer)
+        own = params - replicated + share(replicated, shards)
+        if replicated and shards > 1:  # a partial gradient on every shard: summed over them first
+            self.prog.ops.append(Op(name="grad_shard_allreduce", kind=OpKind.COLLECTIVE, elems=replicated,
+                                    rows=shards, dtype_bytes=FP32_BYTES, deps=(after,)))
+            after = len(self.prog.ops) - 1
+            self.ops.append(after)
+        self.own[li] = own
+        self.pending += own
+        if self.pending and self.pending >= self.dp.bucket_elems:
+            self.flush(after)
+
+    def flush(self, after: int) -> None:
+        if self.dp.ranks > 1 and self.pending:
+            kind = "reduce_scatter" if self.dp.zero1 else "all_reduce"
+            self.prog.ops.append(Op(name=f"grad_{kind.replace('_', '')}", kind=OpKind.COLLECTIVE, elems=self.pending,
+                                    rows=self.dp.ranks, dtype_bytes=FP32_BYTES, collective=kind,
+                                    across_copies=True, deps=(after,)))
+            self.ops.append(len(self.prog.ops) - 1)
+        self.pending = 0
+
+    def updated(self, layers: int) -> list[int]:
+        """Parameters of each layer this core's optimizer updates."""
+        ranks = self.dp.ranks if self.dp.zero1 else 1
+        return [share(self.own.get(li, 0), ranks) for li in range(layers)]
 
 
 def _replicated(forward: Program, layer: Layer) -> tuple[int, int]:
@@ -109,7 +157,8 @@ def _replicated(forward: Program, layer: Layer) -> tuple[int, int]:
     return sum(op.params for op in ops), max((op.weight_replicas for op in ops), default=1)
 
 
-def _optimizer(prog: Program, forward: Program, params_per_layer: list[int], deps: tuple[int, ...]) -> None:
+def _optimizer(prog: Program, forward: Program, params_per_layer: list[int], deps: tuple[int, ...],
+               dp: DataParallel) -> None:
     start = len(prog.ops)
     for li, params in enumerate(params_per_layer):
         if not params:
@@ -118,6 +167,11 @@ def _optimizer(prog: Program, forward: Program, params_per_layer: list[int], dep
                            rows=params, passes=ADAMW_PASSES, dtype_bytes=FP32_BYTES,
                            hbm_elems=params * ADAMW_READ_WORDS, hbm_write_elems=params * ADAMW_WRITE_WORDS,
                            deps=deps))
+    if dp.zero1 and dp.ranks > 1 and len(prog.ops) > start:  # every rank gets the others' updated weights
+        total = sum(params_per_layer) * dp.ranks
+        prog.ops.append(Op(name="param_allgather", kind=OpKind.COLLECTIVE, elems=total, rows=dp.ranks,
+                           dtype_bytes=WEIGHT_BYTES, collective="all_gather", across_copies=True,
+                           deps=tuple(range(start, len(prog.ops)))))
     if len(prog.ops) > start:
         prog.layers.append(replace(forward.layers[0], name="optimizer", kind="optimizer", first_op=start,
                                    n_ops=len(prog.ops) - start))

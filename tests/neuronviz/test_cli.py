@@ -108,7 +108,7 @@ def test_copies_sets_how_many_copies_run_at_once(capsys):
 
 
 @pytest.mark.parametrize("flag, value", [("--batch", "-3"), ("--batch", "two"), ("--seq", "0"), ("--copies", "0"),
-                                         ("--grad-accum", "0")])
+                                         ("--grad-accum", "0"), ("--nodes", "0")])
 def test_bad_numbers_exit_2(capsys, flag, value):
     with pytest.raises(SystemExit) as info:
         main(["simulate", "--model", "bert-base", flag, value])
@@ -133,3 +133,15 @@ def test_simulate_help_documents_grad_accum(capsys):
     with pytest.raises(SystemExit):
         main(["simulate", "--help"])
     assert "--grad-accum N" in capsys.readouterr().out
+
+
+def test_a_training_run_over_instances_reports_its_step_and_its_communication(capsys):
+    code, out, _ = run_cli(capsys, "simulate", "--model", "bert-base", "--instance", "trn1.32xlarge", "--mode",
+                           "training", "--batch", "8", "--grad-accum", "2", "--nodes", "2", "--zero", "1", "--json")
+    r = json.loads(out)["runs"][0]
+    assert code == 0 and (r["nodes"], r["data_parallel"], r["grad_accum"]) == (2, 64, 2)
+    assert r["samples_per_s"] * r["step_ms"] / 1e3 == pytest.approx(64 * 8 * 2)
+    assert r["tokens_per_s"] == pytest.approx(128 * r["samples_per_s"])
+    assert r["compute_ms"] + r["exposed_comm_ms"] == pytest.approx(r["step_ms"])
+    assert 0 < r["exposed_comm_ms"] <= r["allreduce_ms"] and 0.5 < r["scaling_efficiency"] < 1
+    assert 0 < r["mfu_percent"] < 100 and 0 < r["memory_per_core_gib"] < 16

@@ -212,14 +212,15 @@ def test_phases_the_metrics_count_repeats_from_are_checked(saved, tmp_path, phas
         load_traces(path)
 
 
-@pytest.mark.parametrize("under_load", ["fast", {"total_ns": "5"}, {"total_ns": -1.0}, {"per_token_ns": 3}])
-def test_times_under_load_are_checked(saved, tmp_path, under_load):
+@pytest.mark.parametrize("key", ["under_load", "single_node"])
+@pytest.mark.parametrize("times", ["fast", {"total_ns": "5"}, {"total_ns": -1.0}, {"per_token_ns": 3}])
+def test_times_under_load_and_on_one_instance_are_checked(saved, tmp_path, key, times):
     path = tmp_path / "bad.nvtrace"
 
     def reload(m):
         run = m["runs"][0]
-        return {**m, "runs": [{**run, "meta": {**run["meta"], "under_load": under_load}}]}
+        return {**m, "runs": [{**run, "meta": {**run["meta"], key: times}}]}
 
     _rewrite(saved, path, reload)
-    with pytest.raises(TraceFileError, match="run metadata 'under_load' is not a table of total_ns"):
+    with pytest.raises(TraceFileError, match=f"run metadata '{key}' is not a table of total_ns"):
         load_traces(path)

@@ -10,6 +10,7 @@ from sim.metrics import compute_metrics
 from sim.run import RunConfig, simulate
 from sim.workloads import Phase, build_program, get_model, training_program
 from sim.workloads.graph import OpKind
+from sim.workloads.training import DataParallel
 
 RESNET50_FLOPS = 2 * 4.1e9  # torchvision's model card: 4.09 GMAC per 224x224 image, 2 FLOPs each
 
@@ -44,7 +45,7 @@ def test_each_resnet_shard_computes_half_of_every_convolutions_rows():
 def test_a_resnet_training_step_sums_the_shards_partial_gradients_once_per_layer():
     spec = get_model("resnet18")
     fwd = build_program(spec, Phase(8, 224, 224, 2, training=True), 2)
-    step = training_program(fwd, fwd.params_per_layer(), dp=1)
+    step = training_program(fwd, fwd.params_per_layer(), DataParallel())
     shard_sums = [op for op in step.ops if op.name == "grad_shard_allreduce"]
     conv_params = sum(op.params for op in fwd.ops if op.weight_replicas > 1)
     assert sum(op.elems for op in shard_sums) == conv_params  # every convolution weight, once
@@ -77,5 +78,5 @@ def test_vit_patch_embedding_and_head_are_split_over_the_shards_not_repeated(tp)
     assert tp * sum(op.params for op in patch + head) == 768 * 768 + 768 * 1000
     assert tp * sum(op.hbm_elems for op in patch if op.kind is OpKind.COPY) == 3 * 224 * 224  # the image, once
     # the shards' partial embeddings and logits are summed by one all-reduce each
-    reduces = [op.name for op in patch + head if op.kind is OpKind.ALLREDUCE]
+    reduces = [op.name for op in patch + head if op.kind is OpKind.COLLECTIVE]
     assert reduces == ([] if tp == 1 else ["patch_allreduce", "logits_allreduce"])

@@ -74,7 +74,18 @@ def test_decoder_rows_are_tensor_parallel_with_the_compilers_attention_and_train
                                           "global_batch=16384; optimizer=AdamW,training,16,128,,bf16,"
                                           "train_seq_per_s_cluster,3826.61,,x,test,x"))
     # 16384 sequences per update over 32 NeuronCores of 16: 32 micro-batches before each all-reduce
-    assert (train.config.mode, train.config.batch, train.config.grad_accum, train.nodes) == ("training", 16, 32, 1)
+    assert (train.config.mode, train.config.batch, train.config.grad_accum, train.config.nodes) == (
+        "training", 16, 32, 1)
+    cluster = _row_2024(_parse(HEADER_2024, "bert-large,trn1.32xlarge,256,,training 32xNC DP x 16 nodes; nodes=16; "
+                                            "microbatch=8; global_batch=1048576; optimizer=Lamb,training,8,128,,fp32,"
+                                            "train_seq_per_s_cluster,32362.67,,Neuron 2.28.0,test,x"))
+    # 16 instances of 32 cores at 8 sequences: 256 micro-batches an update; FP32 left uncast by Neuron 2.28's
+    # compiler (--auto-cast defaults to none since 2.27), matmuls cast to BF16 by the default of older SDKs
+    assert (cluster.config.nodes, cluster.config.grad_accum, cluster.config.dtype, cluster.config.autocast) == (
+        16, 256, "fp32", "none")
+    older = _row_2024(_parse(HEADER_2024, "bert-large,trn1.32xlarge,16,,training 32xNC DP; nodes=1,training,8,128,,"
+                                          "fp32,train_seq_per_s_cluster,1,,Neuron 2.26.0,test,x"))
+    assert older.config.autocast == "matmult"
     pp = _row_2024(_parse(HEADER_2024, "llama-3.1-70b,trn1.32xlarge,512,,training TP=32 DP=4 PP=8; nodes=32,"
                                        "training,1,8192,,bf16,train_seq_per_s_cluster,7.94,,x,test,x"))
     assert pp.config is None and "scale-out" in pp.skip

@@ -1,0 +1,96 @@
+"""Collectives against hand calculations: rings per level, a torus dimension by dimension, the
+UltraServer's slower links across instances, and instances joined by EFA."""
+
+import pytest
+
+from sim.cost.collective import Group, collective, sub_dims
+from sim.hardware.chip import get_chip
+from sim.hardware.instances import Topology, get_instance
+
+
+def _seconds(kind, chip, topo, nbytes, ranks, per_chip, nodes=1, lnc=1):
+    return collective(kind, chip, topo, nbytes, Group(ranks, per_chip, nodes, lnc)).seconds
+
+
+def test_an_all_reduce_within_a_chip_is_a_ring_of_its_cores():
+    chip, topo = get_chip("trn1"), get_instance("trn1.32xlarge").topology
+    hop, link = chip.efficiency.collective_latency_s, chip.intra_chip_link_bytes_per_s
+    # two cores: reduce-scatter and all-gather, one hop each, half the buffer each way
+    assert _seconds("all_reduce", chip, topo, 1024, 2, 2) == pytest.approx(2 * hop + 1024 / link)
+    # an all-gather or a reduce-scatter is one of those two passes
+    assert _seconds("all_gather", chip, topo, 1024, 2, 2) == pytest.approx(hop + 512 / link)
+    assert _seconds("reduce_scatter", chip, topo, 1024, 2, 2) == pytest.approx(hop + 512 / link)
+
+
+def test_a_torus_all_reduces_along_each_dimension_in_turn():
+    chip, topo = get_chip("trn1"), get_instance("trn1.32xlarge").topology
+    eff, n = chip.efficiency, 64e6
+    hop, intra = eff.collective_latency_s, chip.intra_chip_link_bytes_per_s
+    per_dim = chip.neuronlink_bytes_per_s / 2  # two of the chip's four links point along each dimension
+    # 32 cores on 16 chips: the two cores of a chip reduce-scatter and all-gather (2 hops, n/2 each
+    # way); the chips then run 4-chip rings along x on n, and along y on n/4
+    within = 2 * hop + n / intra
+    x = 2 * 3 * hop + 2 * 3 / 4 * n / per_dim
+    y = 2 * 3 * hop + 2 * 3 / 4 * (n / 4) / per_dim
+    cost = collective("all_reduce", chip, topo, n, Group(32, 2))
+    assert cost.seconds == pytest.approx(eff.collective_setup_s + within + x + y)
+    assert cost.link_bytes == pytest.approx(2 * (3 / 4 * n + 3 / 4 * n / 4)) and cost.efa_bytes == 0
+    # the same 16 chips around one ring would take 30 hops instead of 12
+    ring = Topology("ring", (16,), chip.neuronlink_bytes_per_s)
+    small = 16e3  # a decode step's all-reduce: latency-bound
+    hops = [_seconds("all_reduce", chip, t, small, 32, 2) - eff.collective_setup_s for t in (ring, topo)]
+    assert hops[0] > 2 * hops[1]
+
+
+def test_an_ultraserver_crosses_instances_slower_per_byte_than_within_one():
+    chip, us = get_chip("trn2"), get_instance("trn2-ultraserver").topology
+    inside = get_instance("trn2.48xlarge").topology
+    n = 256e6
+    # 64 chips = 4x4 within each instance and a ring of 4 across them, at 256 instead of 512 GB/s a dimension
+    assert sub_dims(us, 64) == (4, 4, 4) and sub_dims(inside, 8) == (2, 4) and sub_dims(inside, 2) == (2,)
+    across = _seconds("all_reduce", chip, us, n, 64, 1) - _seconds("all_reduce", chip, inside, n, 16, 1)
+    last_dim = 2 * 3 * chip.efficiency.collective_latency_s + 2 * 3 / 4 * n / 16 / us.outer_bytes_per_s
+    assert across == pytest.approx(last_dim)
+    assert across > 2 * 3 / 4 * n / 16 / (chip.neuronlink_bytes_per_s / 2)  # slower than an in-instance link
+
+
+def test_instances_join_over_efa_after_their_own_reduce_scatter():
+    chip, topo = get_chip("trn1"), get_instance("trn1.32xlarge").topology
+    eff, n = chip.efficiency, 1.34e9  # bert-large's FP32 gradients
+    efa = 800e9 / 8  # trn1.32xlarge: 800 Gbps
+    assert topo.efa_bytes_per_s == efa
+    one = _seconds("all_reduce", chip, topo, n, 32, 2)
+    # 16 instances (a power of two): recursive halving and doubling, 4 steps of 15 us each way,
+    # every instance's ranks together sending 15/16 of the buffer each way over its EFA
+    sixteen = _seconds("all_reduce", chip, topo, n, 32 * 16, 2, nodes=16)
+    assert sixteen - one == pytest.approx(2 * (4 * eff.efa_latency_s + 15 / 16 * n / efa))
+    # 3 instances: a ring, 2 steps each way
+    three = _seconds("all_reduce", chip, topo, n, 32 * 3, 2, nodes=3)
+    assert three - one == pytest.approx(2 * (2 * eff.efa_latency_s + 2 / 3 * n / efa))
+    cost = collective("all_reduce", chip, topo, n, Group(32 * 16, 2, 16))
+    assert cost.efa_bytes == pytest.approx(2 * 15 / 16 * n)
+    # a hierarchical all-reduce beats one flat ring over all 512 cores by far at a small size
+    flat = 2 * 511 * eff.efa_latency_s
+    assert _seconds("all_reduce", chip, topo, 1e5, 512, 2, nodes=16) < flat / 10
+
+
+def test_an_all_to_all_sends_each_peer_its_share():
+    chip, topo = get_chip("trn2"), get_instance("trn2.48xlarge").topology
+    eff, n = chip.efficiency, 64e6
+    # 8 ranks on one chip: 7 pairwise steps, each sending 1/8 of the buffer over the on-chip path
+    on_chip = _seconds("all_to_all", chip, topo, n, 8, 8)
+    assert on_chip == pytest.approx(7 * (eff.collective_latency_s + n / 8 / chip.intra_chip_link_bytes_per_s))
+    # one rank on each of 4 chips in a 2x2 square: each chip sends 3/4 of its buffer, on average
+    # 4/3 hops away (two neighbours at 1 hop, the diagonal at 2), over all its links
+    cost = collective("all_to_all", chip, topo, n, Group(4, 1))
+    assert cost.link_bytes == pytest.approx(3 / 4 * n)
+    assert cost.seconds == pytest.approx(eff.collective_setup_s + 3 * eff.collective_latency_s
+                                         + 3 / 4 * n * 4 / 3 / topo.link_bytes_per_s)
+
+
+def test_groups_spread_evenly_over_instances():
+    assert Group(512, 2, 16).chips_per_node == 16
+    assert Group(4, 1).chips_per_node == 4
+    assert Group(8, 8).chips_per_node == 1
+    with pytest.raises(ValueError, match="unknown collective"):
+        collective("broadcast", get_chip("trn1"), get_instance("trn1.32xlarge").topology, 1.0, Group(2, 2))
