@@ -15,7 +15,7 @@ from neuronviz.report import file_summary, run_record, runs_table
 from sim.errors import SimError
 from sim.hardware.chip import all_chips
 from sim.hardware.instances import instances_of
-from sim.run import AUTOCAST, DTYPE_BYTES, MODES, RunConfig, simulate
+from sim.run import ATTENTION, AUTOCAST, DTYPE_BYTES, MODES, RunConfig, simulate
 from sim.trace import Trace
 from sim.workloads import get_model, preset_names
 
@@ -76,7 +76,8 @@ def simulate_runs(args: argparse.Namespace) -> list[Trace]:
                                batch=args.batch, seq=args.seq, new_tokens=args.new_tokens, dtype=args.dtype,
                                autocast=args.autocast, cores=args.cores, copies=args.copies,
                                grad_accum=args.grad_accum, nodes=args.nodes, zero1=args.zero == 1,
-                               checkpoint_activations=args.checkpoint_activations,
+                               checkpoint_activations=args.checkpoint_activations, pipeline=args.pipeline,
+                               sequence_parallel=args.sequence_parallel, attention=args.attention,
                                concurrency=args.concurrency, max_seq=args.max_seq,
                                bucketing=not args.no_buckets, prefill_chunk=args.prefill_chunk))
             for chip in chips]
@@ -124,6 +125,15 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
                        help="1: shard the optimizer state over the data-parallel copies (ZeRO-1)")
     train.add_argument("--checkpoint-activations", action="store_true",
                        help="recompute each layer's forward pass in the backward pass instead of keeping it")
+    train.add_argument("--pipeline", type=_positive_int, default=1, metavar="N",
+                       help="split each copy's layers into N pipeline stages of --cores cores each (1F1B over the "
+                            "--grad-accum micro-batches; default 1)")
+    p.add_argument("--attention", choices=ATTENTION,
+                   help="attention as one fused flash kernel or as the compiler's separate ops (default: flash "
+                        "for decode, as NxD Inference runs it; the compiler's ops otherwise)")
+    p.add_argument("--sequence-parallel", action="store_true",
+                   help="with --cores > 1, each core keeps its share of the tokens outside attention and the MLP "
+                        "(Megatron/NxD sequence parallelism)")
     serve = p.add_argument_group("decode as a serving stack runs it")
     serve.add_argument("--concurrency", type=_positive_int, metavar="N",
                        help="requests in flight on the graph compiled for --batch, each prompt encoded alone and "

@@ -19,6 +19,8 @@ ENGINE_COLORS = {
     "dma_read": "#56B4E9",    # sky blue
     "dma_write": "#D55E00",   # vermillion
     "collective": "#F0E442",  # yellow
+    "neuronlink": "#CC79A7",  # reddish purple: collective traffic between chips
+    "efa": "#009E73",         # bluish green: and between instances
     "other": "#999999",
 }
 ENGINE_LABELS = {

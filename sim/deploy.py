@@ -9,7 +9,7 @@ core groups ``lnc_default`` physical cores, over which the compiler shards each 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sim.errors import ConfigError, DoesNotFitError
 from sim.hardware.chip import Chip
@@ -24,15 +24,28 @@ OPTIMIZER_BYTES_PER_PARAM = 12  # of which the FP32 master weights and Adam mome
 class Deployment:
     chip: Chip
     instance: Instance
-    cores_per_copy: int  # logical NeuronCores one copy spans (the tensor-parallel degree)
-    copies: int  # model copies the whole instance runs
+    cores_per_copy: int  # logical NeuronCores one copy (one pipeline stage of it) spans: the tensor-parallel degree
+    copies: int  # model copies the whole instance runs (at least one: a pipelined copy may span instances)
     nodes: int = 1  # instances running as many copies each (training: data parallel over all)
     need: MemoryNeed | None = None  # the device memory one copy needs
+    pipeline: int = 1  # pipeline stages of a training copy, each on its own cores_per_copy cores
+
+    @property
+    def data_parallel(self) -> int:
+        """Copies of the model over all the instances (the data-parallel degree of training)."""
+        if self.pipeline == 1:
+            return self.copies * self.nodes
+        return max(1, self.nodes * self.instance.logical_cores // (self.cores_per_copy * self.pipeline))
+
+    @property
+    def node_cores(self) -> int:
+        """Physical cores of one instance."""
+        return self.instance.chips * self.chip.cores
 
     @property
     def memory_per_core_bytes(self) -> float:
-        """Device memory each physical core of a copy holds."""
-        return 0.0 if self.need is None else self.need.per_core(self.shards, self.copies * self.nodes)
+        """Device memory each physical core of a copy holds (its stage's share of a pipelined copy)."""
+        return 0.0 if self.need is None else self.need.per_core(self.shards * self.pipeline, self.data_parallel)
 
     @property
     def lnc(self) -> int:
@@ -90,57 +103,71 @@ def _fits(chip: Chip, need: MemoryNeed, shards: int, dp: int) -> bool:
     return need.per_core(shards, dp) <= chip.memory_bytes / chip.cores * MEMORY_HEADROOM
 
 
-def _power_of_two_cores(chip: Chip, need: MemoryNeed, limit: int, nodes: int) -> int | None:
-    c = 1
-    while c <= limit:
-        if _fits(chip, need, c * chip.lnc_default, max(1, limit // c) * nodes):
-            return c
-        c *= 2
-    return None
+def _deployment(chip: Chip, inst: Instance, cores: int, nodes: int, need: MemoryNeed, pipeline: int) -> Deployment:
+    copies = max(1, inst.logical_cores // (cores * pipeline))
+    return Deployment(chip, inst, cores, copies, nodes, need, pipeline)
+
+
+def _fits_as(dep: Deployment) -> bool:
+    return _fits(dep.chip, dep.need, dep.shards * dep.pipeline, dep.data_parallel)
 
 
 def plan_deployment(chip: Chip, instance: Instance | None, need: MemoryNeed, cores: int | None,
-                    model: str, copies: int | None = None, nodes: int = 1) -> Deployment:
+                    model: str, copies: int | None = None, nodes: int = 1, pipeline: int = 1) -> Deployment:
     """Choose instance, cores per copy and copies; raise when the model cannot fit.
 
     ``copies`` runs fewer copies than the instance holds (one request in flight: ``copies=1``),
     so the running copies share the chip's memory bandwidth with fewer others. ``nodes``
-    instances each run as many copies (the data-parallel ranks of a training run).
+    instances each run as many copies (the data-parallel ranks of a training run); a copy split
+    into ``pipeline`` stages spans that many times its cores, over several instances if need be.
     """
     if cores is not None and cores < 1:
         raise ConfigError(f"--cores must be at least 1, got {cores}")
-    dep = _plan(chip, instance, need, cores, model, nodes)
+    dep = _plan(chip, instance, need, cores, model, nodes, pipeline)
     if copies is None:
         return dep
     if copies < 1 or copies > dep.copies:
         held = f"{dep.copies} cop{'y' if dep.copies == 1 else 'ies'}"
         raise ConfigError(f"copies running must be between 1 and {dep.copies} ({dep.instance.name} holds {held} "
                           f"of {dep.cores_per_copy} core(s)), got {copies}")
-    return Deployment(chip, dep.instance, dep.cores_per_copy, copies, nodes, need)
+    return replace(dep, copies=copies)
 
 
 def _plan(chip: Chip, instance: Instance | None, need: MemoryNeed, cores: int | None, model: str,
-          nodes: int) -> Deployment:
-    candidates = [instance] if instance is not None else _candidates(chip)
+          nodes: int, pipeline: int) -> Deployment:
+    candidates = [instance] if instance is not None else _candidates(chip, nodes)
     for inst in candidates:
-        limit = inst.logical_cores
+        limit = min(inst.logical_cores, inst.logical_cores * nodes // pipeline)  # cores one stage may span
         if cores is not None:
             if cores > limit:
                 if instance is not None:
-                    raise ConfigError(f"--cores {cores} exceeds the {limit} NeuronCores of {inst.name}")
+                    raise ConfigError(f"--cores {cores} exceeds the {inst.logical_cores} NeuronCores of {inst.name}"
+                                      if cores > inst.logical_cores else
+                                      f"--cores {cores} x {pipeline} pipeline stages exceed the "
+                                      f"{inst.logical_cores * nodes} NeuronCores of {nodes} x {inst.name}")
                 continue
-            if _fits(chip, need, cores * chip.lnc_default, max(1, limit // cores) * nodes):
-                return Deployment(chip, inst, cores, max(1, limit // cores), nodes, need)
+            dep = _deployment(chip, inst, cores, nodes, need, pipeline)
+            if _fits_as(dep):
+                return dep
             continue
-        per_copy = _power_of_two_cores(chip, need, limit, nodes)
-        if per_copy is not None:
-            return Deployment(chip, inst, per_copy, max(1, limit // per_copy), nodes, need)
+        c = 1
+        while c <= limit:
+            dep = _deployment(chip, inst, c, nodes, need, pipeline)
+            if _fits_as(dep):
+                return dep
+            c *= 2
     where = instance.name if instance is not None else f"any {chip.name} instance"
     gib = need.total / 2**30
     raise DoesNotFitError(f"{model} needs {gib:.1f} GiB of device memory and does not fit on {where}"
                           + ("" if cores is None else f" with --cores {cores}"))
 
 
-def _candidates(chip: Chip) -> list[Instance]:
+def _candidates(chip: Chip, nodes: int = 1) -> list[Instance]:
+    """Instances to try, in order: the chip's default, then larger ones. A cluster of several
+    instances is built from the largest priced instance (the cheaper of equals), as clusters are."""
     default = default_instance(chip)
+    if nodes > 1:
+        priced = [i for i in instances_of(chip) if i.price_usd_per_hour is not None]
+        if priced:
+            default = max(priced, key=lambda i: (i.chips, -i.price_usd_per_hour))
     return [default] + [i for i in instances_of(chip) if i is not default and i.chips > default.chips]

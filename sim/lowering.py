@@ -62,7 +62,7 @@ class LoweredOp:
     read_after_deps: bool  # the read needs the op's inputs (a gather by index)
     sbuf_bytes: float  # working set held from the op's first read to its last compute
     psum_bytes: float  # PSUM held per chunk between matmul and evacuation
-    weight_refetch_bytes: float  # weight bytes streamed again, once per block of activations
+    weight_refetch_bytes: float  # weight (or input activation) bytes streamed again, once per block of the other
     link_bytes: float = 0.0  # a collective's bytes each chip sends over NeuronLink
     efa_bytes: float = 0.0  # a collective's bytes each instance sends over EFA
 
@@ -78,7 +78,9 @@ class CoreContext:
     ranks_per_chip: int  # shards of one model copy on the same chip
     copies_per_chip: int  # model copies that share a chip (ranks of a data-parallel ring on one chip)
     topology: Topology  # how the instance's chips are joined (for collectives across them)
-    nodes: int = 1  # instances the data-parallel copies span (joined by EFA)
+    nodes: int = 1  # instances the data-parallel copies of this rank's stage span (joined by EFA)
+    shards: int = 1  # physical cores one copy (one pipeline stage of it) is split over
+    node_cores: int = 1  # physical cores of one instance
 
     @property
     def weight_bytes(self) -> int:
@@ -156,19 +158,24 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     # what attention reads from memory (a KV cache) is stored like the activations
     weights = op.hbm_elems * (ctx.weight_bytes if op.weights else dt)
     # weights stream through up to three quarters of SBUF less the activations: as many chunks as
-    # fit there run ahead of the matmuls (during a collective, most of a decoder's next matmul);
-    # weights that do not fit are streamed again for every block of input activations SBUF holds
+    # fit there run ahead of the matmuls (during a collective, most of a decoder's next matmul).
+    # When neither the weights nor the input activations fit, one of them is streamed again for
+    # every block of the other that SBUF holds: whichever moves fewer bytes
     act = min(act_in + out, budget)
     weight_room = chip.sbuf_bytes * 3 / 4 - act
-    blocks = max(1, ceil_div(int(act_in), int(budget))) if weights > weight_room and act_in > budget else 1
+    weight_again = act_again = 0.0
+    if weights > weight_room and act_in > budget:
+        weight_again = weights * (ceil_div(int(act_in), int(budget)) - 1)
+        act_again = act_in * (ceil_div(int(weights), int(max(weight_room, 1.0))) - 1)
+        weight_again, act_again = (weight_again, 0.0) if weight_again <= act_again else (0.0, act_again)
     spill, spill_write = _spill(ctx, op, out)
-    reads = weights * blocks + spill
+    reads = weights + weight_again + act_again + spill
     writes = op.hbm_write_elems * dt + spill_write
     chunks = _chunks(reads, plan.psum_tiles)
     # weights are loaded in the compiler's weight descriptors (a row of a weight matrix shorter
     # than one is loaded in its own descriptors)
     weight_run = min(chip.efficiency.weight_descriptor_bytes, op.n * ctx.weight_bytes) if op.weights else None
-    read_s = _dma_seconds(ctx, weights * blocks, weight_run) + _dma_seconds(ctx, spill)
+    read_s = _dma_seconds(ctx, weights + weight_again, weight_run) + _dma_seconds(ctx, spill + act_again)
     read = _dma(ctx, reads, chunks, seconds=read_s) if reads else None
     if read is not None and weights > weight_room:
         buffers = max(STREAM_BUFFERS, int(weight_room // read.nbytes))
@@ -177,7 +184,7 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     return LoweredOp(
         chunks=chunks, read=read, compute=compute, write=_write(ctx, writes, chunks), read_after_deps=False,
         sbuf_bytes=min(weights, weight_room) + act, psum_bytes=psum,
-        weight_refetch_bytes=weights * (blocks - 1),
+        weight_refetch_bytes=weight_again + act_again,
     )
 
 
@@ -264,8 +271,17 @@ def _copy(ctx: CoreContext, op: Op) -> LoweredOp:
 def _collective(ctx: CoreContext, op: Op) -> LoweredOp:
     """A collective runs on the core's collective-communication cores, beside its engines."""
     nbytes = op.elems * op.dtype_bytes
-    if op.across_copies:  # one rank per copy, the copies spread over every instance
-        group = Group(op.rows, min(op.rows, ctx.copies_per_chip), ctx.nodes)
+    on_node = min(ctx.shards, ctx.node_cores)  # this copy's shards on one instance, each in a group like this one
+    if op.collective == "send":  # to the next pipeline stage: the next cores, chip or instance
+        if ctx.shards >= ctx.node_cores:
+            group = Group(2, 1, 2, share_node=on_node)
+        elif ctx.shards >= ctx.chip.cores:
+            group = Group(2, 1, share_chip=ctx.ranks_per_chip)
+        else:
+            group = Group(2, 2)
+    elif op.across_copies:  # one rank per copy, the copies spread over the instances
+        group = Group(op.rows, min(op.rows, ctx.copies_per_chip), ctx.nodes, share_chip=ctx.ranks_per_chip,
+                      share_node=on_node)
     else:  # the shards of one copy: logical cores of one instance
         group = Group(op.rows, ctx.ranks_per_chip, 1, ctx.chip.lnc_default)
     cost = collective(op.collective, ctx.chip, ctx.topology, nbytes, group)

@@ -107,7 +107,7 @@ def compute_metrics(trace: Trace) -> RunMetrics:
         per_token_loaded = loaded["per_token_ns"] * 1e-9 + overhead
         throughput = m["copies"] * items / per_token_loaded if per_token_loaded > 0 else 0.0
     else:
-        copies = m["copies"] * m.get("nodes", 1)  # a training run's copies on every instance
+        copies = m.get("data_parallel", m["copies"])  # a training run's copies on every instance
         throughput = copies * items / latency_loaded if latency_loaded > 0 else 0.0
     price = m.get("price_usd_per_hour")
     cost = None if price is None or throughput <= 0 else price / (throughput * 3600.0) * 1e6

@@ -12,11 +12,12 @@ from sim.deploy import Deployment, MemoryNeed, memory_needed, plan_deployment
 from sim.errors import ConfigError
 from sim.hardware.chip import Chip, Efficiency, get_chip
 from sim.hardware.instances import Instance, get_instance
-from sim.lowering import GPSIMD, RESOURCE_NAMES, CoreContext, lower
+from sim.lowering import GPSIMD, RESOURCE_NAMES, CoreContext, LoweredOp, lower
 from sim.scheduler import CoreScheduler, log_mark, repeat_tail
 from sim.trace import Counter, Trace, Track
 from sim.workloads import ModelSpec, Phase, Program, build_program, get_model, training_program
 from sim.workloads.models import CNN, DECODER
+from sim.workloads.pipeline import heaviest_stage, stage_program
 from sim.workloads.training import FP32_BYTES as GRADIENT_BYTES
 from sim.workloads.training import DataParallel
 
@@ -55,6 +56,9 @@ class RunConfig:
     nodes: int = 1  # training: instances joined by EFA, the data-parallel copies spread over all of them
     zero1: bool = False  # training: optimizer state sharded over the data-parallel copies (ZeRO-1)
     checkpoint_activations: bool = False  # training: recompute each layer's forward in the backward pass
+    pipeline: int = 1  # training: pipeline stages a copy's layers are split over (1F1B over the micro-batches)
+    # outside attention and the MLP each tensor-parallel core keeps its share of the tokens (Megatron, NxD)
+    sequence_parallel: bool = False
     # decode, as a serving stack compiles and runs it: ``batch`` is the batch the graphs are
     # compiled for; ``concurrency`` requests use it (None: static batching, every prompt of the
     # batch encoded together; a number: continuous batching, each prompt encoded alone and every
@@ -72,13 +76,15 @@ class RunConfig:
 @dataclass(frozen=True)
 class _Phase:
     """A program run ``repeat`` times back to back, of which at most ``max_stored`` are kept as
-    events; with ``number_from`` its executions are numbered from there even when not repeated."""
+    events; with ``number_from`` its executions are numbered from there even when not repeated.
+    With ``idle_periods`` the core waits instead, for that many times the program's duration."""
 
     name: str
     program: Program
     repeat: int = 1
     max_stored: int | None = None
     number_from: int = 0
+    idle_periods: float = 0.0  # an idle wait this many times as long as ``program`` takes (a pipeline bubble)
 
     def label(self, execution: int) -> str:
         """The name of the ``execution``-th run (from 0), which prefixes its layers' names."""
@@ -112,11 +118,18 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
         raise ConfigError(f"gradient accumulation is for training; {cfg.mode} mode has no optimizer step")
     if not isinstance(cfg.nodes, int) or cfg.nodes < 1:
         raise ConfigError(f"nodes must be a positive integer, got {cfg.nodes}")
+    if not isinstance(cfg.pipeline, int) or cfg.pipeline < 1:
+        raise ConfigError(f"pipeline stages must be a positive integer, got {cfg.pipeline}")
     training_only = [name for name, on in (("--nodes", cfg.nodes > 1), ("--zero 1", cfg.zero1),
-                                           ("--checkpoint-activations", cfg.checkpoint_activations)) if on]
+                                           ("--checkpoint-activations", cfg.checkpoint_activations),
+                                           ("--pipeline", cfg.pipeline > 1)) if on]
     if training_only and cfg.mode != "training":
         raise ConfigError(f"{training_only[0]} is for training; {cfg.mode} mode has no training step")
     _validate_serving(cfg)
+    if cfg.pipeline > 1 and spec.is_vision:
+        raise ConfigError(f"pipeline stages are for text transformers; split {spec.name} with --cores or --copies")
+    if cfg.pipeline > max(1, spec.layers):
+        raise ConfigError(f"{spec.name} has {spec.layers} blocks to split into {cfg.pipeline} pipeline stages")
     if spec.family == CNN and (cfg.cores or 1) > 1:
         raise ConfigError(f"{spec.name} cannot span {cfg.cores} NeuronCores: the Neuron SDK has no tensor-parallel "
                           "CNNs (one copy per core); use --copies for more copies running at once")
@@ -196,16 +209,21 @@ def flash_attention(cfg: RunConfig) -> bool:
     return (cfg.attention or ("flash" if cfg.mode == "decode" else "compiler")) == "flash"
 
 
+def _kernels(cfg: RunConfig) -> dict[str, bool]:
+    """How a run's programs are built: its attention kernel and whether tokens are split."""
+    return {"flash": flash_attention(cfg), "sequence_parallel": cfg.sequence_parallel}
+
+
 def _prefill_phases(cfg: RunConfig, spec: ModelSpec, seq: int, tp: int, dt: int, lengths: list[int]) -> list[_Phase]:
     """The prompt's encoding: one graph of the bucket that holds it (the padding is computed
     too), or chunks of ``prefill_chunk`` tokens each attending to the chunks before it."""
     batch = cfg.batch if cfg.concurrency is None else 1  # continuous batching encodes one prompt at a time
     if not cfg.prefill_chunk:
         ce = _bucket(seq, lengths)
-        return [_Phase("prefill", build_program(spec, Phase(batch, ce, ce, tp, flash=flash_attention(cfg)), dt))]
+        return [_Phase("prefill", build_program(spec, Phase(batch, ce, ce, tp, **_kernels(cfg)), dt))]
     chunk = cfg.prefill_chunk
     return [_Phase(f"prefill chunk {i + 1}",
-                   build_program(spec, Phase(batch, chunk, (i + 1) * chunk, tp, flash=flash_attention(cfg)), dt))
+                   build_program(spec, Phase(batch, chunk, (i + 1) * chunk, tp, **_kernels(cfg)), dt))
             for i in range(-(-seq // chunk))]
 
 
@@ -214,12 +232,11 @@ def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int)
     if cfg.mode == "training":
         return _training_phases(cfg, spec, seq, dep, dt)
     if cfg.mode == "inference":
-        return [_Phase("inference", build_program(spec, Phase(cfg.batch, seq, seq, tp, flash=flash_attention(cfg)),
-                                                  dt))]
+        return [_Phase("inference", build_program(spec, Phase(cfg.batch, seq, seq, tp, **_kernels(cfg)), dt))]
     lengths = graph_lengths(cfg.max_seq or seq + cfg.new_tokens, cfg.bucketing)
     out = _prefill_phases(cfg, spec, seq, tp, dt, lengths)
     for bucket, steps in _decode_buckets(seq, cfg.new_tokens, lengths):
-        prog = build_program(spec, Phase(cfg.batch, 1, bucket, tp, decode_step=True, flash=flash_attention(cfg)), dt)
+        prog = build_program(spec, Phase(cfg.batch, 1, bucket, tp, decode_step=True, **_kernels(cfg)), dt)
         out.append(_Phase(f"decode ctx {bucket}", prog, steps))
     return out
 
@@ -227,27 +244,35 @@ def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int)
 def _training_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int) -> list[_Phase]:
     """One training step: ``grad_accum`` micro-batches' forward and backward passes, the later
     ones adding to the gradients of the earlier ones; the gradient reductions overlap only the
-    last backward pass, and the optimizer update follows it once."""
-    fwd = build_program(spec, Phase(cfg.batch, seq, seq, dep.shards, training=True, flash=flash_attention(cfg)), dt)
+    last backward pass, and the optimizer update follows it once. A pipelined copy is simulated
+    on its slowest stage, which then waits for the others to fill and drain the pipeline."""
+    fwd = build_program(spec, Phase(cfg.batch, seq, seq, dep.shards, training=True, **_kernels(cfg)), dt)
+    if dep.pipeline > 1:
+        share = -(-cfg.batch * seq * spec.hidden // dep.shards)  # a rank's share of the activation between stages
+        fwd = stage_program(fwd, dep.pipeline, heaviest_stage(fwd, dep.pipeline), share)
     params, n = fwd.params_per_layer(), cfg.grad_accum
     eff = dep.chip.efficiency
-    dp = DataParallel(dep.copies * dep.nodes, int(eff.grad_bucket_bytes // GRADIENT_BYTES), cfg.zero1)
+    dp = DataParallel(dep.data_parallel, int(eff.grad_bucket_bytes // GRADIENT_BYTES), cfg.zero1)
 
     def step(**kw) -> Program:
         return training_program(fwd, params, dp, checkpoint=cfg.checkpoint_activations, **kw)
 
     if n == 1:
-        return [_Phase("training step", step())]
-    out = [_Phase("micro-batch", step(update=False), number_from=1)]
-    if n > 2:
-        out.append(_Phase("micro-batch", step(accumulate=True, update=False), n - 2, STORED_MIDDLE_MICRO_BATCHES,
-                          number_from=2))
-    out.append(_Phase("micro-batch", step(accumulate=True), number_from=n))
+        out = [_Phase("training step", step())]
+    else:
+        out = [_Phase("micro-batch", step(update=False), number_from=1)]
+        if n > 2:
+            out.append(_Phase("micro-batch", step(accumulate=True, update=False), n - 2,
+                              STORED_MIDDLE_MICRO_BATCHES, number_from=2))
+        out.append(_Phase("micro-batch", step(accumulate=True), number_from=n))
+    if dep.pipeline > 1:  # 1F1B: the other stages' first forwards and last backwards
+        out.append(_Phase("pipeline bubble", step(update=False), idle_periods=dep.pipeline - 1))
     return out
 
 
 def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int) -> MemoryNeed:
-    probe = build_program(spec, Phase(cfg.batch, seq, seq, training=cfg.mode == "training"), dt)
+    probe = build_program(spec, Phase(cfg.batch, seq, seq, training=cfg.mode == "training",
+                                      flash=flash_attention(cfg)), dt)
     params = sum(op.params for op in probe.ops)
     weight_bytes = DTYPE_BYTES[compute_dtypes(cfg, chip)[1]]
     state = 0.0
@@ -255,12 +280,15 @@ def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int)
         positions = cfg.max_seq or seq + cfg.new_tokens
         state = 2.0 * spec.layers * spec.kv_heads * spec.head_dim * positions * cfg.batch * dt
     elif cfg.mode == "training":
-        outputs = [sum(op.out_elems for op in probe.ops[la.first_op:la.first_op + la.n_ops]) for la in probe.layers]
+        outputs = [sum(op.out_elems for op in probe.ops[la.first_op:la.first_op + la.n_ops] if not op.fused)
+                   for la in probe.layers]  # a fused attention kernel keeps none of its tiles
         if cfg.checkpoint_activations:  # each layer's input, and one layer's activations recomputed
             ends = [probe.ops[la.first_op + la.n_ops - 1].out_elems for la in probe.layers]
             state = float(sum(ends) + max(outputs, default=0)) * dt
         else:
             state = float(sum(outputs)) * dt
+        # 1F1B: the first stage holds the activations of up to one micro-batch per stage at once
+        state *= min(cfg.pipeline, cfg.grad_accum)
     return memory_needed(params * weight_bytes, state, cfg.mode == "training", params, cfg.zero1)
 
 
@@ -275,7 +303,7 @@ def _plan(cfg: RunConfig) -> tuple[ModelSpec, int, int, Deployment]:
     seq = _validate(cfg, spec, chip)
     dt = DTYPE_BYTES[compute_dtypes(cfg, chip)[0]]
     dep = plan_deployment(chip, inst, _memory_need(cfg, spec, chip, seq, dt), cfg.cores, spec.name, cfg.copies,
-                          cfg.nodes)
+                          cfg.nodes, cfg.pipeline)
     if cfg.nodes > 1 and not dep.instance.topology.efa_bytes_per_s:
         raise ConfigError(f"{dep.instance.name} has no published EFA bandwidth to join {cfg.nodes} nodes: choose an "
                           "instance with EFA (trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge...)")
@@ -314,22 +342,32 @@ def _run_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: 
     """Schedule every phase of ``cfg`` on one core of ``dep``; keep at most ``max_events`` events."""
     chip = dep.chip
     ctx = CoreContext(chip, *compute_dtypes(cfg, chip), dep.active_cores_per_chip, dep.ranks_per_chip,
-                      dep.copies_per_chip, dep.instance.topology, dep.nodes)
+                      dep.copies_per_chip, dep.instance.topology, min(dep.nodes, dep.data_parallel), dep.shards,
+                      dep.node_cores)
     sched = CoreScheduler(chip.sbuf_bytes, chip.tensor.throttle)
     tables = _Tables()
     t0, phase_spans = 0.0, []
     for phase in _phases(cfg, spec, seq, dep, dt):
         prog, repeat = phase.program, phase.repeat
+        if phase.idle_periods:  # measured on a scheduler of its own: nothing of it is logged
+            scratch = CoreScheduler(chip.sbuf_bytes, chip.tensor.throttle)
+            scratch.run(prog, [lower(ctx, op) for op in prog.ops], 0, 0.0)
+            period = phase.idle_periods * float(scratch.free.max())
+            phase_spans.append((phase.name, t0, t0 + period, 1, 1))
+            t0 += period
+            sched.free[:] = t0
+            continue
         mark = log_mark(sched.log)
         first_op = len(tables.op_names)
-        sched.run(prog, [lower(ctx, op) for op in prog.ops], first_op, t0)
+        lowered = [lower(ctx, op) for op in prog.ops]
+        sched.run(prog, lowered, first_op, t0)
         end = max(sched.free.max(), t0)
         period = end - t0
         per_step = sum(len(a) for a in sched.log.start[mark[0]:])
         room = max(0, max_events - sum(len(a) for a in sched.log.start[:mark[0]]))
         stored = max(1, min(repeat, phase.max_stored or repeat, room // max(per_step, 1)))
         for r in range(stored):
-            tables.add_program(prog, phase.label(r))
+            tables.add_program(prog, phase.label(r), lowered)
         repeat_tail(sched.log, mark, stored - 1, period, len(prog.ops))
         phase_spans.append((phase.label(0) if phase.number_from else phase.name, t0, t0 + period * repeat,
                             repeat, stored))
@@ -346,11 +384,15 @@ class _Tables:
         self.op_layer: list[int] = []
         self.layer_names: list[str] = []
         self.layer_kinds: list[str] = []
+        self.op_link_bytes: list[float] = []  # what a collective op sends over NeuronLink (per chip)
+        self.op_efa_bytes: list[float] = []  # and over EFA (per instance)
 
-    def add_program(self, prog: Program, phase: str) -> None:
+    def add_program(self, prog: Program, phase: str, lowered: list[LoweredOp]) -> None:
         base = len(self.layer_names)
         layer_of = prog.layer_of_op()
         self.op_names.extend(op.name for op in prog.ops)
+        self.op_link_bytes.extend(lo.link_bytes for lo in lowered)
+        self.op_efa_bytes.extend(lo.efa_bytes for lo in lowered)
         self.op_layer.extend(base + li for li in layer_of)
         self.layer_names.extend(f"{phase}/{la.name}" if phase not in ("inference",) else la.name
                                 for la in prog.layers)
@@ -405,10 +447,10 @@ def _build_trace(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alo
     return Trace(meta=_meta(cfg, spec, seq, dep, alone, sched, phases, loaded, single), tracks=tracks,
                  events=events, op_names=tuple(tables.op_names), op_layer=op_layer,
                  layer_names=tuple(tables.layer_names), layer_kinds=tuple(tables.layer_kinds),
-                 layer_start_ns=lstart, layer_end_ns=lend, counters=_counters(log, events, tracks))
+                 layer_start_ns=lstart, layer_end_ns=lend, counters=_counters(log, events, tracks, tables))
 
 
-def _counters(log, events: dict, tracks: tuple[Track, ...]) -> dict[str, Counter]:
+def _counters(log, events: dict, tracks: tuple[Track, ...], tables: _Tables) -> dict[str, Counter]:
     out = {}
     for name, spans in (("sbuf_bytes", log.sbuf), ("psum_bytes", None)):
         if spans is None:
@@ -430,6 +472,16 @@ def _counters(log, events: dict, tracks: tuple[Track, ...]) -> dict[str, Counter
         s, d, b = events["start_ns"][sel], events["dur_ns"][sel], events["bytes"][sel]
         t, v = _step(s, s + d, b / (d * 1e-9)) if len(s) else (np.zeros(1), np.zeros(1))
         out[name] = Counter(name, "B/s", t, v)
+    # collective traffic while each collective runs: what a chip sends over NeuronLink, and its
+    # instance over EFA (kept only for runs whose collectives leave the chip or the instance)
+    idx = next((i for i, tr in enumerate(tracks) if tr.kind == "collective"), -1)
+    sel = (events["track"] == idx) & (events["dur_ns"] > 0)
+    s, d, op = events["start_ns"][sel], events["dur_ns"][sel], events["op"][sel]
+    for name, per_op in (("neuronlink_bytes_per_s", tables.op_link_bytes), ("efa_bytes_per_s", tables.op_efa_bytes)):
+        sent = np.asarray(per_op, np.float64)[op] if len(op) else np.zeros(0)
+        if sent.any():
+            t, v = _step(s, s + d, sent / (d * 1e-9))
+            out[name] = Counter(name, "B/s", t, v)
     return out
 
 
@@ -468,8 +520,8 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
     if loaded is not None:  # the copies running at once slow each other down
         meta["under_load"] = _times(cfg, loaded)
     if cfg.mode == "training":
-        meta.update(grad_accum=cfg.grad_accum, nodes=dep.nodes, data_parallel=dep.copies * dep.nodes,
-                    zero1=cfg.zero1, checkpoint_activations=cfg.checkpoint_activations)
+        meta.update(grad_accum=cfg.grad_accum, nodes=dep.nodes, data_parallel=dep.data_parallel,
+                    pipeline=dep.pipeline, zero1=cfg.zero1, checkpoint_activations=cfg.checkpoint_activations)
         if single is not None:
             meta["single_node"] = _times(cfg, single)
     if cfg.mode == "decode":

@@ -10,7 +10,8 @@ values:
   request with its copy alone, a *Batch* row's throughput every copy busy;
 - tensor-parallel decoder rows run one copy over the stated degree with the stated batch;
 - training rows run data parallel over every core of every node, accumulating the micro-batches
-  the published global batch needs;
+  the published global batch needs; a tensor/pipeline-parallel row runs its published degrees
+  with the rest as the NxD Training recipe it comes from sets it (``calibration/recipes-training.toml``);
 - 2025-2026 serving rows follow ``calibration/setups-2025-2026.toml`` (the serving command each
   source quotes: compiled batch, users, compiled length, buckets, prompt chunks).
 
@@ -43,6 +44,7 @@ CALIBRATION = Path(__file__).with_name("calibration")
 PUBLISHED = CALIBRATION / "published.csv"
 PUBLISHED_2025 = CALIBRATION / "published-2025-2026.csv"
 SETUPS_2025 = CALIBRATION / "setups-2025-2026.toml"
+RECIPES = CALIBRATION / "recipes-training.toml"
 VALIDATION_EVENTS = 0  # validation reads metrics only: no events are kept
 
 # what each published metric is, in the simulator's terms
@@ -115,7 +117,7 @@ def _preset(model: str) -> str:
 # --- published.csv (the Neuron documentation's benchmark pages) -------------------------------
 
 def _parallel_settings(text: str) -> dict[str, int]:
-    """``key=value`` items of a training row's parallelism text (nodes, microbatch, global_batch)."""
+    """``key=value`` items of a training row's parallelism text (TP, PP, DP, nodes, microbatch, global_batch)."""
     return {k.strip(): _int(v) for k, v in re.findall(r"(\w+)=([\d]+)", text)}
 
 
@@ -150,10 +152,12 @@ def _row_2024(r: dict[str, str]) -> Row:
         skip = f"no preset for {r['model']}"
     elif parallel == "pipeline":
         skip = "NeuronCore Pipeline (layers split over cores, weights held on chip) is not modelled yet"
-    elif metric == "train_per_s" and ("TP=" in parallel or "PP=" in parallel):
-        skip = "tensor/pipeline-parallel training is the scale-out issue's"
+    elif metric == "train_per_s" and ("TP=" in parallel or "PP=" in parallel) and _recipe(model, r["instance"]) is None:
+        skip = "tensor/pipeline-parallel training without a recipe in recipes-training.toml"
     if skip:
         return Row(**common, config=None, skip=skip, independent=metric not in ("throughput",))
+    if metric == "train_per_s" and ("TP=" in parallel or "PP=" in parallel):
+        return Row(**common, config=_recipe_config(model, r, batch, seq_in, dtype, autocast))
     if metric == "train_per_s":
         p = _parallel_settings(parallel)
         nodes = max(1, p.get("nodes", 1))
@@ -172,6 +176,23 @@ def _row_2024(r: dict[str, str]) -> Row:
     real_time = application == "Real Time"
     independent = metric == ("latency_ms" if real_time else "throughput")
     return Row(**common, config=cfg, independent=independent)
+
+
+def _recipe(model: str, instance: str) -> dict | None:
+    with open(RECIPES, "rb") as f:
+        recipes = tomllib.load(f)["recipe"]
+    return next((x for x in recipes if x["model"] == model and x["instance"] == instance), None)
+
+
+def _recipe_config(model: str, r: dict[str, str], batch: int, seq: int, dtype: str, autocast: str | None) -> RunConfig:
+    """A tensor/pipeline-parallel training row: its parallelism as published, the rest as its recipe sets it."""
+    p, recipe = _parallel_settings(r["parallelism"]), _recipe(model, r["instance"])
+    tp, pp, dp = p.get("TP", 1), p.get("PP", 1), p.get("DP", 1)
+    accum = max(1, p.get("global_batch", batch * dp) // (batch * dp))
+    return RunConfig(model=model, instance=r["instance"], mode="training", batch=batch, seq=seq or None, dtype=dtype,
+                     autocast=autocast, cores=tp, pipeline=pp, nodes=p.get("nodes", 1), grad_accum=accum,
+                     zero1=recipe["zero1"], sequence_parallel=recipe["sequence_parallel"],
+                     attention=recipe["attention"], checkpoint_activations=recipe["checkpoint_activations"])
 
 
 # --- published-2025-2026.csv (serving measurements) --------------------------------------------

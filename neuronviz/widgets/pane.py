@@ -28,7 +28,8 @@ AREA_EDGE_COLOR = (0, 114, 178, 160)
 LEGEND_VEIL_ALPHA = 210  # counter legends sit on the background at this opacity, over the curves
 LEGEND_MARGIN_PX = 8  # a counter legend keeps this far inside its plot
 COUNTER_BAND_MIN_HEIGHT = 48  # below this a counter band's tick labels crowd: it is left out instead
-SIMULATOR_COUNTERS = ("sbuf_bytes", "psum_bytes", "hbm_read_bytes_per_s", "hbm_write_bytes_per_s")
+SIMULATOR_COUNTERS = ("sbuf_bytes", "psum_bytes", "hbm_read_bytes_per_s", "hbm_write_bytes_per_s",
+                      "neuronlink_bytes_per_s", "efa_bytes_per_s")
 MAX_OTHER_COUNTERS = 4
 OTHER_COUNTER_COLORS = tuple(ENGINE_COLORS[k] for k in ENGINE_ORDER)
 LEFT_AXIS_WIDTH = 80
@@ -125,10 +126,23 @@ def header_html(run: Run, baseline: Run | None) -> str:
         speed = f" · <b>{ratio:.2f}×</b> vs {baseline.trace.meta.get('chip', 'baseline')}"
     elif baseline is run:
         speed = " · baseline"
-    n = m.get("copies", 1)
-    cores = f"{m.get('cores_per_copy', 1)} core(s)/copy × {n} cop{'y' if n == 1 else 'ies'}" if "copies" in m else ""
+    cores = _deployment_text(m)
     return (f"<b>{run.title}</b> &nbsp; {model} &nbsp; <span style='color:gray'>{cores}</span><br>"
             f"{lat} · {met.throughput_per_s:,.1f} {unit} · {cost} per million{speed}")
+
+
+def _deployment_text(m) -> str:
+    """How the run is laid out: cores per copy, pipeline stages, copies, and instances."""
+    if "copies" not in m:
+        return ""
+    n = m.get("data_parallel", m["copies"])  # a training run's copies on every instance
+    text = f"{m.get('cores_per_copy', 1)} core(s)/copy"
+    if m.get("pipeline", 1) > 1:
+        text += f" × {m['pipeline']} stages"
+    text += f" × {n} cop{'y' if n == 1 else 'ies'}"
+    if m.get("nodes", 1) > 1:
+        text += f" on {m['nodes']} × {m.get('instance', 'instances')}"
+    return text
 
 
 class ComparisonPane(QWidget):
@@ -305,7 +319,8 @@ class ComparisonPane(QWidget):
                             ENGINE_LABELS[kind])
 
     def _memory_bands(self) -> None:
-        """SBUF/PSUM fill as % of their size, and HBM/DDR read and write bandwidth."""
+        """SBUF/PSUM fill as % of their size, HBM/DDR read and write bandwidth, and the
+        collectives' NeuronLink and EFA traffic."""
         c = self.run.trace.counters
         chip = self._chip()
         sizes = {"sbuf_bytes": getattr(chip, "sbuf_bytes", None), "psum_bytes": getattr(chip, "psum_bytes", None)}
@@ -321,6 +336,13 @@ class ComparisonPane(QWidget):
             peak = max((float(c[n].value.max()) for n, _, _ in bandwidth if len(c[n].value)), default=0.0)
             band = self._band("GB/s", max(1.0, 1.1 * peak / 1e9))
             for name, kind, label in bandwidth:
+                self._curve(band, self._counter_series(c[name], 1e-9), kind, label)
+        links = [(n, k, label) for n, k, label in (("neuronlink_bytes_per_s", "neuronlink", "NeuronLink"),
+                                                   ("efa_bytes_per_s", "efa", "EFA")) if n in c and len(c[n].value)]
+        if links:  # collective traffic leaving the chip and the instance
+            peak = max(float(c[n].value.max()) for n, _, _ in links)
+            band = self._band("link GB/s", max(1.0, 1.1 * peak / 1e9))
+            for name, kind, label in links:
                 self._curve(band, self._counter_series(c[name], 1e-9), kind, label)
 
     def _other_counters_band(self) -> None:

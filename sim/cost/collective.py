@@ -14,6 +14,7 @@ parallel on their shares (the instance's whole EFA bandwidth for the level's dat
 when the instances are a power of two (recursive doubling and halving), a ring otherwise. A
 collective that leaves its chip also pays a fixed setup. An all-to-all sends each other rank its
 share directly: its bytes cross every level they have to, each hop of the topology carrying them.
+A send (pipeline stages) goes to one neighbour: over one link, or the instance's EFA.
 """
 
 from __future__ import annotations
@@ -25,19 +26,23 @@ from math import log2
 from sim.hardware.chip import Chip
 from sim.hardware.instances import Topology
 
-KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send")
 
 
 @dataclass(frozen=True)
 class Group:
     """The ranks of a collective: ``ranks`` physical cores, ``ranks_per_chip`` of them on each
     chip, spread evenly over ``nodes`` instances; ``lnc`` physical cores make one logical rank
-    (they combine among themselves first)."""
+    (they combine among themselves first). ``share_chip`` and ``share_node`` groups like it run
+    at once over each chip's links and each instance's EFA (the shards of a tensor-parallel copy,
+    each reducing its own gradients with its counterparts in the other copies)."""
 
     ranks: int
     ranks_per_chip: int
     nodes: int = 1
     lnc: int = 1
+    share_chip: int = 1
+    share_node: int = 1
 
     @property
     def chips_per_node(self) -> int:
@@ -132,6 +137,8 @@ def collective(kind: str, chip: Chip, topo: Topology, nbytes: float, group: Grou
         return Cost(0.0)
     if kind == "all_to_all":
         return _all_to_all(chip, topo, nbytes, group)
+    if kind == "send":
+        return _send(chip, topo, nbytes, group)
     passes = 2 if kind == "all_reduce" else 1
     eff, intra = chip.efficiency, chip.intra_chip_link_bytes_per_s
     lnc = group.lnc if group.lnc > 1 and group.ranks % group.lnc == 0 else 1
@@ -141,11 +148,26 @@ def collective(kind: str, chip: Chip, topo: Topology, nbytes: float, group: Grou
     chips = group.chips_per_node
     if chips == 1 and group.nodes == 1:
         return Cost(passes * seconds)
-    across, link_sent, _ = _instance_pass(chip, topo, nbytes, chips)
+    across, link_sent, _ = _instance_pass(chip, topo, nbytes * group.share_chip, chips)
     # every instance's ranks run the EFA level in parallel on their shares: nbytes per instance
-    efa = _node_pass(chip, topo, nbytes, group.nodes)
-    efa_sent = (group.nodes - 1) / group.nodes * nbytes if group.nodes > 1 else 0.0
+    node_bytes = nbytes * group.share_node
+    efa = _node_pass(chip, topo, node_bytes, group.nodes)
+    efa_sent = (group.nodes - 1) / group.nodes * node_bytes if group.nodes > 1 else 0.0
     return Cost(eff.collective_setup_s + passes * (seconds + across + efa), passes * link_sent, passes * efa_sent)
+
+
+def _send(chip: Chip, topo: Topology, nbytes: float, group: Group) -> Cost:
+    """One rank sends ``nbytes`` to another (a pipeline stage to the next): over the on-chip path,
+    one NeuronLink to a neighbouring chip, or the instance's EFA, shared with the groups beside it."""
+    eff = chip.efficiency
+    if group.nodes > 1:
+        sent = nbytes * group.share_node
+        return Cost(eff.collective_setup_s + eff.efa_latency_s + sent / topo.efa_bytes_per_s, 0.0, sent)
+    if group.chips_per_node > 1:
+        sent = nbytes * group.share_chip
+        links = 2 * max(1, len(topo.dims)) if topo.kind == "torus" else (1 if topo.kind == "switch" else 2)
+        return Cost(eff.collective_setup_s + eff.collective_latency_s + sent / (topo.link_bytes_per_s / links), sent)
+    return Cost(eff.collective_latency_s + nbytes / chip.intra_chip_link_bytes_per_s)
 
 
 def _all_to_all(chip: Chip, topo: Topology, nbytes: float, group: Group) -> Cost:

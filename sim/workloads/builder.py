@@ -106,8 +106,10 @@ class ProgramBuilder:
         """Store ``elems`` from SBUF to device memory."""
         return self.add(name, OpKind.COPY, deps, elems=elems, rows=rows, hbm_write_elems=elems)
 
-    def allreduce(self, name: str, elems: int, ranks: int, deps: tuple[int, ...] | None = None) -> int:
-        """Sum ``elems`` across ``ranks`` cores; a no-op when the copy runs on one core."""
+    def collective(self, name: str, elems: int, ranks: int, kind: str = "all_reduce",
+                   deps: tuple[int, ...] | None = None) -> int:
+        """A collective (``kind``: sum, gather, scatter) of ``elems``, each rank's whole buffer,
+        across ``ranks`` cores; a no-op when the copy runs on one core."""
         if ranks <= 1:
             return self.last
-        return self.add(name, OpKind.COLLECTIVE, deps, elems=elems, rows=ranks)
+        return self.add(name, OpKind.COLLECTIVE, deps, elems=elems, rows=ranks, collective=kind)

@@ -75,5 +75,5 @@ def resnet_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
             cin = width
     with b.layer("head", "head"):
         b.vector("avgpool", elems=rows.of(size) * cin, rows=batch * cin)
-        b.allreduce("pool_allreduce", elems=batch * cin, ranks=ph.tp)
+        b.collective("pool_allreduce", elems=batch * cin, ranks=ph.tp)
         b.matmul("fc", batch, cin, share(spec.num_labels, ph.tp))

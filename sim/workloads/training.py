@@ -47,7 +47,9 @@ class DataParallel:
 
 
 def _save_activation(op: Op) -> Op:
-    if op.kind in (OpKind.MATMUL, OpKind.VECTOR, OpKind.SCALAR):
+    """``op`` writing its output for the backward pass (a fused attention kernel keeps its tiles
+    in SBUF and recomputes them in its backward pass instead)."""
+    if op.kind in (OpKind.MATMUL, OpKind.VECTOR, OpKind.SCALAR) and not op.fused:
         return replace(op, hbm_write_elems=op.hbm_write_elems + op.out_elems)
     return op
 
@@ -55,15 +57,22 @@ def _save_activation(op: Op) -> Op:
 def _backward_ops(op: Op, accumulate: bool) -> list[Op]:
     """Gradient ops of one forward op (their deps are filled in by the caller); with
     ``accumulate`` a weight gradient is added to the one earlier micro-batches left in memory."""
-    saved = op.out_elems
+    saved = 0 if op.fused else op.out_elems
     if op.kind is OpKind.MATMUL:
-        weights = op.params > 0 or op.hbm_elems > 0  # its own or tied to another op's (an LM head's)
+        # dX = dY @ W^T reads W again (or the forward's other operand, saved when it was an
+        # activation); dW = X^T @ dY reads the forward's input X back from memory
+        weights = op.params > 0 or op.weights  # its own or tied to another op's (an LM head's)
         grad_elems = op.k * op.n * op.count if weights else 0
+        operand = op.hbm_elems if op.weights or op.fused else op.k * op.n * op.count
         grad_in = replace(op, name=f"{op.name}.grad_input", m=op.m, k=op.n, n=op.k, act="",
-                          hbm_elems=op.hbm_elems + saved, hbm_write_elems=0, deps=())
+                          hbm_elems=operand, hbm_write_elems=0, deps=())
         grad_w = replace(op, name=f"{op.name}.grad_weight", m=op.k, k=op.m, n=op.n, act="", weights=False,
                          hbm_elems=grad_elems if accumulate else 0, hbm_write_elems=grad_elems, deps=())
-        return [grad_in, grad_w]
+        if op.fused:  # recomputed inside the fused kernel's backward pass
+            return [grad_in, grad_w]
+        reload = Op(name=f"{op.name}.reload_input", kind=OpKind.COPY, elems=op.m * op.k * op.count,
+                    rows=op.m * op.count, hbm_elems=op.m * op.k * op.count, dtype_bytes=op.dtype_bytes)
+        return [grad_in, reload, grad_w]
     if op.kind in (OpKind.VECTOR, OpKind.SCALAR, OpKind.GPSIMD):
         return [replace(op, name=f"{op.name}.grad", passes=op.passes * 2, hbm_elems=saved,
                         hbm_write_elems=0, deps=())]
@@ -97,6 +106,8 @@ def training_program(forward: Program, params_per_layer: list[int], dp: DataPara
         if checkpoint:  # the layer's forward again, from its saved input, keeping its outputs
             for fi in fwd_ops:
                 op = forward.ops[fi]
+                if op.kind is OpKind.COLLECTIVE and op.collective == "send":
+                    continue  # what a pipeline stage received or sent is not sent again
                 prog.ops.append(replace(_save_activation(op), name=f"{op.name}.recompute", deps=(prev,)))
                 prev = len(prog.ops) - 1
         for fi in reversed(fwd_ops):

@@ -30,13 +30,21 @@ class Phase:
     decode_step: bool = False
     training: bool = False
     flash: bool = False  # attention as one fused kernel (NxD's flash attention): scores never leave SBUF
+    # sequence parallelism (Megatron's, NxD's): outside attention and the MLP each of the tp cores
+    # keeps 1/tp of the tokens; the all-reduce after a block becomes a reduce-scatter and the
+    # tokens are all-gathered before the next block's matmuls (the same bytes, in two halves)
+    sequence_parallel: bool = False
+
+    @property
+    def split_tokens(self) -> bool:
+        return self.sequence_parallel and self.tp > 1 and not self.decode_step
 
 
 def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> None:
     """Self-attention sub-block: fused QKV projection, scores, softmax, context, output."""
     hd, heads, kv = spec.head_dim, _shard(spec.heads, ph.tp), _shard(spec.kv_heads, ph.tp)
     tokens, ctx = ph.batch * ph.seq, ph.context
-    _normalise(b, tokens, spec.hidden)
+    _block_input(b, spec, ph, "attn")
     qkv = b.matmul("qkv", tokens, spec.hidden, (heads + 2 * kv) * hd)
     # a decode step reads its whole context bucket of keys and values from the cache; a prompt
     # chunk reads those of the chunks before it (a prompt encoded in one pass reads none)
@@ -67,7 +75,27 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> No
         b.transpose("probs_transpose", ph.seq * group, ctx, count=ph.batch * kv)
         b.matmul("context", ph.seq * group, ctx, hd, count=ph.batch * kv, weights=False, hbm_elems=cache_elems)
     b.matmul("out_proj", tokens, heads * hd, spec.hidden)
-    b.allreduce("attn_allreduce", elems=tokens * spec.hidden, ranks=ph.tp)
+    _block_output(b, spec, ph, "attn")
+
+
+def _block_input(b: ProgramBuilder, spec: ModelSpec, ph: Phase, name: str) -> None:
+    """The normalisation before a block's matmuls: of this core's share of the tokens, gathered
+    from the others, with sequence parallelism."""
+    tokens = ph.batch * ph.seq
+    _normalise(b, _shard(tokens, ph.tp) if ph.split_tokens else tokens, spec.hidden)
+    if ph.split_tokens:
+        b.collective(f"{name}_allgather", elems=tokens * spec.hidden, ranks=ph.tp, kind="all_gather")
+
+
+def _block_output(b: ProgramBuilder, spec: ModelSpec, ph: Phase, name: str) -> None:
+    """The cores' partial sums of a block's output, summed (and with sequence parallelism
+    scattered by tokens), then the residual connection."""
+    tokens = ph.batch * ph.seq
+    if ph.split_tokens:
+        b.collective(f"{name}_reducescatter", elems=tokens * spec.hidden, ranks=ph.tp, kind="reduce_scatter")
+        tokens = _shard(tokens, ph.tp)
+    else:
+        b.collective(f"{name}_allreduce", elems=tokens * spec.hidden, ranks=ph.tp)
     b.vector("residual", elems=tokens * spec.hidden, rows=tokens)
 
 
@@ -87,7 +115,7 @@ def _normalise(b: ProgramBuilder, tokens: int, hidden: int, name: str = "layerno
 def mlp(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     """Feed-forward sub-block; gated (SwiGLU) for Llama-style models, a mixture of experts for Mixtral."""
     tokens, inter = ph.batch * ph.seq, _shard(spec.intermediate, ph.tp)
-    _normalise(b, tokens, spec.hidden)
+    _block_input(b, spec, ph, "mlp")
     if spec.experts:
         _experts(b, spec, tokens, inter)
     elif spec.gated_mlp:
@@ -97,8 +125,7 @@ def mlp(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     else:
         b.matmul("up", tokens, spec.hidden, inter, act=spec.act)
         b.matmul("down", tokens, inter, spec.hidden)
-    b.allreduce("mlp_allreduce", elems=tokens * spec.hidden, ranks=ph.tp)
-    b.vector("residual", elems=tokens * spec.hidden, rows=tokens)
+    _block_output(b, spec, ph, "mlp")
 
 
 def experts_touched(experts: int, per_token: int, tokens: int) -> int:
@@ -220,7 +247,7 @@ def _pretraining_heads(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     with b.layer("mlm_head", "head"):
         b.matmul("mlm_transform", rows, spec.hidden, width, act=spec.act, weight_replicas=ph.tp)
         b.vector("mlm_layernorm", elems=rows * width, rows=rows, passes=2)
-        b.allreduce("mlm_gather", elems=tokens * width, ranks=ph.tp)
+        b.collective("mlm_gather", elems=tokens * width, ranks=ph.tp)
         b.matmul("mlm_decoder", tokens, width, _shard(spec.vocab, ph.tp), shared_weights=True)
     if spec.model_type in SENTENCE_PAIR_MODELS:
         with b.layer("sentence_pair_head", "head"):
@@ -235,7 +262,10 @@ def decoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     with b.layer("lm_head", "head"):
         logits_rows = ph.batch * ph.seq if ph.training else ph.batch
         vocab = _shard(spec.vocab, ph.tp)
-        _normalise(b, logits_rows, spec.hidden, "final_norm")
+        split = ph.split_tokens and ph.training  # the last block left each core its share of the tokens
+        _normalise(b, _shard(logits_rows, ph.tp) if split else logits_rows, spec.hidden, "final_norm")
+        if split:
+            b.collective("final_allgather", elems=logits_rows * spec.hidden, ranks=ph.tp, kind="all_gather")
         _projection(b, "projection_out", logits_rows, spec.hidden, spec.embedding_size)
         b.matmul("lm_head", logits_rows, spec.embedding_size, vocab, shared_weights=spec.tied_embeddings)
         b.gpsimd("sample", elems=logits_rows * vocab, rows=logits_rows)
@@ -258,13 +288,14 @@ def vit_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
                   rows=ph.batch * spec.channels)
         b.matmul("patch_proj", patches, _shard(spec.channels * spec.patch_size ** 2, ph.tp), spec.hidden)
         b.vector("position_add", elems=_shard(patches * spec.hidden, ph.tp), rows=patches)
-        b.allreduce("patch_allreduce", elems=patches * spec.hidden, ranks=ph.tp)
-    tokens_ph = Phase(ph.batch, grid * grid + 1, grid * grid + 1, ph.tp, training=ph.training, flash=ph.flash)
+        b.collective("patch_allreduce", elems=patches * spec.hidden, ranks=ph.tp)
+    tokens_ph = Phase(ph.batch, grid * grid + 1, grid * grid + 1, ph.tp, training=ph.training, flash=ph.flash,
+                      sequence_parallel=ph.sequence_parallel)
     _blocks(b, spec, tokens_ph, causal=False)
     with b.layer("head", "head"):
         b.vector("final_norm", elems=_shard(ph.batch * spec.hidden, ph.tp), rows=ph.batch, passes=2)
         b.matmul("classifier", ph.batch, _shard(spec.hidden, ph.tp), spec.num_labels)
-        b.allreduce("logits_allreduce", elems=ph.batch * spec.num_labels, ranks=ph.tp)
+        b.collective("logits_allreduce", elems=ph.batch * spec.num_labels, ranks=ph.tp)
 
 
 def transformer_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:

@@ -648,3 +648,23 @@ def test_counter_legends_fold_into_rows_to_stay_inside_narrow_panes(demo_window,
     demo_window.resize(1600, 1000)
     qtbot.wait(50)
     assert busy.columnCount == 4  # wide again: one line
+
+
+def test_a_training_run_over_instances_plots_its_neuronlink_and_efa_traffic(demo_window, qtbot, tmp_path):
+    from sim.io import save_file
+    from sim.run import RunConfig, simulate
+
+    path = tmp_path / "cluster.nvtrace"
+    save_file(str(path), [simulate(RunConfig(model="bert-base", instance="trn1.32xlarge", mode="training", batch=8,
+                                             nodes=2))])
+    assert demo_window.open_files([str(path)])
+    (pane,) = demo_window.panes
+    assert [band.title for band in pane.bands] == ["busy %", "SRAM %", "GB/s", "link GB/s"]
+    assert [label.text for _, label in pane.legends[3].items] == ["NeuronLink", "EFA"]
+    assert "1 core(s)/copy × 64 copies on 2 × trn1.32xlarge" in pane.header.text()
+    # the gradient all-reduces light the band where they run, at the end of the backward pass
+    pane.timeline.setXRange(0, pane.run.duration_ns, padding=0)
+    qtbot.wait(20)
+    pixels = _grab(pane.graphics).astype(int)
+    efa = np.array(QColor(ENGINE_COLORS["efa"]).getRgb()[:3])
+    assert (np.abs(pixels - efa).sum(axis=2) < 40).sum() > 20

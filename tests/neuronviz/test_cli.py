@@ -145,3 +145,17 @@ def test_a_training_run_over_instances_reports_its_step_and_its_communication(ca
     assert r["compute_ms"] + r["exposed_comm_ms"] == pytest.approx(r["step_ms"])
     assert 0 < r["exposed_comm_ms"] <= r["allreduce_ms"] and 0.5 < r["scaling_efficiency"] < 1
     assert 0 < r["mfu_percent"] < 100 and 0 < r["memory_per_core_gib"] < 16
+
+
+def test_a_pipelined_training_run_and_its_bad_options(capsys):
+    code, out, _ = run_cli(capsys, "simulate", "--model", "gpt2", "--instance", "trn1.32xlarge", "--mode", "training",
+                           "--cores", "2", "--pipeline", "4", "--grad-accum", "8", "--sequence-parallel", "--attention",
+                           "flash", "--json")
+    r = json.loads(out)["runs"][0]
+    assert code == 0 and r["data_parallel"] == 4  # 32 cores / (2 x 4)
+    assert r["samples_per_s"] * r["step_ms"] / 1e3 == pytest.approx(4 * 8)
+    code, _, err = run_cli(capsys, "simulate", "--model", "gpt2", "--chips", "trn1", "--pipeline", "2")
+    assert code == 2 and "--pipeline is for training; inference mode has no training step" in err
+    code, _, err = run_cli(capsys, "simulate", "--model", "gpt2", "--chips", "trn1", "--mode", "training",
+                           "--pipeline", "13")
+    assert code == 2 and "gpt2 has 12 blocks to split into 13 pipeline stages" in err

@@ -7,6 +7,7 @@ from sim.errors import ConfigError, DoesNotFitError
 from sim.metrics import compute_metrics
 from sim.run import RunConfig, simulate
 from sim.workloads import Phase, build_program, get_model
+from sim.workloads.pipeline import heaviest_stage, stage_layers, stage_program
 
 
 def _train(model="bert-large", instance="trn1.32xlarge", **kw):
@@ -96,3 +97,63 @@ def test_scale_out_options_are_checked(kw, message):
     kw = {"model": "gpt2", "chip": None if "instance" in kw else "trn1", **kw}
     with pytest.raises(ConfigError, match=message):
         simulate(RunConfig(**kw))
+
+
+def test_a_pipeline_splits_the_blocks_evenly_embeddings_first_heads_last():
+    fwd = build_program(get_model("llama-3-8b"), Phase(1, 512, 512, 8, training=True), 2)
+    stages = stage_layers(fwd, 3)  # 32 blocks over 3 stages: 11, 11 and 10
+    names = [[fwd.layers[li].name for li in group] for group in stages]
+    assert names[0][0] == "embedding" and names[2][-1] == "lm_head"
+    assert [len({n.split(".")[0] for n in group if n.startswith("layer")}) for group in names] == [11, 11, 10]
+    assert sum(len(g) for g in stages) == len(fwd.layers)
+    # a middle stage receives the activation, a rank's 1/8 share of it, and sends its own on
+    middle = stage_program(fwd, 3, 1, 512 * 4096 // 8)
+    recv, send = middle.ops[0], middle.ops[-1]
+    assert (recv.name, recv.collective, recv.elems) == ("recv_activation", "send", 512 * 4096 // 8)
+    assert (send.name, send.collective, send.elems) == ("send_activation", "send", 512 * 4096 // 8)
+    assert sum(op.params for op in middle.ops) == pytest.approx(11 * 218.1e6 / 8, rel=0.01)  # 11 blocks' share
+    assert heaviest_stage(fwd, 3) == 2  # the 10 blocks and the 128k-word LM head outweigh 11 blocks
+    with pytest.raises(ValueError, match="32 blocks cannot fill 33 pipeline stages"):
+        stage_layers(fwd, 33)
+
+
+def test_a_pipelined_step_runs_the_slowest_stage_and_waits_out_the_bubble():
+    """1F1B over 8 micro-batches with 4 stages: the stage runs its 8 micro-batches and idles for
+    3 more, the other stages' fill and drain."""
+    kw = dict(model="llama-3-8b", instance="trn1.32xlarge", mode="training", batch=1, seq=1024, cores=8,
+              grad_accum=8, sequence_parallel=True)
+    trace = simulate(RunConfig(pipeline=4, **kw))
+    phases = {p["name"]: p for p in trace.meta["phases"]}
+    bubble = phases["pipeline bubble"]
+    middle = phases["micro-batch 2"]
+    per_micro = (middle["end_ns"] - middle["start_ns"]) / middle["repeat"]
+    assert bubble["end_ns"] - bubble["start_ns"] == pytest.approx(3 * per_micro, rel=0.02)
+    assert (trace.meta["pipeline"], trace.meta["data_parallel"]) == (4, 1)  # 8 cores x 4 stages fill 32
+    # every stage's 8 micro-batches are one data-parallel copy's step: 8 sequences
+    met = compute_metrics(trace)
+    assert met.throughput_per_s * met.latency_under_load_s == pytest.approx(8)
+    names = np.array(trace.op_names)
+    assert "recv_activation" in names and "recv_activation.grad" in names  # no send: it is the last stage
+    # without a pipeline each copy of 8 cores holds the whole model: it fits only with the optimizer
+    # state sharded over the four copies, and still holds more per core than a stage of a pipeline that
+    # keeps four micro-batches of activations in flight
+    with pytest.raises(DoesNotFitError):
+        simulate(RunConfig(**kw))
+    flat = simulate(RunConfig(zero1=True, **kw))
+    assert flat.meta["data_parallel"] == 4
+    assert flat.meta["memory_per_core_bytes"] > trace.meta["memory_per_core_bytes"]
+
+
+def test_sequence_parallelism_splits_the_tokens_between_the_blocks():
+    """Llama-3-8B over 8 cores at 1024 tokens: each core normalises 128 tokens; the all-reduce
+    after each block becomes a reduce-scatter, and the next block all-gathers the tokens."""
+    spec = get_model("llama-3-8b")
+    plain = build_program(spec, Phase(1, 1024, 1024, 8), 2)
+    sp = build_program(spec, Phase(1, 1024, 1024, 8, sequence_parallel=True), 2)
+    norms = [op.elems for op in sp.ops if op.name == "layernorm"]
+    assert set(norms) == {128 * 4096} and len(norms) == 2 * 32
+    kinds = {op.name: op.collective for op in sp.ops if op.kind.value == "collective"}
+    assert kinds == {"attn_allgather": "all_gather", "attn_reducescatter": "reduce_scatter",
+                     "mlp_allgather": "all_gather", "mlp_reducescatter": "reduce_scatter"}
+    assert sum(op.flops for op in sp.ops if op.kind.value == "matmul") == sum(
+        op.flops for op in plain.ops if op.kind.value == "matmul")

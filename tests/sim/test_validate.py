@@ -86,9 +86,17 @@ def test_decoder_rows_are_tensor_parallel_with_the_compilers_attention_and_train
     older = _row_2024(_parse(HEADER_2024, "bert-large,trn1.32xlarge,16,,training 32xNC DP; nodes=1,training,8,128,,"
                                           "fp32,train_seq_per_s_cluster,1,,Neuron 2.26.0,test,x"))
     assert older.config.autocast == "matmult"
-    pp = _row_2024(_parse(HEADER_2024, "llama-3.1-70b,trn1.32xlarge,512,,training TP=32 DP=4 PP=8; nodes=32,"
-                                       "training,1,8192,,bf16,train_seq_per_s_cluster,7.94,,x,test,x"))
-    assert pp.config is None and "scale-out" in pp.skip
+    pp = _row_2024(_parse(HEADER_2024, "llama-3.1-70b,trn1.32xlarge,512,,training TP=32 DP=4 PP=8; nodes=32; "
+                                       "microbatch=1; global_batch=1024,training,1,8192,,bf16,train_seq_per_s_cluster,"
+                                       "7.94,,x,test,x"))
+    # 1024 sequences per update over 4 data-parallel pipelines of 8 stages at 1 sequence: 256 micro-batches;
+    # the NxD Training recipe adds ZeRO-1, sequence parallelism, flash attention and recomputation
+    c = pp.config
+    assert (c.cores, c.pipeline, c.nodes, c.grad_accum, c.seq) == (32, 8, 32, 256, 8192)
+    assert (c.zero1, c.sequence_parallel, c.attention, c.checkpoint_activations) == (True, True, "flash", True)
+    other = _row_2024(_parse(HEADER_2024, "llama-3.1-8b,trn1.32xlarge,64,,training TP=32 DP=2; nodes=2,training,1,"
+                                          "8192,,bf16,train_seq_per_s_cluster,1,,x,test,x"))
+    assert other.config is None and "without a recipe" in other.skip
 
 
 def test_serving_rows_follow_the_setup_their_source_states():
