@@ -1,11 +1,15 @@
 """The animated chip diagram: NeuronCores with their engines lit by activity at the playhead,
-SBUF/PSUM fill gauges, and the HBM/DDR link with its read and write bandwidth."""
+SBUF/PSUM fill gauges, and the HBM/DDR link with its read and write bandwidth. A run over
+several chips also shows the instance's chips as its topology joins them (a 2D torus, rings, a
+switch), the chips it uses filled and the NeuronLinks lit by its collectives' traffic, and the
+EFA link to the other instances of a cluster."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QRectF, QSize, Qt
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
@@ -13,6 +17,7 @@ from neuronviz.theme import ENGINE_LABELS, engine_color, palette
 
 CORE_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
 MIN_CORES_HEIGHT = 60  # below this the cores are left out: their engine cells would be unreadable
+TOPOLOGY_HEIGHT = 120  # the instance's chips and links under the cores, for runs over several chips
 
 
 @dataclass
@@ -30,6 +35,15 @@ class ChipState:
     read_bytes_per_s: float = 0.0
     write_bytes_per_s: float = 0.0
     peak_bytes_per_s: float = 1.0
+    # the instance, for runs over several chips: None for one chip
+    topology: str | None = None  # "torus", "ring" or "switch"
+    topology_dims: tuple[int, ...] = ()
+    chips_used: int = 1
+    link_bytes_per_s: float = 0.0  # NeuronLink traffic of one chip at the playhead
+    link_peak_bytes_per_s: float = 1.0
+    nodes: int = 1  # instances joined by EFA
+    efa_bytes_per_s: float = 0.0
+    efa_peak_bytes_per_s: float = 1.0
 
 
 def _pen(color: QColor, width: float = 1.0, style: Qt.PenStyle = Qt.PenStyle.SolidLine) -> QPen:
@@ -77,10 +91,95 @@ class ChipDiagram(QWidget):
         p.setFont(font)
         w, h = self.width() - 12, self.height()
         gauges_h = 92
+        topo_h = TOPOLOGY_HEIGHT if self.state.topology and h - gauges_h - TOPOLOGY_HEIGHT - 18 >= MIN_CORES_HEIGHT \
+            else 0
         if h - gauges_h - 12 >= MIN_CORES_HEIGHT:  # a short pane keeps the gauges, not crushed cores
-            self._cores(p, QRectF(6, 6, w, h - gauges_h - 12), fg)
+            self._cores(p, QRectF(6, 6, w, h - gauges_h - topo_h - 12), fg)
+        if topo_h:
+            self._topology(p, QRectF(6, h - gauges_h - topo_h - 4, w, topo_h), fg)
         self._gauges(p, QRectF(6, max(6, h - gauges_h), w, min(gauges_h, h - 6) - 6), fg)
         p.end()
+
+    def _topology(self, p: QPainter, area: QRectF, fg: QColor) -> None:
+        """The instance's chips (the run's filled) and their links, lit by the traffic at the playhead."""
+        st = self.state
+        link = engine_color("neuronlink")
+        level = min(1.0, st.link_bytes_per_s / max(st.link_peak_bytes_per_s, 1.0))
+        lit = QColor(link)
+        lit.setAlpha(int(50 + 205 * level))
+        link_pen = _pen(lit, 1.0 + 2.5 * level)
+        label_h = 14.0
+        efa_w = 46.0 if st.nodes > 1 else 0.0
+        shape = "x".join(map(str, st.topology_dims))
+        title = f"{st.topology} {shape} · NeuronLink {st.link_bytes_per_s / 1e9:.0f} GB/s"
+        p.setPen(fg)
+        p.drawText(QRectF(area.left(), area.top(), area.width(), label_h), Qt.AlignmentFlag.AlignLeft, title)
+        body = QRectF(area.left(), area.top() + label_h + 2, area.width() - efa_w, area.height() - label_h - 2)
+        points = self._chip_points(body)
+        p.setPen(link_pen)
+        for a, b in self._links(len(points)):
+            p.drawLine(points[a], points[b])
+        across = max(st.topology_dims or (1,)) * max(1, len(st.topology_dims) - 1)  # chips side by side
+        size = max(3.0, min(10.0, body.width() / (2.5 * across)))
+        for i, pt in enumerate(points):
+            used = i < st.chips_used
+            p.setPen(_pen(fg, 1.0, Qt.PenStyle.SolidLine if used else Qt.PenStyle.DotLine))
+            p.setBrush(QColor(fg) if used else Qt.BrushStyle.NoBrush)
+            p.drawRect(QRectF(pt.x() - size / 2, pt.y() - size / 2, size, size))
+        if st.nodes > 1:  # the instance's EFA, to the cluster's other instances
+            efa = engine_color("efa")
+            e_level = min(1.0, st.efa_bytes_per_s / max(st.efa_peak_bytes_per_s, 1.0))
+            box = QRectF(area.right() - efa_w + 6, body.top(), efa_w - 6, body.height())
+            fill = QColor(efa)
+            fill.setAlpha(int(35 + 220 * e_level))
+            p.setPen(_pen(efa, 1.5))
+            p.setBrush(fill)
+            p.drawRoundedRect(box, 4, 4)
+            p.setPen(QColor("white") if e_level > 0.5 else fg)
+            p.drawText(box, Qt.AlignmentFlag.AlignCenter,
+                       f"EFA\n× {st.nodes}\n{st.efa_bytes_per_s / 1e9:.0f}\nGB/s")
+
+    def _chip_points(self, r: QRectF) -> list[QPointF]:
+        """Where each chip sits: a grid per 2D torus (side by side for an UltraServer's rings of
+        them), a circle for a ring or a switch."""
+        st = self.state
+        dims = st.topology_dims or (1,)
+        if st.topology == "torus" and len(dims) >= 2:
+            a, b = dims[0], dims[1]
+            groups = 1 if len(dims) == 2 else dims[2]
+            gw = r.width() / groups
+            out = []
+            for g in range(groups):
+                for i in range(a * b):
+                    x = r.left() + g * gw + gw * ((i % b) + 0.5) / b
+                    y = r.top() + r.height() * ((i // b) + 0.5) / a
+                    out.append(QPointF(x, y))
+            return out
+        n = dims[0]
+        radius = min(r.width(), r.height()) / 2 - 6
+        c = r.center()
+        return [QPointF(c.x() + radius * math.cos(2 * math.pi * i / n - math.pi / 2),
+                        c.y() + radius * math.sin(2 * math.pi * i / n - math.pi / 2)) for i in range(n)]
+
+    def _links(self, n: int) -> list[tuple[int, int]]:
+        """Pairs of chips joined by a NeuronLink (a torus's wrap-around links, and an UltraServer's
+        rings joining the same places of its instances' tori, are left to the eye)."""
+        st = self.state
+        dims = st.topology_dims or (1,)
+        if st.topology == "torus" and len(dims) >= 2:
+            a, b = dims[0], dims[1]
+            per = a * b
+            pairs = []
+            for g in range(n // per):
+                for i in range(per):
+                    if i % b < b - 1:
+                        pairs.append((g * per + i, g * per + i + 1))
+                    if i // b < a - 1:
+                        pairs.append((g * per + i, g * per + i + b))
+            return pairs
+        if st.topology == "switch":  # every chip to the switch: drawn as spokes to the centre chip
+            return [(i, (i + n // 2) % n) for i in range(n // 2)]
+        return [(i, (i + 1) % n) for i in range(n)]
 
     def _cores(self, p: QPainter, area: QRectF, fg: QColor) -> None:
         st = self.state

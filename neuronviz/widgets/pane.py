@@ -499,8 +499,29 @@ class ComparisonPane(QWidget):
             activity=activity, sbuf_fill=sbuf, psum_fill=psum,
             memory_kind=chip.memory_kind if chip else "memory",
             read_bytes_per_s=mean("hbm_read_bytes_per_s"), write_bytes_per_s=mean("hbm_write_bytes_per_s"),
-            peak_bytes_per_s=peak,
+            peak_bytes_per_s=peak, **self._topology_state(chip, mean),
         )
+
+    def _topology_state(self, chip, mean) -> dict:
+        """The instance's chips and links for a run over several chips (or instances), else nothing."""
+        from sim.errors import UnknownNameError
+        from sim.hardware.instances import get_instance
+
+        m = self.run.trace.meta
+        try:
+            inst = get_instance(str(m.get("instance", "")))
+        except UnknownNameError:
+            return {}
+        shards = m.get("cores_per_copy", 1) * m.get("lnc", 1) * m.get("pipeline", 1)
+        copies = m.get("data_parallel", 1) // max(1, m.get("nodes", 1)) if m.get("mode") == "training" else 1
+        used = min(inst.chips, -(-shards * max(1, copies) // chip.cores))
+        if inst.chips < 2 or (used < 2 and m.get("nodes", 1) < 2):
+            return {}
+        topo = inst.topology
+        return dict(topology=topo.kind, topology_dims=topo.dims, chips_used=used,
+                    link_bytes_per_s=mean("neuronlink_bytes_per_s"), link_peak_bytes_per_s=topo.link_bytes_per_s,
+                    nodes=m.get("nodes", 1), efa_bytes_per_s=mean("efa_bytes_per_s"),
+                    efa_peak_bytes_per_s=topo.efa_bytes_per_s or 1.0)
 
     # --- mouse --------------------------------------------------------------------------
     def _data_point(self, scene_pos: QPointF) -> tuple[float, float] | None:

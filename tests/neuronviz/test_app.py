@@ -132,7 +132,8 @@ def _grab(widget):
     w, h = img.width(), img.height()
     ptr = img.constBits()
     arr = np.frombuffer(ptr, dtype=np.uint8, count=img.sizeInBytes()).reshape(h, img.bytesPerLine())
-    return arr[:, : 4 * w].reshape(h, w, 4)[:, :, :3][:, :, ::-1]  # BGRA -> RGB
+    # a copy: the array must not outlive the image whose memory it views
+    return arr[:, : 4 * w].reshape(h, w, 4)[:, :, :3][:, :, ::-1].copy()  # BGRA -> RGB
 
 
 def test_tracks_draw_engine_colours_where_engines_are_busy(demo_window, qtbot):
@@ -668,3 +669,20 @@ def test_a_training_run_over_instances_plots_its_neuronlink_and_efa_traffic(demo
     pixels = _grab(pane.graphics).astype(int)
     efa = np.array(QColor(ENGINE_COLORS["efa"]).getRgb()[:3])
     assert (np.abs(pixels - efa).sum(axis=2) < 40).sum() > 20
+    # the chip diagram draws the instance's 4x4 torus, every chip in use, and its EFA to the other
+    # instance, lit while the last gradient all-reduce crosses it
+    coll = pane.run.trace.events["track"] == pane.run.trace.track_index("collective")
+    busy = pane.run.trace.events["start_ns"][coll][-1] + pane.run.trace.events["dur_ns"][coll][-1] / 2
+    state = pane.chip_state(busy)
+    assert (state.topology, state.topology_dims, state.chips_used, state.nodes) == ("torus", (4, 4), 16, 2)
+    assert state.efa_bytes_per_s > 0 and state.link_peak_bytes_per_s == 384e9
+    pane.diagram.set_state(state)
+    qtbot.wait(20)
+    diagram = _grab(pane.diagram).astype(int)
+    assert (np.abs(diagram - efa).sum(axis=2) < 40).sum() > 50  # the EFA box, filled by its traffic
+    idle = pane.chip_state(0.0)
+    assert idle.efa_bytes_per_s == 0.0 and idle.topology == "torus"
+
+
+def test_a_single_chip_run_draws_no_topology(demo_window):
+    assert all(pane.chip_state(0.0).topology is None for pane in demo_window.panes)
