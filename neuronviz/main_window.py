@@ -32,6 +32,7 @@ from neuronviz.widgets.layer_details import LayerDetails
 from neuronviz.widgets.pane import ComparisonPane
 from neuronviz.widgets.playback import PlaybackBar
 from neuronviz.widgets.run_panel import RunPanel
+from neuronviz.widgets.scaling import ScalingView
 from neuronviz.widgets.summary import SummaryTable
 from sim.errors import SimError
 
@@ -42,6 +43,7 @@ ABOUT = ("<b>neuronviz {version}</b><p>A simulator of the AWS Neuron chip genera
 MAX_RECENT = 10
 BACKGROUND_OPEN_BYTES = 32 << 20  # files bigger than this (together) open in a worker thread
 SUMMARY_HEIGHT = 150
+SCALING_HEIGHT = 320  # the Scaling tab's three plots with readable axes
 ZOOM_STEP = 1.25
 PAN_STEP = 0.1
 PLAYHEAD_STEP = 0.01
@@ -99,6 +101,10 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.findChild(QDockWidget, "Summary"), details)
         selection = self._dock("Selection", self.area_stats, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.tabifyDockWidget(details, selection)
+        self.scaling = ScalingView(session)
+        scaling = self._dock("Scaling", self.scaling, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(selection, scaling)
+        scaling.visibilityChanged.connect(lambda shown: shown and self._grow_dock(scaling, SCALING_HEIGHT))
         self.findChild(QDockWidget, "Summary").raise_()
         run_dock = self._dock("Run", self.run_panel, Qt.DockWidgetArea.RightDockWidgetArea)
         run_dock.hide()
@@ -117,6 +123,11 @@ class MainWindow(QMainWindow):
             self.restoreState(state)
 
     # --- layout ---------------------------------------------------------------------------
+    def _grow_dock(self, dock: QDockWidget, height: int) -> None:
+        """Give a bottom dock at least ``height`` pixels (its plots are unreadable squeezed)."""
+        if dock.height() < height:
+            self.resizeDocks([dock], [height], Qt.Orientation.Vertical)
+
     def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
         dock.setObjectName(title)
@@ -473,6 +484,7 @@ class MainWindow(QMainWindow):
             return
         self.runner.cancel()
         self.loader.cancel()
+        self.scaling.runner.cancel()
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/state", self.saveState())
         super().closeEvent(event)

@@ -1,5 +1,7 @@
 """The desktop app, driven offscreen: demo, playback, linked zoom, selection, files, run panel."""
 
+import math
+
 import numpy as np
 import pytest
 from PySide6.QtCore import QPointF, Qt
@@ -686,3 +688,35 @@ def test_a_training_run_over_instances_plots_its_neuronlink_and_efa_traffic(demo
 
 def test_a_single_chip_run_draws_no_topology(demo_window):
     assert all(pane.chip_state(0.0).topology is None for pane in demo_window.panes)
+
+
+def test_the_scaling_tab_sweeps_the_training_runs_over_1_to_64_instances(demo_window, qtbot, tmp_path):
+    from sim.io import save_file
+    from sim.run import RunConfig, simulate
+
+    view = demo_window.scaling
+    assert not view.button.isEnabled() and "needs a training run" in view.status.text()  # the demo is inference
+    path = tmp_path / "train.nvtrace"
+    trace = simulate(RunConfig(model="bert-base", instance="trn1.32xlarge", mode="training", batch=8))
+    save_file(str(path), [trace])
+    assert demo_window.open_files([str(path)])
+    assert view.button.isEnabled() and view.status.text().startswith("1 training run(s)")
+    view.start()
+    qtbot.waitUntil(lambda: view.button.isEnabled(), timeout=120_000)
+    points = view.points[0]
+    assert [p.nodes for p in points] == [1, 2, 4, 8, 16, 32, 64]
+    efficiency = [p.efficiency for p in points]
+    assert efficiency[0] == 1.0 and efficiency == sorted(efficiency, reverse=True)
+    # every instance costs the same per hour: a step on n instances costs n times its time's worth of one
+    price = trace.meta["price_usd_per_hour"]
+    for p in points:
+        assert p.cost_per_step_usd == pytest.approx(price * p.nodes * p.step_s / 3600)
+    assert len(view.plots["step"].listDataItems()) == 1
+
+
+def test_the_cost_axis_ticks_at_one_two_and_five_times_powers_of_ten():
+    from neuronviz.widgets.scaling import log_ticks
+
+    assert [label for _, label in log_ticks(0.0002, 0.015)] == [
+        "$0.0001", "$0.0002", "$0.0005", "$0.001", "$0.002", "$0.005", "$0.01", "$0.02"]
+    assert log_ticks(3.0, 40.0)[0] == (pytest.approx(math.log10(2)), "$2")
