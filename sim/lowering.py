@@ -143,6 +143,12 @@ def _spill(ctx: CoreContext, op: Op, out_bytes: float) -> tuple[float, float]:
     return spill, (0.0 if written else spill)
 
 
+def _held(op: Op, out_bytes: float, chunks: int) -> float:
+    """SBUF an op's output occupies: all of it, or inside a fused kernel, whose consumers take
+    its tiles as they come (see :mod:`sim.scheduler`), two chunks' worth (double buffering)."""
+    return min(out_bytes, 2 * out_bytes / chunks) if op.fused else out_bytes
+
+
 def _chunks(read_bytes: float, minimum: int) -> int:
     return max(1, min(MAX_CHUNKS, max(ceil_div(int(read_bytes), CHUNK_BYTES), minimum)))
 
@@ -161,7 +167,7 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     # fit there run ahead of the matmuls (during a collective, most of a decoder's next matmul).
     # When neither the weights nor the input activations fit, one of them is streamed again for
     # every block of the other that SBUF holds: whichever moves fewer bytes
-    act = min(act_in + out, budget)
+    act = min(act_in + _held(op, out, 1), budget)
     weight_room = chip.sbuf_bytes * 3 / 4 - act
     weight_again = act_again = 0.0
     if weights > weight_room and act_in > budget:
@@ -172,6 +178,8 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     reads = weights + weight_again + act_again + spill
     writes = op.hbm_write_elems * dt + spill_write
     chunks = _chunks(reads, plan.psum_tiles)
+    if op.fused:  # the kernel keeps only the output tiles in flight (see _held)
+        act = min(act_in + _held(op, out, chunks), budget)
     # weights are loaded in the compiler's weight descriptors (a row of a weight matrix shorter
     # than one is loaded in its own descriptors)
     weight_run = min(chip.efficiency.weight_descriptor_bytes, op.n * ctx.weight_bytes) if op.weights else None
@@ -224,7 +232,7 @@ def _transpose(ctx: CoreContext, op: Op) -> LoweredOp:
     spill, spill_write = _spill(ctx, op, data)
     read = _dma(ctx, spill, chunks) if spill else None
     return LoweredOp(chunks, read, compute, _write(ctx, spill_write, chunks), False,
-                     min(2 * data, ctx.chip.sbuf_bytes / 4), psum, 0.0)
+                     min(data + _held(op, data, chunks), ctx.chip.sbuf_bytes / 4), psum, 0.0)
 
 
 def _write(ctx: CoreContext, nbytes: float, chunks: int) -> Stage | None:
@@ -241,13 +249,15 @@ def _elementwise(ctx: CoreContext, op: Op) -> LoweredOp:
     spill, spill_write = _spill(ctx, op, op.out_elems * op.dtype_bytes)
     reads = op.hbm_elems * op.dtype_bytes + spill
     writes = op.hbm_write_elems * op.dtype_bytes + spill_write
-    chunks = _chunks(max(reads, data), 1)
+    # a fused kernel works through its rows a tile of partitions at a time
+    chunks = _chunks(max(reads, data), ceil_div(op.rows, chip.sbuf_partitions) if op.fused else 1)
     secs = _stream(ctx, engine, op.elems, op.rows, op.passes, ctx.op_dtype(op))
     compute = (Stage(resource, secs / chunks, op.flops / chunks, 0.0),)
     return LoweredOp(
         chunks=chunks, read=_dma(ctx, reads, chunks) if reads else None, compute=compute,
         write=_write(ctx, writes, chunks), read_after_deps=False,
-        sbuf_bytes=min(data * 2 + reads, chip.sbuf_bytes / 2), psum_bytes=0.0, weight_refetch_bytes=0.0,
+        sbuf_bytes=min(_held(op, data, chunks) * 2 + reads, chip.sbuf_bytes / 2), psum_bytes=0.0,
+        weight_refetch_bytes=0.0,
     )
 
 

@@ -8,6 +8,11 @@ with ready times ``r`` and durations ``d``, in-order issue gives
 ``end_i = max(end_{i-1}, r_i) + d_i``, which NumPy evaluates as a prefix maximum; bounded
 buffers couple neighbouring stages and are resolved by iterating to the fixed point.
 
+The ops of a fused kernel (flash attention) are one loop over tiles, as the NKI kernels are
+written: each engine's instruction stream interleaves the kernel's ops tile by tile (ScalarE
+evacuates one tile of scores while it exponentiates the one before), so the ops run
+software-pipelined instead of one after another (:func:`_kernel_pipeline`).
+
 Writes back to device memory are deferred behind the next op's reads on the shared DMA pipe,
 as a compiler hoists prefetches above stores, so weights stream in while results stream out.
 
@@ -121,6 +126,71 @@ def _pipeline_bounded(stages: list[Stage], n: int, ready0: list[float], free: li
     return [(np.array(a), np.array(e)) for a, e in zip(starts, ends, strict=True)]
 
 
+KERNEL_TILE_BUFFERS = 2  # a fused kernel's tiles in flight between two of its ops (double buffering)
+
+
+def _rechunk(stage: Stage, factor: float) -> Stage:
+    """``stage`` cut into ``1 / factor`` times as many chunks."""
+    return replace(stage, dur_s=stage.dur_s * factor, flops=stage.flops * factor, nbytes=stage.nbytes * factor,
+                   wait_s=stage.wait_s * factor, alt_dur_s=stage.alt_dur_s * factor,
+                   buffers=max(1, round(stage.buffers / factor)) if stage.buffers else 0)
+
+
+def _kernel_pipeline(stages: list[Stage], n: int, ready0: list[float], preds: list[tuple[int, ...]],
+                     succ: list[int], slots: list[int], free: np.ndarray, ramp: TensorRamp | None):
+    """The stages of a fused kernel's ops over ``n`` tiles, software-pipelined.
+
+    The kernel's loop is unrolled and skewed as a modulo schedule: in step ``t`` stage ``s``
+    works on tile ``t - s``, so each engine interleaves the stages of different tiles (TensorE
+    multiplies tile ``t`` while ScalarE exponentiates tile ``t - 3``). Stage ``s`` of tile ``j``
+    starts once its engine (``slots[s]``) is free, the stages ``preds[s]`` have finished tile
+    ``j`` and, with bounded buffers (two at least), stage ``succ[s]`` has finished tile
+    ``j - buffers``. Updates ``free`` (by slot) and returns (starts, ends) per stage."""
+    n_st = len(stages)
+    starts = [[0.0] * n for _ in range(n_st)]
+    ends = [[0.0] * n for _ in range(n_st)]
+    bufs = [max(2, st.buffers) if st.buffers else 0 for st in stages]
+    for t in range(n + n_st - 1):
+        for s in range(max(0, t - n + 1), min(n_st, t + 1)):
+            st, j = stages[s], t - s
+            r = ready0[s]
+            for p in preds[s]:
+                r = max(r, ends[p][j] + stages[p].latency_s)
+            b = bufs[s]
+            if b and succ[s] >= 0 and j >= b:
+                r = max(r, ends[succ[s]][j - b])
+            start = max(r, free[slots[s]]) + st.wait_s
+            dur = ramp.duration(start, st.dur_s) if ramp is not None and st.resource == TENSOR else st.dur_s
+            free[slots[s]] = start + dur
+            starts[s][j], ends[s][j] = start, start + dur
+    return [(np.array(a), np.array(e)) for a, e in zip(starts, ends, strict=True)]
+
+
+def _balance_evac(stage: Stage, load: dict[int, float]) -> Stage:
+    """A PSUM evacuation inside a kernel goes to ScalarE or VectorE, whichever the kernel has
+    given less work so far (its instructions interleave with the kernel's others)."""
+    if stage.resource != EVAC:
+        return stage
+    if load.get(SCALAR, 0.0) <= load.get(VECTOR, 0.0):
+        return replace(stage, resource=SCALAR, alt_dur_s=0.0)
+    return replace(stage, resource=VECTOR, dur_s=stage.alt_dur_s, alt_dur_s=0.0)
+
+
+def kernel_groups(program: Program, lowered: list[LoweredOp]) -> list[tuple[int, int]]:
+    """Runs ``[first, last]`` of ops that form one fused kernel: consecutive fused ops with
+    engine work, each reading only the one before it."""
+    groups, i, n = [], 0, len(program.ops)
+    while i < n:
+        j = i
+        if program.ops[i].fused and lowered[i].compute:
+            while (j + 1 < n and program.ops[j + 1].fused and lowered[j + 1].compute
+                   and program.ops[j + 1].deps == (j,) and not lowered[j + 1].read_after_deps):
+                j += 1
+        groups.append((i, j))
+        i = j + 1
+    return groups
+
+
 @dataclass
 class EventLog:
     """Columns of events and occupancy spans, appended op by op."""
@@ -192,6 +262,21 @@ class CoreScheduler:
         self.free[DMA_READ] = end[-1]
         self.log.add(DMA_WRITE, start, end, pending.stage, pending.op_id)
 
+    def _gate(self, i: int, op, held: list[float], settled: np.ndarray, op_end: np.ndarray, t0: float,
+              placed: int | None = None) -> float:
+        """When op ``i``'s reads may start: once SBUF has room for its working set next to the ops
+        before it that may still run (the newest op that does not fit beside it must have
+        finished), so weights stream in ahead, during collectives and small ops. Only the ops
+        before ``placed`` (default ``i``) have been scheduled."""
+        j = min(i if placed is None else placed, bisect_left(held, held[i + 1] - self.sbuf_bytes)) - 1
+        gate = max(t0, settled[j]) if j >= 0 else t0
+        if op.read_after >= 0:  # what to read is decided by that op
+            gate = max(gate, op_end[op.read_after])
+        return gate
+
+    def _stages(self, lo: LoweredOp) -> list[Stage]:
+        return ([lo.read] if lo.read else []) + [self._resolve_evac(s, lo.chunks) for s in lo.compute]
+
     def run(self, program: Program, lowered: list[LoweredOp], first_op_id: int, t0: float) -> np.ndarray:
         """Schedule ``program`` starting no earlier than ``t0``; return each op's end time."""
         n_ops = len(program.ops)
@@ -200,42 +285,89 @@ class CoreScheduler:
         pending: _PendingWrite | None = None
         # held[k]: SBUF bytes of ops 0..k-1; ops j+1..i fit together when held[i+1] - held[j+1] <= SBUF
         held = list(accumulate((lo.sbuf_bytes for lo in lowered), initial=0.0))
-        for i, (op, lo) in enumerate(zip(program.ops, lowered, strict=True)):
-            op_id = first_op_id + i
-            dep_end = max((op_end[d] for d in op.deps), default=t0)
-            if lo.read_after_deps:
-                self._flush(pending)
-                pending = None
-            stages = ([lo.read] if lo.read else []) + [self._resolve_evac(s, lo.chunks) for s in lo.compute]
-            # an op's reads start once SBUF has room for its working set next to the ops before
-            # it that may still run: the newest op that does not fit beside it must have finished
-            # (so weights stream in ahead, during collectives and small ops); they need nothing else
-            j = min(i, bisect_left(held, held[i + 1] - self.sbuf_bytes)) - 1
-            gate = max(t0, settled[j]) if j >= 0 else t0
-            if op.read_after >= 0:  # what to read is decided by that op
-                gate = max(gate, op_end[op.read_after])
-            ready0 = [max(dep_end, gate)] * len(stages)
-            if lo.read and not lo.read_after_deps:
-                ready0[0] = gate
-            if not stages:
-                stages, ready0 = [lo.write], [max(dep_end, gate)]
-            times = self._solve(stages, lo.chunks, ready0)
+
+        def record(i: int, stages: list[Stage], times: list, write: Stage | None) -> None:
+            nonlocal pending
+            lo = lowered[i]
             for st, (start, end) in zip(stages, times, strict=True):
-                self.log.add(st.resource, start, end, st, op_id)
-            last = stages[-1]
-            op_end[i] = times[-1][1][-1] + last.latency_s
+                self.log.add(st.resource, start, end, st, first_op_id + i)
+            op_end[i] = times[-1][1][-1] + stages[-1].latency_s
             settled[i] = max(op_end[i], settled[i - 1]) if i else op_end[i]
-            first_start = min(t[0][0] for t in times)
-            self.log.sbuf.append((first_start, op_end[i], lo.sbuf_bytes))
+            self.log.sbuf.append((min(t[0][0] for t in times), op_end[i], lo.sbuf_bytes))
             if lo.psum_bytes:
                 tensor_at = 1 if lo.read else 0
                 self.log.psum.append((times[tensor_at][0], times[tensor_at + 1][1], lo.psum_bytes))
             self.weight_refetch_bytes += lo.weight_refetch_bytes
             if lo.compute:
                 self._flush(pending)
-                pending = _PendingWrite(op_id, lo.write, times[-1][1]) if lo.write else None
+                pending = _PendingWrite(first_op_id + i, write, times[-1][1]) if write else None
+
+        for first, last in kernel_groups(program, lowered):
+            if last > first:
+                self._run_kernel(program, lowered, first, last, t0, held, settled, op_end, record)
+                continue
+            i, op, lo = first, program.ops[first], lowered[first]
+            dep_end = max((op_end[d] for d in op.deps), default=t0)
+            if lo.read_after_deps:
+                self._flush(pending)
+                pending = None
+            stages = self._stages(lo)
+            gate = self._gate(i, op, held, settled, op_end, t0)
+            ready0 = [max(dep_end, gate)] * len(stages)
+            if lo.read and not lo.read_after_deps:
+                ready0[0] = gate
+            if not stages:
+                stages, ready0 = [lo.write], [max(dep_end, gate)]
+            record(i, stages, self._solve(stages, lo.chunks, ready0), lo.write)
         self._flush(pending)
         return op_end
+
+    def _run_kernel(self, program: Program, lowered: list[LoweredOp], first: int, last: int, t0: float,
+                    held: list[float], settled: np.ndarray, op_end: np.ndarray, record) -> None:
+        """Ops ``first..last`` as one fused kernel: every op cut into the same number of tiles and
+        the stages of all of them issued tile by tile (:func:`_kernel_pipeline`)."""
+        members = range(first, last + 1)
+        n = max(lowered[i].chunks for i in members)
+        stages, ready0, preds, succ, spans = [], [], [], [], []
+        previous_last = -1
+        load: dict[int, float] = {}  # each engine's work in the kernel so far
+        # the kernel's ops all hold their SBUF at once: room for all of them opens its reads
+        gate = max(self._gate(i, program.ops[i], held, settled, op_end, t0, placed=first) for i in (first, last))
+        for i in members:
+            op, lo = program.ops[i], lowered[i]
+            dep_end = max((op_end[d] for d in op.deps if d < first), default=t0)
+            own = [_rechunk(_balance_evac(st, load), lo.chunks / n) for st in ([lo.read] if lo.read else [])
+                   + list(lo.compute)]
+            for st in own:
+                load[st.resource] = load.get(st.resource, 0.0) + st.dur_s * n
+            begin = len(stages)
+            for k, st in enumerate(own):
+                is_read = k == 0 and lo.read is not None
+                stages.append(st)
+                ready0.append(gate if is_read else max(gate, dep_end))
+                if is_read:
+                    preds.append(())
+                elif k == (1 if lo.read else 0):  # the op's first engine stage takes the previous op's tiles
+                    preds.append(tuple(p for p in (previous_last, begin if lo.read else -1) if p >= 0))
+                else:
+                    preds.append((len(stages) - 2,))
+                succ.append(-1)
+            first_compute = begin + (1 if lo.read else 0)
+            if lo.read:
+                succ[begin] = first_compute
+            for s in range(first_compute, len(stages) - 1):
+                succ[s] = s + 1
+            if previous_last >= 0:
+                succ[previous_last] = first_compute
+                stages[previous_last] = replace(stages[previous_last], buffers=KERNEL_TILE_BUFFERS)
+            previous_last = len(stages) - 1
+            spans.append((begin, len(stages)))
+        slots = [self._slot(st.resource) for st in stages]
+        times = _kernel_pipeline(stages, n, ready0, preds, succ, slots, self.free, self.ramp)
+        for i, (begin, end) in zip(members, spans, strict=True):
+            write = lowered[i].write
+            record(i, stages[begin:end], times[begin:end],
+                   None if write is None else _rechunk(write, lowered[i].chunks / n))
 
 
 def _concat(parts: list[np.ndarray], dtype) -> np.ndarray:

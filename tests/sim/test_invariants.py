@@ -15,6 +15,7 @@ CASES = [
     ("bert-base", "trn1", {"dtype": "fp32"}), ("roberta-large", "trn2", {"seq": 512, "batch": 4}),
     ("resnet50", "trn2", {"mode": "training", "batch": 4}),
     ("bert-base", "trn2", {"mode": "training", "grad_accum": 3}),
+    ("gpt2", "trn2", {"seq": 1024, "attention": "flash"}),
 ]
 
 
@@ -134,3 +135,23 @@ def test_tensor_engine_busy_is_never_below_what_it_delivers(run, chip):
     delivered = per_core_flops / (trace.duration_ns * 1e-9 * m["peak_flops_per_core"])
     assert met.engine_utilization["tensor"] >= delivered > 0
     assert all(u <= 1.0 for u in met.engine_utilization.values())
+
+
+def test_a_fused_attention_kernel_runs_its_engines_side_by_side():
+    """Flash attention is one software-pipelined loop: its span is set by its busiest engine,
+    not by the sum of its ops, and its softmax starts before its score matmuls end."""
+    trace = simulate(RunConfig(model="gpt2", chip="trn2", seq=1024, attention="flash", copies=1))
+    e, names = trace.events, trace.op_names
+    core0 = np.isin(e["track"], [i for i, t in enumerate(trace.tracks) if t.core == 0])
+    layer = trace.layer_names.index("layer5.attention")
+    kernel_ops = ("scores", "causal_mask", "softmax_max", "softmax_exp", "softmax_norm", "probs_transpose", "context")
+    spans, busy = {}, {}
+    for name in kernel_ops:
+        sel = core0 & (e["layer"] == layer) & (np.array(names)[e["op"]] == name)
+        spans[name] = (e["start_ns"][sel].min(), (e["start_ns"][sel] + e["dur_ns"][sel]).max())
+        for track, dur in zip(e["track"][sel], e["dur_ns"][sel], strict=True):
+            busy[track] = busy.get(track, 0.0) + dur
+    span = max(end for _, end in spans.values()) - min(start for start, _ in spans.values())
+    assert span < 1.3 * max(busy.values())
+    assert span < 0.6 * sum(busy.values())
+    assert spans["softmax_exp"][0] < spans["scores"][1]
