@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -397,6 +398,143 @@ def _add_validate(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_validate)
 
 
+def _int_list(text: str) -> list[int]:
+    values = []
+    for part in text.split(","):
+        values.append(_positive_int(part.strip()))
+    return values
+
+
+def _name_list(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("names nothing")
+    return names
+
+
+class _SweepProgress:
+    """The sweep's progress bar on stderr: rows done, rate and time left."""
+
+    WIDTH = 30
+
+    def __init__(self) -> None:
+        self.last = 0.0
+
+    def __call__(self, state) -> None:
+        now = time.perf_counter()
+        if state.done < state.total and now - self.last < 0.2:
+            return
+        self.last = now
+        filled = self.WIDTH * state.done // max(state.total, 1)
+        eta = "" if state.eta_s is None else f", {state.eta_s:,.0f} s left"
+        end = "\n" if state.done == state.total else ""
+        print(f"\rsweep [{'#' * filled}{'.' * (self.WIDTH - filled)}] {state.done}/{state.total} configurations"
+              f" ({state.rate:,.1f}/s{eta})  ", end=end, file=sys.stderr, flush=True)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """Simulate every combination of the lists given into a Parquet or CSV file."""
+    from sim.sweep import grid, sweep
+
+    engine = args.engine or ("dask" if args.scheduler else "local")
+    if args.scheduler and engine != "dask":
+        raise UserError("--scheduler is a Dask scheduler's address: it goes with --engine dask")
+    points = grid(args.model, args.instances, args.batch, args.seq or [None], args.cores or [None], args.dtype,
+                  args.mode, args.nodes, args.new_tokens)
+    try:
+        new, total = sweep(points, args.output, args.resume, engine, args.scheduler or args.address, args.workers,
+                           _SweepProgress())
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: the finished rows are in {args.output}; run the same command with --resume to go on",
+              file=sys.stderr)
+        return 130
+    print(f"wrote {args.output}: {total} rows ({new} simulated now)")
+    return 0
+
+
+def _add_sweep(sub: argparse._SubParsersAction) -> None:
+    from sim.sweep import ENGINES
+
+    p = sub.add_parser("sweep", help="simulate every combination of models, instances, batches... into a table")
+    p.add_argument("--model", action="append", required=True, help="preset or config.json (repeat for more)")
+    p.add_argument("--instances", type=_name_list, required=True, help="comma-separated instance types")
+    p.add_argument("--batch", type=_int_list, default=[1], help="comma-separated batch sizes (default 1)")
+    p.add_argument("--seq", type=_int_list, help="comma-separated sequence lengths (default: each model's)")
+    p.add_argument("--cores", type=_int_list, help="comma-separated NeuronCores per copy (default: the fewest)")
+    p.add_argument("--dtype", type=_name_list, default=["bf16"], help="comma-separated data types (default bf16)")
+    p.add_argument("--mode", type=_name_list, default=["inference"], help="comma-separated modes (default inference)")
+    p.add_argument("--nodes", type=_int_list, default=[1], help="comma-separated instance counts (training)")
+    p.add_argument("--new-tokens", type=_positive_int, default=128, help="tokens generated in decode mode")
+    p.add_argument("-o", "--output", required=True, help="results file: .parquet, or .csv")
+    p.add_argument("--resume", action="store_true", help="keep the rows already in the file and run the rest")
+    p.add_argument("--workers", type=_positive_int, help="local processes (default: this machine's cores)")
+    p.add_argument("--engine", choices=ENGINES, help="where to run: local processes (default), dask or ray")
+    p.add_argument("--scheduler", help="a Dask distributed scheduler's address (implies --engine dask)")
+    p.add_argument("--address", help="a Ray cluster's address (default: start a local one)")
+    p.set_defaults(func=cmd_sweep)
+
+
+def cmd_best(args: argparse.Namespace) -> int:
+    """The best configuration per instance and overall, and the latency-cost frontier."""
+    from sim.sweep import METRICS, best, candidates, frontier, read_results
+
+    table = read_results(args.file)
+    ok = candidates(table, args.max_latency_ms, args.min_throughput)
+    per_instance, overall = best(ok, args.metric)
+    front = frontier(ok)
+    if args.json:
+        json.dump({"metric": METRICS[args.metric][0], "best": overall, "per_instance": per_instance,
+                   "frontier": front}, sys.stdout, indent=1)
+        print()
+        return 0 if overall else EXIT_USAGE
+    errors = table.num_rows - sum(1 for s in table["status"].to_pylist() if s == "ok")
+    print(f"{args.file}: {table.num_rows} configurations, {errors} could not run, {ok.num_rows} meet the limits")
+    if overall is None:
+        print("no configuration meets the limits")
+        return EXIT_USAGE
+    unpriced = sorted({r["instance"] for r in ok.to_pylist() if r.get("price_usd_per_hour") is None})
+    if unpriced and args.metric == "cost":
+        print(f"not ranked by cost (no price in the data): {', '.join(unpriced)}")
+    print(f"\nbest by {args.metric} ({METRICS[args.metric][0]}), per instance:")
+    print(_rows_table(per_instance))
+    print("\nbest overall:")
+    print(_rows_table([overall]))
+    print("\nPareto frontier (nothing is both faster and cheaper):")
+    print(_rows_table(front))
+    return 0
+
+
+BEST_COLUMNS = (("instance", "instance", "s"), ("model", "model", "s"), ("mode", "mode", "s"),
+                ("batch", "batch", "d"), ("seq", "seq", "d"), ("cores_per_copy", "cores", "d"),
+                ("dtype", "dtype", "s"), ("nodes", "nodes", "d"), ("latency_ms", "latency ms", ",.2f"),
+                ("throughput_per_s", "throughput/s", ",.1f"), ("cost_per_million_inferences_usd", "$/M inf", ",.3f"),
+                ("cost_per_million_tokens_usd", "$/M tok", ",.3f"))
+
+
+def _rows_table(rows: list[dict]) -> str:
+    def cell(value, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
+
+    cells = [[title for _, title, _ in BEST_COLUMNS]]
+    cells += [[cell(r.get(key), fmt) for key, _, fmt in BEST_COLUMNS] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(BEST_COLUMNS))]
+    return "\n".join("  ".join(c.rjust(w) if j > 2 else c.ljust(w) for j, (c, w) in enumerate(zip(row, widths,
+                                                                                                 strict=True)))
+                     for row in cells)
+
+
+def _add_best(sub: argparse._SubParsersAction) -> None:
+    from sim.sweep import METRICS
+
+    p = sub.add_parser("best", help="the best configurations of a sweep and its latency-cost frontier")
+    p.add_argument("file", help="results file of `neuronviz sweep` (.parquet or .csv)")
+    p.add_argument("--max-latency-ms", type=_positive_float, help="only configurations this fast or faster")
+    p.add_argument("--min-throughput", type=_positive_float, help="only configurations with this throughput or more")
+    p.add_argument("--metric", choices=tuple(METRICS), default="cost", help="what 'best' means (default cost)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.set_defaults(func=cmd_best)
+
+
 COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "simulate": _add_simulate,
     "info": _add_info,
@@ -405,6 +543,8 @@ COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "screenshot": _add_screenshot,
     "animate": _add_animate,
     "validate": _add_validate,
+    "sweep": _add_sweep,
+    "best": _add_best,
 }
 
 

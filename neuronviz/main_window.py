@@ -34,6 +34,7 @@ from neuronviz.widgets.playback import PlaybackBar
 from neuronviz.widgets.run_panel import RunPanel
 from neuronviz.widgets.scaling import ScalingView
 from neuronviz.widgets.summary import SummaryTable
+from neuronviz.widgets.sweep_view import SweepView
 from sim.errors import SimError
 
 ABOUT = ("<b>neuronviz {version}</b><p>A simulator of the AWS Neuron chip generations (Inferentia1 and 2, "
@@ -43,7 +44,7 @@ ABOUT = ("<b>neuronviz {version}</b><p>A simulator of the AWS Neuron chip genera
 MAX_RECENT = 10
 BACKGROUND_OPEN_BYTES = 32 << 20  # files bigger than this (together) open in a worker thread
 SUMMARY_HEIGHT = 150
-SCALING_HEIGHT = 320  # the Scaling tab's three plots with readable axes
+SCALING_HEIGHT = 320  # the Scaling and Sweep tabs' plots with readable axes
 ZOOM_STEP = 1.25
 PAN_STEP = 0.1
 PLAYHEAD_STEP = 0.01
@@ -105,6 +106,10 @@ class MainWindow(QMainWindow):
         scaling = self._dock("Scaling", self.scaling, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.tabifyDockWidget(selection, scaling)
         scaling.visibilityChanged.connect(lambda shown: shown and self._grow_dock(scaling, SCALING_HEIGHT))
+        self.sweep = SweepView(session)
+        sweep = self._dock("Sweep", self.sweep, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(scaling, sweep)
+        sweep.visibilityChanged.connect(lambda shown: shown and self._grow_dock(sweep, SCALING_HEIGHT))
         self.findChild(QDockWidget, "Summary").raise_()
         run_dock = self._dock("Run", self.run_panel, Qt.DockWidgetArea.RightDockWidgetArea)
         run_dock.hide()
@@ -485,6 +490,7 @@ class MainWindow(QMainWindow):
         self.runner.cancel()
         self.loader.cancel()
         self.scaling.runner.cancel()
+        self.sweep.shutdown()
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/state", self.saveState())
         super().closeEvent(event)

@@ -2,49 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from sim.metrics import ENGINES, RunMetrics, compute_metrics
+from sim.metrics import ENGINES, compute_metrics
+from sim.record import run_record
 from sim.trace import Trace
-from sim.workloads.models import CNN, VISION_TRANSFORMER
-
-
-def run_record(trace: Trace) -> dict[str, Any]:
-    """One run of ``neuronviz simulate --json``."""
-    m = trace.meta
-    met = compute_metrics(trace)
-    rec: dict[str, Any] = {
-        "chip": m["chip"], "instance": m["instance"], "model": m["model"], "mode": m["mode"],
-        "batch": m["batch"], "seq": m["seq"], "dtype": m["dtype"],
-        "cores_per_copy": m["cores_per_copy"], "copies": m["copies"],
-        "memory_per_core_gib": m.get("memory_per_core_bytes", 0.0) / 2**30,
-        "latency_ms": met.latency_s * 1e3, "latency_under_load_ms": met.latency_under_load_s * 1e3,
-        "throughput_per_s": met.throughput_per_s,
-        "cost_per_million_usd": met.cost_per_million_usd,
-        "engine_utilization": {k: round(v, 6) for k, v in met.engine_utilization.items()},
-        "hbm_read_bytes": met.hbm_read_bytes, "hbm_write_bytes": met.hbm_write_bytes,
-        "flops": met.flops, "achieved_tflops": met.achieved_flops_per_s / 1e12,
-        "mfu_percent": None if met.mfu is None else 100 * met.mfu, "events": trace.n_events,
-    }
-    if m["mode"] == "decode":
-        rec["time_to_first_token_ms"] = met.time_to_first_token_s * 1e3
-        rec["per_token_ms"] = met.per_token_s * 1e3
-        rec["per_token_under_load_ms"] = met.per_token_under_load_s * 1e3
-    if m["mode"] == "training":  # latency is one step of batch x grad_accum samples per copy
-        rec.update(_training_record(m, met))
-    return rec
-
-
-def _training_record(m: dict, met: RunMetrics) -> dict[str, Any]:
-    step = met.latency_under_load_s
-    tokens = None if m.get("family") in (CNN, VISION_TRANSFORMER) else m["seq"]  # an image is not tokens
-    return {
-        "grad_accum": m.get("grad_accum", 1), "nodes": m.get("nodes", 1), "data_parallel": m.get("data_parallel"),
-        "step_ms": step * 1e3, "samples_per_s": met.throughput_per_s,
-        "tokens_per_s": None if tokens is None else met.throughput_per_s * tokens,
-        "compute_ms": (step - met.exposed_comm_s) * 1e3, "allreduce_ms": met.gradient_comm_s * 1e3,
-        "exposed_comm_ms": met.exposed_comm_s * 1e3, "scaling_efficiency": met.scaling_efficiency,
-    }
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:

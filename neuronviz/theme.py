@@ -23,6 +23,13 @@ ENGINE_COLORS = {
     "efa": "#009E73",         # bluish green: and between instances
     "other": "#999999",
 }
+GENERATION_COLORS = {  # one per chip generation where runs are compared as points (sweeps)
+    "inf1": "#E69F00",  # orange
+    "inf2": "#D55E00",  # vermillion
+    "trn1": "#56B4E9",  # sky blue
+    "trn2": "#0072B2",  # blue
+    "trn3": "#009E73",  # bluish green
+}
 ENGINE_LABELS = {
     "tensor": "Tensor", "vector": "Vector", "scalar": "Scalar", "gpsimd": "GpSimd",
     "dma_read": "DMA read", "dma_write": "DMA write", "collective": "Collective",

@@ -11,6 +11,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from neuronviz.axes import log_ticks
 from neuronviz.runner import _Worker
 from neuronviz.session import Session
 from neuronviz.theme import palette
@@ -175,16 +176,5 @@ class ScalingView(QWidget):
                                         symbolBrush=pen.color())
         self.plots["efficiency"].setYRange(0, 105, padding=0)
         costs = [p.cost_per_step_usd for points in self.points.values() for p in points if p.cost_per_step_usd]
-        self.plots["cost"].getAxis("left").setTicks([log_ticks(min(costs), max(costs))] if costs else None)
+        self.plots["cost"].getAxis("left").setTicks([log_ticks(min(costs), max(costs), "$")] if costs else None)
 
-
-def log_ticks(low: float, high: float) -> list[tuple[float, str]]:
-    """Ticks at 1, 2 and 5 times the powers of ten spanning ``low`` to ``high`` on a log axis (pyqtgraph's
-    own minor labels overlap), as (log10 value, "$ label")."""
-    ticks = []
-    for exponent in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1):
-        for mantissa in (1, 2, 5):
-            value = mantissa * 10.0**exponent
-            if low / 2 <= value <= high * 2:
-                ticks.append((math.log10(value), f"${value:.{max(0, -exponent)}f}"))
-    return ticks

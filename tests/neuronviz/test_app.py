@@ -715,8 +715,9 @@ def test_the_scaling_tab_sweeps_the_training_runs_over_1_to_64_instances(demo_wi
 
 
 def test_the_cost_axis_ticks_at_one_two_and_five_times_powers_of_ten():
-    from neuronviz.widgets.scaling import log_ticks
+    from neuronviz.axes import log_ticks
 
-    assert [label for _, label in log_ticks(0.0002, 0.015)] == [
+    assert [label for _, label in log_ticks(0.0002, 0.015, "$")] == [
         "$0.0001", "$0.0002", "$0.0005", "$0.001", "$0.002", "$0.005", "$0.01", "$0.02"]
-    assert log_ticks(3.0, 40.0)[0] == (pytest.approx(math.log10(2)), "$2")
+    assert log_ticks(3.0, 40.0, "$")[0] == (pytest.approx(math.log10(2)), "$2")
+    assert [label for _, label in log_ticks(700, 3000)] == ["500", "1,000", "2,000", "5,000"]

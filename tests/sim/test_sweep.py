@@ -1,0 +1,172 @@
+"""Sweeps: the grid, rows for configurations that cannot run, the same rows on a process pool,
+a Dask cluster and Ray, interrupt and resume, and the queries over a results table."""
+
+import math
+
+import pyarrow as pa
+import pytest
+
+from neuronviz.cli import main
+from sim.errors import ConfigError, SimError
+from sim.sweep import Point, best, candidates, frontier, grid, pareto_front, read_results, run_point, sweep
+
+SMALL = dict(models=["bert-base"], instances=["inf2.xlarge", "trn1.2xlarge"], batches=[1, 4], seqs=[128, 256])
+
+
+def _rows(path):
+    return read_results(path).to_pylist()
+
+
+def test_the_grid_is_every_combination_in_a_stable_order():
+    points = grid(["bert-base", "distilbert"], ["inf2.xlarge", "trn1.2xlarge"], [1, 8], [128], dtypes=["bf16", "fp32"])
+    assert len(points) == 2 * 2 * 2 * 2
+    assert points[0] == Point("bert-base", "inf2.xlarge", "inference", 1, 128, 128, None, "bf16", 1)
+    assert points[1].dtype == "fp32" and points[-1].model == "distilbert"
+    assert len({p.key for p in points}) == len(points)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(models=["no-such-model"], instances=["inf2.xlarge"]), "unknown model 'no-such-model'"),
+    (dict(models=["bert-base"], instances=["inf9.xlarge"]), "unknown instance 'inf9.xlarge'"),
+    (dict(models=["bert-base"], instances=["inf2.xlarge"], batches=[-1]), "--batch must be positive"),
+    (dict(models=["bert-base"], instances=["inf2.xlarge"], batches=list(range(1, 1001)),
+          seqs=list(range(1, 1002))), "more than 1,000,000"),
+])
+def test_a_bad_grid_is_one_error(kwargs, message):
+    with pytest.raises(SimError, match=message):
+        grid(**kwargs)
+
+
+def test_a_configuration_that_cannot_run_is_a_row_with_its_reason():
+    row = run_point(Point("llama-2-70b", "inf2.xlarge", mode="decode"))
+    assert row["status"] == "error" and "does not fit" in row["reason"]
+    assert row["config_id"] == "llama-2-70b|inf2.xlarge|decode|1||128||bf16|1"
+    row = run_point(Point("bert-base", "inf1.xlarge", dtype="fp8"))
+    assert row["status"] == "error" and "fp8" in row["reason"]
+
+
+def test_a_row_holds_the_simulate_json_fields_and_the_costs():
+    row = run_point(Point("bert-base", "inf2.xlarge", batch=4))
+    assert row["status"] == "ok" and row["reason"] == ""
+    for field in ("latency_ms", "throughput_per_s", "mfu_percent", "engine_utilization_tensor", "hbm_read_bytes"):
+        assert row[field] > 0, field
+    # one inf2.xlarge running every copy: the price of an hour over the inferences of an hour
+    assert row["cost_per_million_inferences_usd"] == pytest.approx(
+        row["price_usd_per_hour"] / (row["throughput_per_s"] * 3600) * 1e6)
+    decode = run_point(Point("gpt2", "inf2.xlarge", mode="decode", seq=128, new_tokens=32))
+    assert decode["cost_per_million_tokens_usd"] == pytest.approx(decode["cost_per_million_usd"])
+    assert decode["cost_per_million_inferences_usd"] > 30 * decode["cost_per_million_tokens_usd"]  # 32 tokens a request
+    train = run_point(Point("bert-base", "trn1.32xlarge", mode="training", batch=8, nodes=2))
+    assert train["cost_per_step_usd"] == pytest.approx(train["price_usd_per_hour"] * 2 * train["step_ms"] / 3.6e6)
+
+
+def test_the_process_pool_gives_the_rows_of_one_process(tmp_path):
+    points = grid(**SMALL)
+    sweep(points, tmp_path / "one.parquet", workers=1)
+    sweep(points, tmp_path / "pool.parquet", workers=2)
+    assert _rows(tmp_path / "one.parquet") == _rows(tmp_path / "pool.parquet")
+    assert [r["config_id"] for r in _rows(tmp_path / "pool.parquet")] == [p.key for p in points]
+
+
+def test_a_local_dask_cluster_gives_the_same_rows(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    points = grid(**SMALL)
+    sweep(points, tmp_path / "local.parquet", workers=1)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        sweep(points, tmp_path / "dask.parquet", engine="dask", address=cluster.scheduler_address)
+    assert _rows(tmp_path / "dask.parquet") == _rows(tmp_path / "local.parquet")
+
+
+def test_ray_gives_the_same_rows_where_it_installs(tmp_path):
+    pytest.importorskip("ray")
+    points = grid(**SMALL)
+    sweep(points, tmp_path / "local.parquet", workers=1)
+    sweep(points, tmp_path / "ray.parquet", engine="ray")
+    assert _rows(tmp_path / "ray.parquet") == _rows(tmp_path / "local.parquet")
+
+
+def test_an_interrupted_sweep_resumes_to_the_same_table(tmp_path):
+    points = grid(["bert-base"], ["inf1.xlarge", "inf2.xlarge", "trn1.2xlarge"], [1, 2, 4, 8], [128, 256])
+    whole, part = tmp_path / "whole.csv", tmp_path / "part.csv"
+    sweep(points, whole, workers=1)
+
+    def interrupt_after_some(state):
+        if state.done >= 10:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        sweep(points, part, workers=1, progress=interrupt_after_some)
+    kept = _rows(part)
+    assert 10 <= len(kept) < len(points)
+    simulated, total = sweep(points, part, resume=True, workers=1)
+    assert simulated == len(points) - len(kept) and total == len(points)
+    assert _rows(part) == _rows(whole)
+    assert not list(tmp_path.glob(".*.tmp"))  # no temporary file left behind
+
+
+def test_an_existing_file_is_never_overwritten_without_resume(tmp_path):
+    out = tmp_path / "r.parquet"
+    out.write_bytes(b"precious")
+    with pytest.raises(ConfigError, match="--resume"):
+        sweep(grid(**SMALL), out)
+    assert out.read_bytes() == b"precious"
+
+
+def test_the_pareto_front_on_a_hand_built_table():
+    latency = [1.0, 2.0, 2.0, 3.0, 4.0, 0.5, None]
+    cost = [5.0, 3.0, 4.0, 3.5, 1.0, 9.0, 0.1]
+    # 0.5/9 and 1/5 are fastest; 2/3 beats 2/4 and 3/3.5; 4/1 is cheapest; the point without latency is out
+    assert pareto_front(latency, cost) == [5, 0, 1, 4]
+    assert pareto_front([], []) == []
+    assert pareto_front([1.0, math.inf], [2.0, 1.0]) == [0]
+
+
+def _hand_table():
+    rows = [
+        dict(config_id="a", instance="inf2.xlarge", model="m", mode="inference", status="ok", latency_ms=2.0,
+             throughput_per_s=500.0, cost_per_million_inferences_usd=0.4),
+        dict(config_id="b", instance="inf2.xlarge", model="m", mode="inference", status="ok", latency_ms=8.0,
+             throughput_per_s=900.0, cost_per_million_inferences_usd=0.25),
+        dict(config_id="c", instance="trn1.2xlarge", model="m", mode="inference", status="ok", latency_ms=1.5,
+             throughput_per_s=600.0, cost_per_million_inferences_usd=0.6),
+        dict(config_id="d", instance="trn1.2xlarge", model="m", mode="inference", status="error", latency_ms=None,
+             throughput_per_s=None, cost_per_million_inferences_usd=None),
+        dict(config_id="e", instance="inf1.xlarge", model="m", mode="inference", status="ok", latency_ms=20.0,
+             throughput_per_s=100.0, cost_per_million_inferences_usd=0.3),
+    ]
+    return pa.Table.from_pylist(rows)
+
+
+def test_best_per_instance_and_overall_on_a_hand_built_table():
+    table = _hand_table()
+    per_instance, overall = best(candidates(table), "cost")
+    assert [(r["instance"], r["config_id"]) for r in per_instance] == [
+        ("inf2.xlarge", "b"), ("inf1.xlarge", "e"), ("trn1.2xlarge", "c")]
+    assert overall["config_id"] == "b"
+    per_instance, overall = best(candidates(table, max_latency_ms=5), "cost")
+    assert overall["config_id"] == "a" and {r["instance"] for r in per_instance} == {"inf2.xlarge", "trn1.2xlarge"}
+    assert best(candidates(table, min_throughput=550), "throughput")[1]["config_id"] == "b"
+    assert best(candidates(table), "latency")[1]["config_id"] == "c"
+    assert best(candidates(table, max_latency_ms=1), "cost") == ([], None)
+    assert [r["config_id"] for r in frontier(candidates(table))] == ["c", "a", "b"]
+
+
+def test_the_cli_sweeps_and_prints_the_best(tmp_path, capsys):
+    out = tmp_path / "r.parquet"
+    assert main(["sweep", "--model", "bert-base", "--instances", "inf2.xlarge,trn1.2xlarge", "--batch", "1,4",
+                 "--workers", "1", "-o", str(out)]) == 0
+    assert f"wrote {out}: 4 rows" in capsys.readouterr().out
+    assert main(["best", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "best overall" in text and "Pareto frontier" in text and "inf2.xlarge" in text
+    assert main(["sweep", "--model", "bert-base", "--instances", "inf2.xlarge", "-o", str(out)]) == 2
+    assert "--resume" in capsys.readouterr().err
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"not parquet")
+    assert main(["best", str(bad)]) == 2
+    assert "not a readable Parquet results file" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["sweep", "--model", "bert-base", "--instances", "inf2.xlarge", "--batch", "4,0", "-o",
+              str(tmp_path / "z.parquet")])
+    assert exit_info.value.code == 2
+    assert "--batch: must be a positive whole number, got 0" in capsys.readouterr().err
