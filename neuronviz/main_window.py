@@ -110,6 +110,7 @@ class MainWindow(QMainWindow):
         sweep = self._dock("Sweep", self.sweep, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.tabifyDockWidget(scaling, sweep)
         sweep.visibilityChanged.connect(lambda shown: shown and self._grow_dock(sweep, SCALING_HEIGHT))
+        self.run_panel.sig_sweep.connect(lambda points: (sweep.raise_(), self.sweep.start_sweep(points, "Run panel")))
         self.findChild(QDockWidget, "Summary").raise_()
         run_dock = self._dock("Run", self.run_panel, Qt.DockWidgetArea.RightDockWidgetArea)
         run_dock.hide()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -23,16 +24,21 @@ from PySide6.QtWidgets import (
 
 from neuronviz.runner import SimulationRunner
 from neuronviz.session import Session
+from sim.errors import SimError
 from sim.hardware.chip import all_chips
-from sim.hardware.instances import all_instances
+from sim.hardware.instances import all_instances, default_instance
 from sim.run import DTYPE_BYTES, MODES, RunConfig
+from sim.sweep import Point, grid
 from sim.workloads import preset_names
 
 DEFAULT_CHIPS = ("inf1", "inf2", "trn1", "trn2")
 DEFAULT_INSTANCE = "default for each chip"
+SWEEP_BATCHES = (1, 2, 4, 8, 16, 32)  # the Sweep button's batch sizes
 
 
 class RunPanel(QWidget):
+    sig_sweep = Signal(list)  # [Point]: the panel's configuration over instances and batch sizes
+
     def __init__(self, session: Session, runner: SimulationRunner,
                  confirm_replace: Callable[[], bool] = lambda: True, parent: QWidget | None = None) -> None:
         """``confirm_replace`` is asked before results replace the open runs (Keep unticked)."""
@@ -80,6 +86,10 @@ class RunPanel(QWidget):
         self.run_button = QPushButton("Simulate")
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setEnabled(False)
+        self.sweep_button = QPushButton("Sweep batch sizes")
+        self.sweep_button.setToolTip("This configuration on each ticked chip's instance (or the chosen one) at batch "
+                                     + ", ".join(map(str, SWEEP_BATCHES)) + ", in the Sweep tab")
+        self.sweep_button.clicked.connect(self.sweep)
         self.progress = QProgressBar()
         self.status = QLabel()
         self.status.setWordWrap(True)
@@ -104,6 +114,7 @@ class RunPanel(QWidget):
         buttons = QHBoxLayout()
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.cancel_button)
+        buttons.addWidget(self.sweep_button)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(self.keep)
@@ -141,6 +152,27 @@ class RunPanel(QWidget):
                           cores=self.cores.value() or None, copies=self.copies.value() or None,
                           grad_accum=self.grad_accum.value() if self.grad_accum.isEnabled() else 1)
                 for chip, inst in targets]
+
+    def sweep_points(self) -> list[Point]:
+        """The panel's configuration over the instances it names and :data:`SWEEP_BATCHES`."""
+        instance = self.instance.currentText()
+        if instance != DEFAULT_INSTANCE:
+            instances = [instance]
+        else:
+            instances = [default_instance(chip).name for key, chip in all_chips().items()
+                         if self.chips[key].isChecked()]
+        return grid([self.model.currentText().strip()], instances, SWEEP_BATCHES, [self.seq.value() or None],
+                    [self.cores.value() or None], [self.dtype.currentText()], [self.mode.currentText()],
+                    new_tokens=self.new_tokens.value())
+
+    def sweep(self) -> None:
+        try:
+            points = self.sweep_points()
+        except SimError as exc:
+            self.status.setText(str(exc))
+            return
+        self.status.setText(f"Sweeping {len(points)} configurations in the Sweep tab…")
+        self.sig_sweep.emit(points)
 
     def start(self) -> None:
         configs = self.configs()

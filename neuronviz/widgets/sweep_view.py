@@ -119,7 +119,7 @@ class SweepView(QWidget):
         self.simulator = SimulationRunner(self)
         self.simulator.sig_finished.connect(self._simulated)
         self.simulator.sig_failed.connect(self._simulation_failed)
-        self._sweep_gen = self._sim_gen = 0
+        self._sweep_gen = self._sim_gen = self._sweep_total = 0
 
         self.open_button = QPushButton("Open results…")
         self.open_button.clicked.connect(self._browse)
@@ -212,11 +212,13 @@ class SweepView(QWidget):
             return []
 
     def sweep_comparison(self) -> None:
-        points = self.comparison_points()
+        self.start_sweep(self.comparison_points(), "this comparison")
+
+    def start_sweep(self, points: list[Point], source: str) -> None:
+        """Simulate ``points`` in the background; their rows replace the plotted ones as they come."""
         if not points:
             return
-        self.rows, self.source = [], "this comparison"
-        self._sweep_total = len(points)
+        self.rows, self.source, self._sweep_total = [], source, len(points)
         self.sweep_button.setEnabled(False)
         self._sweep_gen = self.sweeper.start(points)
         self._redraw()
@@ -271,8 +273,8 @@ class SweepView(QWidget):
         unpriced = sorted({r["instance"] for r in ok if r.get(Y_COLUMN) is None})
         parts = [f"{self.source}: {len(self.rows)} configurations" if self.source else
                  "Open a file of `neuronviz sweep`, or sweep this comparison's model over its instances."]
-        if self.sweeper.busy and self.source == "this comparison":
-            parts[0] += f" of {getattr(self, '_sweep_total', len(self.rows))} (simulating…)"
+        if self.sweeper.busy and len(self.rows) < self._sweep_total:
+            parts[0] += f" of {self._sweep_total} (simulating…)"
         if failed:
             parts.append(f"{failed} could not run")
         if unpriced:

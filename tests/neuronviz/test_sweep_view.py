@@ -78,3 +78,17 @@ def test_sweeping_the_comparison_runs_its_model_on_its_instances_in_the_backgrou
     qtbot.waitUntil(lambda: view.sweep_button.isEnabled(), timeout=120_000)
     assert len(view.rows) == len(points) and view.source == "this comparison"
     assert view.scatter.data.size > 0
+
+
+def test_the_run_panel_sweeps_its_configuration_over_batch_sizes(demo_window, qtbot):
+    panel = demo_window.run_panel
+    panel.model.setCurrentText("distilbert")
+    panel.sweep_button.click()
+    view = demo_window.sweep
+    assert view.source == "Run panel"
+    qtbot.waitUntil(lambda: len(view.rows) == 4 * 6, timeout=120_000)
+    assert {r["model"] for r in view.rows} == {"distilbert"}
+    assert {r["instance"] for r in view.rows} == {"inf1.xlarge", "inf2.xlarge", "trn1.2xlarge", "trn2.48xlarge"}
+    panel.model.setCurrentText("no-such-model")
+    panel.sweep_button.click()
+    assert "unknown model 'no-such-model'" in panel.status.text() and view.source == "Run panel"
