@@ -456,7 +456,8 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     from sim.sweep import ENGINES
 
     p = sub.add_parser("sweep", help="simulate every combination of models, instances, batches... into a table")
-    p.add_argument("--model", action="append", required=True, help="preset or config.json (repeat for more)")
+    p.add_argument("--model", action="extend", type=_name_list, required=True,
+                   help="presets or config.json paths, comma-separated or repeated")
     p.add_argument("--instances", type=_name_list, required=True, help="comma-separated instance types")
     p.add_argument("--batch", type=_int_list, default=[1], help="comma-separated batch sizes (default 1)")
     p.add_argument("--seq", type=_int_list, help="comma-separated sequence lengths (default: each model's)")

@@ -153,9 +153,10 @@ def test_best_per_instance_and_overall_on_a_hand_built_table():
 
 def test_the_cli_sweeps_and_prints_the_best(tmp_path, capsys):
     out = tmp_path / "r.parquet"
-    assert main(["sweep", "--model", "bert-base", "--instances", "inf2.xlarge,trn1.2xlarge", "--batch", "1,4",
-                 "--workers", "1", "-o", str(out)]) == 0
-    assert f"wrote {out}: 4 rows" in capsys.readouterr().out
+    assert main(["sweep", "--model", "bert-base,distilbert", "--model", "albert-base", "--instances",
+                 "inf2.xlarge,trn1.2xlarge", "--batch", "1,4", "--workers", "1", "-o", str(out)]) == 0
+    assert f"wrote {out}: 12 rows" in capsys.readouterr().out
+    assert {r["model"] for r in _rows(out)} == {"bert-base", "distilbert", "albert-base"}
     assert main(["best", str(out)]) == 0
     text = capsys.readouterr().out
     assert "best overall" in text and "Pareto frontier" in text and "inf2.xlarge" in text
