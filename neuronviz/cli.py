@@ -536,6 +536,48 @@ def _add_best(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_best)
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """Why each run takes its time: summary, layer table and insights, as text, JSON or CSV."""
+    import csv
+    import io
+
+    from neuronviz.report import analysis_text
+    from sim.analysis import LAYER_FIELDS, report_record
+    from sim.io import load_file
+    from sim.io.atomic import atomic_file
+
+    if args.csv and not args.output:
+        raise UserError("--csv writes a file: give it with -o FILE")
+    traces = [t for path in args.files for t in load_file(path)]
+    records = [report_record(t, [o for o in traces if o is not t]) for t in traces]
+    if args.csv:
+        text = io.StringIO()
+        writer = csv.writer(text)
+        writer.writerow(["run", "chip", "instance", *LAYER_FIELDS])
+        for i, rec in enumerate(records, 1):
+            for layer in rec["layers"]:
+                writer.writerow([i, rec["chip"], rec["instance"], *(layer[f] for f in LAYER_FIELDS)])
+        with atomic_file(Path(args.output)) as f:
+            f.write(text.getvalue().encode("utf-8"))
+        print(f"wrote {args.output}: {sum(len(r['layers']) for r in records)} layers of {len(records)} run(s)")
+    elif args.json:
+        json.dump({"runs": records}, sys.stdout, indent=1)
+        print()
+    else:
+        print("\n\n".join(analysis_text(i, rec) for i, rec in enumerate(records, 1)))
+    return 0
+
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="why each run takes its time: summary, layers, insights")
+    p.add_argument("files", nargs="+", help="trace files (.nvtrace or Chrome JSON); runs are compared with each other")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print one JSON object")
+    out.add_argument("--csv", action="store_true", help="write every run's layer table to -o FILE (a run column)")
+    p.add_argument("-o", "--output", help="with --csv: the CSV file")
+    p.set_defaults(func=cmd_report)
+
+
 COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "simulate": _add_simulate,
     "info": _add_info,
@@ -546,6 +588,7 @@ COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "validate": _add_validate,
     "sweep": _add_sweep,
     "best": _add_best,
+    "report": _add_report,
 }
 
 

@@ -59,3 +59,40 @@ def file_summary(path: str, traces: list[Trace]) -> str:
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     return "\n".join([f"{path}: {len(traces)} run(s)", *lines])
+
+
+REPORT_LAYERS = 15  # the text report lists this many of the slowest layers (--json and --csv list all)
+
+
+def _num(value: float | None, fmt: str, unit: str = "") -> str:
+    return "n/a" if value is None else f"{value:{fmt}}{unit}"
+
+
+def analysis_text(index: int, record: dict) -> str:
+    """One run of ``neuronviz report`` as text: summary, slowest layers, insights."""
+    s = record["summary"]
+    lines = [f"run {index}: {record['chip']} · {record['instance']} · {record['model']} ({record['mode']})",
+             f"  total_time {s['total_time'] * 1e3:,.3f} ms · mfu_estimated_percent "
+             f"{_num(s['mfu_estimated_percent'], '.1f')} · hfu_estimated_percent "
+             f"{_num(s['hfu_estimated_percent'], '.1f')} · mbu_estimated_percent "
+             f"{_num(s['mbu_estimated_percent'], '.1f')}",
+             "  " + " · ".join(f"{e}_engine_active_time_percent {s[f'{e}_engine_active_time_percent']:.1f}"
+                               for e in ("tensor", "vector", "scalar", "gpsimd")),
+             f"  hbm_read_bytes {s['hbm_read_bytes']:,.0f} · hbm_write_bytes {s['hbm_write_bytes']:,.0f} · "
+             f"mm_arithmetic_intensity {_num(s['mm_arithmetic_intensity'], ',.1f')} · average_dma_size "
+             f"{_num(s['average_dma_size'], ',.0f')} · spill_save_bytes {s['spill_save_bytes']:,.0f} · "
+             f"spill_reload_bytes {s['spill_reload_bytes']:,.0f}"]
+    layers = sorted(record["layers"], key=lambda r: -r["time_us"])[:REPORT_LAYERS]
+    lines.append(f"  slowest layers ({len(layers)} of {len(record['layers'])}):")
+    width = max([len(r["name"]) for r in layers] + [5])
+    lines.append(f"    {'layer':{width}s} {'time us':>10s} {'share':>6s} {'FLOP/B':>9s} {'bound':>10s} "
+                 f"{'MFU %':>6s} {'MBU %':>6s}")
+    for r in layers:
+        ai = r["arithmetic_intensity"]
+        lines.append(f"    {r['name']:{width}s} {r['time_us']:10,.1f} {r['share_percent']:5.1f}% "
+                     f"{'inf' if ai is None else f'{ai:,.1f}':>9s} {r['bound']:>10s} "
+                     f"{_num(None if r['mfu'] is None else 100 * r['mfu'], '6.1f'):>6s} "
+                     f"{_num(None if r['mbu'] is None else 100 * r['mbu'], '6.1f'):>6s}")
+    lines.append("  insights:" if record["insights"] else "  insights: none")
+    lines += [f"    [{i['severity']}] {i['text']}" for i in record["insights"]]
+    return "\n".join(lines)

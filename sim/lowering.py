@@ -65,6 +65,11 @@ class LoweredOp:
     weight_refetch_bytes: float  # weight (or input activation) bytes streamed again, once per block of the other
     link_bytes: float = 0.0  # a collective's bytes each chip sends over NeuronLink
     efa_bytes: float = 0.0  # a collective's bytes each instance sends over EFA
+    # what the Neuron profiler counts per instruction, summed over the op
+    spill_save_bytes: float = 0.0  # saved to device memory because SBUF had no room
+    spill_reload_bytes: float = 0.0  # and loaded back
+    transpose_flops: float = 0.0  # TensorE FLOPs of transposes (matmuls against an identity)
+    dma_transfers: float = 0.0  # DMA descriptors moved (average DMA size = bytes / transfers)
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,15 @@ def _dma_seconds(ctx: CoreContext, nbytes: float, descriptor_bytes: float | None
     if descriptor_bytes is None:
         descriptor_bytes = min(nbytes, CHUNK_BYTES) / ctx.chip.sbuf_partitions
     return nbytes / core_bytes_per_s(ctx.chip, ctx.active_cores, descriptor_bytes)
+
+
+def _transfers(ctx: CoreContext, nbytes: float, descriptor_bytes: float | None = None) -> float:
+    """DMA descriptors that move ``nbytes`` (as :func:`_dma_seconds` cuts them)."""
+    if nbytes <= 0:
+        return 0.0
+    if descriptor_bytes is None:
+        descriptor_bytes = min(nbytes, CHUNK_BYTES) / ctx.chip.sbuf_partitions
+    return nbytes / max(descriptor_bytes, 1.0)
 
 
 def _dma(ctx: CoreContext, nbytes: float, chunks: int, descriptor_bytes: float | None = None,
@@ -192,7 +206,9 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     return LoweredOp(
         chunks=chunks, read=read, compute=compute, write=_write(ctx, writes, chunks), read_after_deps=False,
         sbuf_bytes=min(weights, weight_room) + act, psum_bytes=psum,
-        weight_refetch_bytes=weight_again + act_again,
+        weight_refetch_bytes=weight_again + act_again, spill_save_bytes=spill_write, spill_reload_bytes=spill,
+        dma_transfers=(_transfers(ctx, weights + weight_again, weight_run) + _transfers(ctx, spill + act_again)
+                       + _transfers(ctx, writes)),
     )
 
 
@@ -231,8 +247,12 @@ def _transpose(ctx: CoreContext, op: Op) -> LoweredOp:
     data = op.m * op.n * op.count * op.dtype_bytes
     spill, spill_write = _spill(ctx, op, data)
     read = _dma(ctx, spill, chunks) if spill else None
+    rows = min(op.m, ctx.chip.tensor.rows)  # each block against a [rows, rows] identity
     return LoweredOp(chunks, read, compute, _write(ctx, spill_write, chunks), False,
-                     min(data + _held(op, data, chunks), ctx.chip.sbuf_bytes / 4), psum, 0.0)
+                     min(data + _held(op, data, chunks), ctx.chip.sbuf_bytes / 4), psum, 0.0,
+                     spill_save_bytes=spill_write, spill_reload_bytes=spill,
+                     transpose_flops=2.0 * rows * op.m * op.n * op.count,
+                     dma_transfers=_transfers(ctx, spill) + _transfers(ctx, spill_write))
 
 
 def _write(ctx: CoreContext, nbytes: float, chunks: int) -> Stage | None:
@@ -257,7 +277,8 @@ def _elementwise(ctx: CoreContext, op: Op) -> LoweredOp:
         chunks=chunks, read=_dma(ctx, reads, chunks) if reads else None, compute=compute,
         write=_write(ctx, writes, chunks), read_after_deps=False,
         sbuf_bytes=min(_held(op, data, chunks) * 2 + reads, chip.sbuf_bytes / 2), psum_bytes=0.0,
-        weight_refetch_bytes=0.0,
+        weight_refetch_bytes=0.0, spill_save_bytes=spill_write, spill_reload_bytes=spill,
+        dma_transfers=_transfers(ctx, reads) + _transfers(ctx, writes),
     )
 
 
@@ -267,7 +288,8 @@ def _gather(ctx: CoreContext, op: Op) -> LoweredOp:
     row_bytes = nbytes / max(op.rows, 1)
     chunks = _chunks(nbytes, 1)
     read = _dma(ctx, nbytes, chunks, descriptor_bytes=row_bytes)
-    return LoweredOp(chunks, read, (), None, True, min(nbytes, ctx.chip.sbuf_bytes / 2), 0.0, 0.0)
+    return LoweredOp(chunks, read, (), None, True, min(nbytes, ctx.chip.sbuf_bytes / 2), 0.0, 0.0,
+                     dma_transfers=_transfers(ctx, nbytes, row_bytes))
 
 
 def _copy(ctx: CoreContext, op: Op) -> LoweredOp:
@@ -275,7 +297,8 @@ def _copy(ctx: CoreContext, op: Op) -> LoweredOp:
     chunks = _chunks(max(reads, writes), 1)
     read = _dma(ctx, reads, chunks) if reads else None
     return LoweredOp(chunks, read, (), _write(ctx, writes, chunks), False,
-                     min(reads + writes, ctx.chip.sbuf_bytes / 2), 0.0, 0.0)
+                     min(reads + writes, ctx.chip.sbuf_bytes / 2), 0.0, 0.0,
+                     dma_transfers=_transfers(ctx, reads) + _transfers(ctx, writes))
 
 
 def _collective(ctx: CoreContext, op: Op) -> LoweredOp:

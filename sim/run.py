@@ -376,6 +376,10 @@ def _run_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: 
     return sched, tables, phase_spans
 
 
+# what each layer's ops add up to, kept in the trace's metadata (``layer_stats``) for the analysis
+LAYER_STATS = ("spill_save_bytes", "spill_reload_bytes", "transpose_flops", "dma_transfers")
+
+
 class _Tables:
     """Op and layer tables, grown program by program."""
 
@@ -386,6 +390,7 @@ class _Tables:
         self.layer_kinds: list[str] = []
         self.op_link_bytes: list[float] = []  # what a collective op sends over NeuronLink (per chip)
         self.op_efa_bytes: list[float] = []  # and over EFA (per instance)
+        self.layer_stats: dict[str, list[float]] = {k: [] for k in LAYER_STATS}  # per layer, summed over its ops
 
     def add_program(self, prog: Program, phase: str, lowered: list[LoweredOp]) -> None:
         base = len(self.layer_names)
@@ -397,6 +402,11 @@ class _Tables:
         self.layer_names.extend(f"{phase}/{la.name}" if phase not in ("inference",) else la.name
                                 for la in prog.layers)
         self.layer_kinds.extend(la.kind for la in prog.layers)
+        for key in LAYER_STATS:
+            totals = [0.0] * len(prog.layers)
+            for li, lo in zip(layer_of, lowered, strict=True):
+                totals[li] += getattr(lo, key)
+            self.layer_stats[key].extend(totals)
 
 
 def _step(starts: np.ndarray, ends: np.ndarray, amounts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -444,7 +454,11 @@ def _build_trace(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alo
     remap = np.array([tracks.index(next(t for t in tracks if t.kind == n)) if any(t.kind == n for t in tracks)
                       else -1 for n in RESOURCE_NAMES], np.int16)
     events["track"] = remap[track]
-    return Trace(meta=_meta(cfg, spec, seq, dep, alone, sched, phases, loaded, single), tracks=tracks,
+    meta = _meta(cfg, spec, seq, dep, alone, sched, phases, loaded, single)
+    per_layer = {f"tensor_{name}_ns": np.bincount(layer, weights=np.concatenate(getattr(log, name))[order] * 1e9,
+                                                 minlength=n_layers).tolist() for name in ("throttled", "waited")}
+    meta["layer_stats"] = {**tables.layer_stats, **per_layer}
+    return Trace(meta=meta, tracks=tracks,
                  events=events, op_names=tuple(tables.op_names), op_layer=op_layer,
                  layer_names=tuple(tables.layer_names), layer_kinds=tuple(tables.layer_kinds),
                  layer_start_ns=lstart, layer_end_ns=lend, counters=_counters(log, events, tracks, tables))

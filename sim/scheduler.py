@@ -201,6 +201,8 @@ class EventLog:
     op: list[np.ndarray] = field(default_factory=list)
     flops: list[np.ndarray] = field(default_factory=list)
     nbytes: list[np.ndarray] = field(default_factory=list)
+    throttled: list[np.ndarray] = field(default_factory=list)  # seconds a TensorE chunk lost to the dI/dt limit
+    waited: list[np.ndarray] = field(default_factory=list)  # seconds TensorE waited on semaphores before a chunk
     sbuf: list[tuple[float, float, float]] = field(default_factory=list)
     psum: list[tuple[np.ndarray, np.ndarray, float]] = field(default_factory=list)
 
@@ -212,6 +214,10 @@ class EventLog:
         self.op.append(np.full(n, op_id, np.int32))
         self.flops.append(np.full(n, stage.flops))
         self.nbytes.append(np.full(n, stage.nbytes))
+        # a throttled TensorE chunk takes longer than its full-rate time (its wait is not in the span)
+        lost = np.maximum(end - start - stage.dur_s, 0.0) if track == TENSOR else np.zeros(n)
+        self.throttled.append(lost)
+        self.waited.append(np.full(n, stage.wait_s) if track == TENSOR else np.zeros(n))
 
 
 @dataclass
@@ -380,7 +386,8 @@ def repeat_tail(log: EventLog, mark: tuple[int, int, int], times: int, period_s:
     if times <= 0:
         return
     ev, sb, ps = mark
-    cols = {name: _concat(getattr(log, name)[ev:], np.float64) for name in ("start", "dur", "flops", "nbytes")}
+    cols = {name: _concat(getattr(log, name)[ev:], np.float64)
+            for name in ("start", "dur", "flops", "nbytes", "throttled", "waited")}
     track = _concat(log.track[ev:], np.int16)
     op = _concat(log.op[ev:], np.int32)
     reps = np.arange(1, times + 1)
@@ -390,6 +397,8 @@ def repeat_tail(log: EventLog, mark: tuple[int, int, int], times: int, period_s:
     log.dur.append(np.tile(cols["dur"], times))
     log.flops.append(np.tile(cols["flops"], times))
     log.nbytes.append(np.tile(cols["nbytes"], times))
+    log.throttled.append(np.tile(cols["throttled"], times))
+    log.waited.append(np.tile(cols["waited"], times))
     log.op.append(np.tile(op, times) + np.repeat(reps * op_stride, len(op)).astype(np.int32))
     sbuf, psum = log.sbuf[sb:], log.psum[ps:]
     for r in reps:

@@ -23,6 +23,7 @@ from typing import Any
 
 from sim.errors import ConfigError, SimError
 from sim.hardware.instances import get_instance
+from sim.io.atomic import atomic_file
 from sim.metrics import compute_metrics
 from sim.record import run_record
 from sim.run import RunConfig, simulate
@@ -271,16 +272,11 @@ def write_results(path: str | Path, rows: list[dict[str, Any]]) -> None:
     for r in rows:
         columns.update(dict.fromkeys(r))
     table = pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in rows])
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
+    with atomic_file(target) as f:
         if _is_csv(target):
-            pacsv.write_csv(table, tmp)
+            pacsv.write_csv(table, f)
         else:
-            pq.write_table(table, tmp)
-        os.replace(tmp, target)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+            pq.write_table(table, f)
 
 
 class Progress:

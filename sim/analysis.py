@@ -1,0 +1,518 @@
+"""Why a run is slow where it is: per-layer (and per-op) time, FLOPs, bytes, arithmetic
+intensity, what bounds it, MFU and MBU; the run's summary under the Neuron Explorer's metric
+names; its roofline; and ranked insights, each computed from the trace with its threshold here.
+
+Everything is derived from the trace alone (a saved file gives the same answers as the run that
+made it); chip peaks come from the chip data named in the trace's metadata. A trace imported from
+Chrome JSON has no chip: its analysis holds times and busy fractions only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sim.cost.dma import memory_share_bytes_per_s
+from sim.errors import SimError
+from sim.hardware.chip import Chip, get_chip
+from sim.metrics import communication, compute_metrics
+from sim.trace import Trace, union_intervals
+
+# what can bound a layer: the resource busiest over its span
+BOUND_RESOURCES = {"tensor": ("tensor",), "vector": ("vector",), "scalar": ("scalar",), "gpsimd": ("gpsimd",),
+                   "memory": ("dma_read", "dma_write"), "collective": ("collective",)}
+LATENCY_BOUND_BELOW = 0.5  # busiest resource under half of the span: the layer waits on dependencies
+DTYPE_ROOFS = ("fp8", "bf16", "fp32")
+
+
+@dataclass(frozen=True)
+class Stats:
+    """One layer, one op, or one region of a run."""
+
+    name: str
+    kind: str
+    start_ns: float
+    end_ns: float
+    time_ns: float  # its span, times the executions it stands for
+    flops: float  # model FLOPs of the whole copy (all its cores)
+    bytes: float  # device memory read and written by the whole copy
+    busy: dict[str, float]  # fraction of its span each resource of core 0 was busy
+    mfu: float | None
+    mbu: float | None
+    spill_save_bytes: float = 0.0
+    spill_reload_bytes: float = 0.0
+    throttled_ns: float = 0.0  # TensorE time lost to the warm-up (dI/dt) throttle
+    tensor_wait_ns: float = 0.0  # TensorE occupied waiting on semaphores before its instructions (not active)
+    ops: tuple[Stats, ...] = ()
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """FLOPs per byte of device memory traffic (infinite when it moves none)."""
+        return self.flops / self.bytes if self.bytes > 0 else (math.inf if self.flops > 0 else 0.0)
+
+    @property
+    def occupied(self) -> dict[str, float]:
+        """Fraction of its time each resource was taken: busy, and for TensorE also waiting on its
+        semaphores between instructions (its instruction stream is still the one being worked)."""
+        out = dict(self.busy)
+        if "tensor" in out and self.time_ns > 0:
+            out["tensor"] = min(1.0, out["tensor"] + self.tensor_wait_ns / self.time_ns)
+        return out
+
+    @property
+    def bound(self) -> str:
+        """The most occupied resource, or ``latency`` when none is taken half of the time."""
+        occupied = self.occupied
+        if not occupied:
+            return "latency"
+        name, value = max(occupied.items(), key=lambda kv: kv[1])
+        return name if value >= LATENCY_BOUND_BELOW else "latency"
+
+    @property
+    def achieved_flops_per_s(self) -> float:
+        return self.flops / (self.time_ns * 1e-9) if self.time_ns > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Roofs:
+    """A copy's ceilings: FLOP/s per data type and device-memory bytes per second."""
+
+    compute: dict[str, float]
+    memory_bytes_per_s: float
+    memory_kind: str
+
+    def attainable(self, intensity: float, dtype: str) -> float:
+        return min(self.compute[dtype], intensity * self.memory_bytes_per_s)
+
+
+@dataclass(frozen=True)
+class Insight:
+    severity: str  # high, medium, low
+    text: str
+    layers: tuple[str, ...] = ()
+    start_us: float = 0.0
+    end_us: float = 0.0
+    key: str = ""  # which rule found it
+
+
+@dataclass
+class _Context:
+    chip: Chip | None
+    shards: int
+    peak_per_core: float | None
+    memory_per_core: float | None
+    repeats: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+def _context(trace: Trace) -> _Context:
+    m = trace.meta
+    try:
+        chip = get_chip(m["chip"]) if "chip" in m else None
+    except SimError:
+        chip = None
+    shards = int(m.get("cores_per_copy", 1)) * int(m.get("lnc", 1))
+    mem = memory_share_bytes_per_s(chip, int(m.get("cores_active", 1))) if chip else None
+    return _Context(chip, shards, m.get("peak_flops_per_core"), mem, trace.event_repeats)
+
+
+def roofs(trace: Trace) -> Roofs | None:
+    """The copy's compute roofs (the data types its chip runs) and device-memory roof."""
+    ctx = _context(trace)
+    if ctx.chip is None or ctx.memory_per_core is None:
+        return None
+    compute = {d: ctx.chip.tensor.peak_flops(d) * ctx.shards for d in DTYPE_ROOFS if d in ctx.chip.dtypes}
+    return Roofs(compute, ctx.memory_per_core * ctx.shards, ctx.chip.memory_kind)
+
+
+def _core0_tracks(trace: Trace) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for i, t in enumerate(trace.tracks):
+        if t.core == 0:
+            out.setdefault(t.kind, []).append(i)
+    return out
+
+
+def _group_stats(trace: Trace, group: np.ndarray, n_groups: int, names, kinds, start: np.ndarray, end: np.ndarray,
+                 sel: np.ndarray, ctx: _Context) -> list[Stats]:
+    """Stats of ``n_groups`` groups of the events ``sel`` (``group`` gives each event's group),
+    each over its own span."""
+    ev = trace.events
+    tracks = _core0_tracks(trace)
+    core0 = np.zeros(len(trace.tracks), bool)
+    for idx in tracks.values():
+        core0[idx] = True
+    on0 = sel & core0[ev["track"]] if len(trace.tracks) else sel
+    g = group[on0]
+    rep = ctx.repeats[on0]
+    weight = np.bincount(g, weights=rep, minlength=n_groups) / np.maximum(np.bincount(g, minlength=n_groups), 1)
+    weight[weight == 0] = 1.0
+    flops = np.bincount(g, weights=ev["flops"][on0] * rep, minlength=n_groups) * ctx.shards
+    dma_tracks = [i for k in ("dma_read", "dma_write") for i in tracks.get(k, [])]
+    is_dma = np.isin(ev["track"][on0], dma_tracks)
+    nbytes = np.bincount(g[is_dma], weights=(ev["bytes"][on0] * rep)[is_dma], minlength=n_groups) * ctx.shards
+    span = np.maximum(end - start, 0.0)
+    busy = {}
+    for resource, kinds_ in BOUND_RESOURCES.items():
+        idx = [i for k in kinds_ for i in tracks.get(k, [])]
+        if not idx:
+            continue
+        on = np.isin(ev["track"][on0], idx)
+        dur = np.bincount(g[on], weights=ev["dur_ns"][on0][on], minlength=n_groups)
+        busy[resource] = np.divide(dur, span, out=np.zeros(n_groups), where=span > 0).clip(0.0, 1.0)
+    time_ns = span * weight
+    out = []
+    for i in range(n_groups):
+        t = time_ns[i] * 1e-9
+        mfu = flops[i] / (t * ctx.peak_per_core * ctx.shards) if ctx.peak_per_core and t > 0 else None
+        mbu = nbytes[i] / (t * ctx.memory_per_core * ctx.shards) if ctx.memory_per_core and t > 0 else None
+        out.append(Stats(names[i], kinds[i], float(start[i]), float(end[i]), float(time_ns[i]), float(flops[i]),
+                         float(nbytes[i]), {k: float(v[i]) for k, v in busy.items()}, mfu, mbu))
+    return out
+
+
+def _busy_before(trace: Trace, track_ids: list[int]):
+    """A function giving, for times ``t``, how long the tracks (their union) were busy before ``t``."""
+    ev = trace.events
+    sel = np.isin(ev["track"], track_ids)
+    starts, durs = union_intervals(ev["start_ns"][sel], ev["dur_ns"][sel])
+    before = np.concatenate(([0.0], np.cumsum(durs)))
+
+    def at(t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(starts, t, side="right") - 1
+        ic = np.clip(i, 0, None)
+        inside = np.clip(t - starts[ic], 0.0, durs[ic]) if len(durs) else np.zeros_like(t)
+        return np.where(i >= 0, before[ic] + inside, 0.0)
+
+    return at
+
+
+def layer_windows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Each layer's stretch of the run, so that the layers partition the timeline and their times
+    add up to the run's: a layer starts with its first event, but its reads that run ahead during
+    the layer before (weight prefetches) count to that layer's time, until its engines finish
+    or this layer's start; it ends where the next layer starts."""
+    n = len(trace.layer_names)
+    ev = trace.events
+    first = np.asarray(trace.layer_start_ns, float).copy()
+    reads = [i for i, t in enumerate(trace.tracks) if t.kind == "dma_read"]
+    engine = ~np.isin(ev["track"], reads)
+    if engine.any():
+        first_engine = np.full(n, np.inf)
+        last_engine = np.full(n, -np.inf)
+        np.minimum.at(first_engine, ev["layer"][engine], ev["start_ns"][engine])
+        np.maximum.at(last_engine, ev["layer"][engine], ev["start_ns"][engine] + ev["dur_ns"][engine])
+        previous_done = np.maximum.accumulate(np.concatenate(([-np.inf], last_engine[:-1])))
+        first = np.minimum(first_engine, np.maximum(first, previous_done))
+        first = np.where(np.isfinite(first), first, np.asarray(trace.layer_start_ns, float))
+    start = np.maximum.accumulate(first)
+    end = np.append(start[1:], max(float(np.max(trace.layer_end_ns)), start[-1]))
+    return start, end
+
+
+def layer_table(trace: Trace, with_ops: bool = False) -> list[Stats]:
+    """One :class:`Stats` per layer, in program order (``ops`` filled when ``with_ops``): its
+    FLOPs and bytes are its own ops'; its time and what bounds it are its window's (see
+    :func:`layer_windows`): what the engines did while it was the layer running."""
+    ctx = _context(trace)
+    n = len(trace.layer_names)
+    if not n:
+        return []
+    ev = trace.events
+    stats = trace.meta.get("layer_stats", {})
+
+    def per_layer(key: str) -> np.ndarray:
+        values = np.asarray(stats.get(key, ()), float)
+        return values if len(values) == n else np.zeros(n)
+
+    # the executions each stored layer stands for scale its time and what its metadata counts
+    layer_rep = np.ones(n)
+    if trace.n_events:
+        counts = np.bincount(ev["layer"], minlength=n)
+        sums = np.bincount(ev["layer"], weights=ctx.repeats, minlength=n)
+        layer_rep = np.where(counts > 0, sums / np.maximum(counts, 1), 1.0)
+    start, end = layer_windows(trace)
+    span = end - start
+    tracks = _core0_tracks(trace)
+    busy = {}
+    for resource, kinds in BOUND_RESOURCES.items():
+        idx = [i for k in kinds for i in tracks.get(k, [])]
+        if idx:
+            at = _busy_before(trace, idx)
+            busy[resource] = np.divide(at(end) - at(start), span, out=np.zeros(n), where=span > 0).clip(0.0, 1.0)
+    on0 = np.isin(ev["track"], [i for v in tracks.values() for i in v])
+    g, rep = ev["layer"][on0], ctx.repeats[on0]
+    flops = np.bincount(g, weights=ev["flops"][on0] * rep, minlength=n) * ctx.shards
+    dma = np.isin(ev["track"][on0], tracks.get("dma_read", []) + tracks.get("dma_write", []))
+    nbytes = np.bincount(g[dma], weights=(ev["bytes"][on0] * rep)[dma], minlength=n) * ctx.shards
+    time_ns = span * layer_rep
+    spill_save = per_layer("spill_save_bytes") * layer_rep * ctx.shards
+    spill_reload = per_layer("spill_reload_bytes") * layer_rep * ctx.shards
+    throttled = per_layer("tensor_throttled_ns") * layer_rep
+    waited = per_layer("tensor_waited_ns") * layer_rep
+    layers = []
+    for i in range(n):
+        t = time_ns[i] * 1e-9
+        layers.append(Stats(
+            trace.layer_names[i], trace.layer_kinds[i], float(start[i]), float(end[i]), float(time_ns[i]),
+            float(flops[i]), float(nbytes[i]), {k: float(v[i]) for k, v in busy.items()},
+            flops[i] / (t * ctx.peak_per_core * ctx.shards) if ctx.peak_per_core and t > 0 else None,
+            nbytes[i] / (t * ctx.memory_per_core * ctx.shards) if ctx.memory_per_core and t > 0 else None,
+            float(spill_save[i]), float(spill_reload[i]), float(throttled[i]), float(waited[i])))
+    if not with_ops:
+        return layers
+    return [_with_ops(trace, layer, i, ctx) for i, layer in enumerate(layers)]
+
+
+def _with_ops(trace: Trace, layer: Stats, index: int, ctx: _Context) -> Stats:
+    ev = trace.events
+    sel = ev["layer"] == index
+    if not sel.any():
+        return layer
+    op_ids = ev["op"][sel]
+    names = np.array(trace.op_names, dtype=object)[op_ids]
+    unique, group_of = np.unique(names, return_inverse=True)
+    group = np.zeros(trace.n_events, np.int64)
+    group[sel] = group_of
+    n = len(unique)
+    start = np.full(n, np.inf)
+    end = np.zeros(n)
+    np.minimum.at(start, group_of, ev["start_ns"][sel])
+    np.maximum.at(end, group_of, ev["start_ns"][sel] + ev["dur_ns"][sel])
+    ops = _group_stats(trace, group, n, [str(u) for u in unique], ["op"] * n, start, end, sel, ctx)
+    ops.sort(key=lambda s: s.start_ns)
+    return Stats(**{**layer.__dict__, "ops": tuple(ops)})
+
+
+def summary(trace: Trace) -> dict[str, float | None]:
+    """The run's summary under the Neuron Explorer's names where the meaning is the same."""
+    m = trace.meta
+    met = compute_metrics(trace)
+    ctx = _context(trace)
+    total_s = m.get("total_ns", trace.duration_ns) * 1e-9
+    stats = m.get("layer_stats", {})
+    layers = layer_table(trace)
+    traffic = met.hbm_read_bytes + met.hbm_write_bytes
+    transfers = _scaled_total(trace, stats.get("dma_transfers")) * ctx.shards
+    transpose_flops = _scaled_total(trace, stats.get("transpose_flops")) * ctx.shards
+    peak = ctx.peak_per_core * ctx.shards if ctx.peak_per_core else None
+    memory = ctx.memory_per_core * ctx.shards if ctx.memory_per_core else None
+    out = {
+        "total_time": total_s,
+        **{f"{e}_engine_active_time_percent": 100 * met.engine_utilization.get(e, 0.0)
+           for e in ("tensor", "vector", "scalar", "gpsimd")},
+        "hbm_read_bytes": met.hbm_read_bytes,
+        "hbm_write_bytes": met.hbm_write_bytes,
+        "model_flops": met.flops,
+        "mfu_estimated_percent": 100 * met.flops / (total_s * peak) if peak and total_s else None,
+        "hfu_estimated_percent": 100 * (met.flops + transpose_flops) / (total_s * peak) if peak and total_s else None,
+        "mbu_estimated_percent": 100 * traffic / (total_s * memory) if memory and total_s else None,
+        "mm_arithmetic_intensity": met.flops / traffic if traffic else None,
+        "average_dma_size": traffic / transfers if transfers else None,
+        "spill_save_bytes": sum(s.spill_save_bytes for s in layers),
+        "spill_reload_bytes": sum(s.spill_reload_bytes for s in layers),
+        "tensor_throttled_percent": (100 * sum(s.throttled_ns for s in layers)
+                                     / max(trace.run_busy_ns(trace.track_index("tensor")), 1.0)
+                                     if trace.track_index("tensor") >= 0 else None),
+    }
+    return out
+
+
+def _scaled_total(trace: Trace, per_layer) -> float:
+    """A per-layer metadata count over the whole run (unstored executions included)."""
+    if not per_layer or len(per_layer) != len(trace.layer_names):
+        return 0.0
+    ev = trace.events
+    n = len(trace.layer_names)
+    counts = np.bincount(ev["layer"], minlength=n)
+    sums = np.bincount(ev["layer"], weights=trace.event_repeats, minlength=n)
+    rep = np.where(counts > 0, sums / np.maximum(counts, 1), 1.0)
+    return float(np.dot(np.asarray(per_layer, float), rep))
+
+
+# --- insights ------------------------------------------------------------------------------------
+
+# thresholds of the rules (fractions of the run's time unless said otherwise)
+MEMORY_BOUND_SHARE = 0.10  # memory-bound layers taking at least this share of the run
+SMALL_DMA_BYTES = 512  # an average DMA transfer below this is descriptor-bound
+SPILL_RELOAD_SHARE = 0.25  # spill reloads above this share of device-memory reads (Neuron Explorer's)
+ENGINE_HOTSPOT_SHARE = 0.10  # vector/scalar/gpsimd-bound layers taking this share of the run
+EXPOSED_COMM_SHARE = 0.10  # collectives that kept the core waiting this share of the run
+LATENCY_BOUND_SHARE = 0.15  # layers waiting on dependencies this share of the run
+THROTTLED_SHARE = 0.05  # TensorE active time lost to the warm-up throttle
+EVACUATION_SHARE = 0.10  # matmul layers whose PSUM evacuation keeps ScalarE/VectorE busier than TensorE
+COMPARE_FACTOR = 1.5  # another run's same layer at least this much faster is worth saying why
+
+
+def _share(layers: list[Stats], total_ns: float) -> float:
+    return sum(s.time_ns for s in layers) / total_ns if total_ns > 0 else 0.0
+
+
+def _span(layers: list[Stats]) -> tuple[float, float]:
+    return min(s.start_ns for s in layers) / 1e3, max(s.end_ns for s in layers) / 1e3
+
+
+def _names(layers: list[Stats], most: int = 3) -> str:
+    top = sorted(layers, key=lambda s: -s.time_ns)[:most]
+    more = f" and {len(layers) - most} more" if len(layers) > most else ""
+    return ", ".join(s.name for s in top) + more
+
+
+def _severity(share: float) -> str:
+    return "high" if share >= 0.3 else "medium" if share >= 0.15 else "low"
+
+
+def insights(trace: Trace, others: list[Trace] = ()) -> list[Insight]:
+    """Ranked findings about ``trace`` (most of the run's time first), and what runs in
+    ``others`` do differently with the same layers."""
+    layers = layer_table(trace, with_ops=True)
+    if not layers:
+        return []
+    total = sum(s.time_ns for s in layers)
+    summ = summary(trace)
+    found: list[tuple[float, Insight]] = []
+
+    def add(share: float, key: str, text: str, subject: list[Stats]) -> None:
+        a, b = _span(subject) if subject else (0.0, 0.0)
+        found.append((share, Insight(_severity(share), text, tuple(s.name for s in subject), a, b, key)))
+
+    memory = [s for s in layers if s.bound == "memory"]
+    share = _share(memory, total)
+    if share >= MEMORY_BOUND_SHARE:
+        why = []
+        avg = summ.get("average_dma_size")
+        if avg is not None and avg < SMALL_DMA_BYTES:
+            why.append(f"small DMA transfers (average {avg:,.0f} B)")
+        weights = sum(s.bytes for s in memory) - sum(s.spill_reload_bytes + s.spill_save_bytes for s in memory)
+        if weights > 0.5 * sum(s.bytes for s in memory):
+            kind = _context(trace).chip.memory_kind if _context(trace).chip else "device memory"
+            why.append(f"weights and caches read from {kind} every pass")
+        text = (f"{len(memory)} layer(s) are memory-bound, {100 * share:.0f}% of the time ({_names(memory)})"
+                + (": " + "; ".join(why) if why else "") + ".")
+        add(share, "memory_bound", text, memory)
+
+    reads = summ.get("hbm_read_bytes") or 0.0
+    reload = summ.get("spill_reload_bytes") or 0.0
+    if reads > 0 and reload / reads > SPILL_RELOAD_SHARE:
+        spilling = [s for s in layers if s.spill_reload_bytes > 0]
+        add(reload / reads, "spill",
+            f"SBUF spills: {100 * reload / reads:.0f}% of device-memory reads reload spilled activations "
+            f"({_names(spilling)}); smaller tiles, a smaller batch or a fused (flash) attention keep them on chip.",
+            spilling)
+
+    for engine in ("vector", "scalar", "gpsimd"):
+        hot = [s for s in layers if s.bound == engine]
+        share = _share(hot, total)
+        if share >= ENGINE_HOTSPOT_SHARE:
+            ops = [o for s in hot for o in s.ops if o.busy.get(engine, 0) > 0]
+            top_ops = sorted({o.name for o in sorted(ops, key=lambda o: -o.time_ns)[:6]})[:3]
+            add(share, f"{engine}_hotspot",
+                f"{engine.capitalize()}E bounds {len(hot)} layer(s), {100 * share:.0f}% of the time "
+                f"({_names(hot)}; ops {', '.join(top_ops)}).", hot)
+
+    if trace.track_index("collective") >= 0:
+        _, exposed = communication(trace)
+        run_s = trace.meta.get("total_ns", trace.duration_ns) * 1e-9
+        if run_s > 0 and exposed / run_s >= EXPOSED_COMM_SHARE:
+            waiting = [s for s in layers if s.bound == "collective"] or [s for s in layers if s.busy.get("collective")]
+            add(exposed / run_s, "exposed_collectives",
+                f"Collectives keep the cores waiting {100 * exposed / run_s:.0f}% of the time "
+                f"({exposed * 1e3:,.2f} ms): overlap them with compute (bucketing, sequence parallelism) "
+                "or use fewer ranks.", waiting)
+
+    waiting = [s for s in layers if s.bound == "latency"]
+    share = _share(waiting, total)
+    if share >= LATENCY_BOUND_SHARE:
+        add(share, "latency_bound",
+            f"{len(waiting)} layer(s) leave every engine idle half their time or more, {100 * share:.0f}% of the "
+            f"time ({_names(waiting)}): engines wait on each other's results (small ops, dependencies).", waiting)
+
+    throttled = summ.get("tensor_throttled_percent")
+    if throttled is not None and throttled / 100 >= THROTTLED_SHARE:
+        hit = [s for s in layers if s.throttled_ns > 0]
+        add(throttled / 100, "throttled",
+            f"TensorE throttled: {throttled:.0f}% of its active time runs below full rate while the dI/dt limit "
+            "ramps up after idle gaps; keeping the array above half use avoids it.", hit)
+
+    evac = []
+    for s in layers:
+        if s.busy.get("tensor", 0) > 0.2 and max(s.busy.get("scalar", 0), s.busy.get("vector", 0)) > s.busy["tensor"]:
+            evac.append(s)
+    share = _share([s for s in evac if s.bound in ("scalar", "vector")], total)
+    if share >= EVACUATION_SHARE:
+        add(share, "psum_evacuation",
+            f"PSUM evacuation: ScalarE/VectorE are busier than TensorE in {len(evac)} matmul layer(s) "
+            f"({_names(evac)}); the array waits for PSUM banks to be emptied.", evac)
+
+    for other in others:
+        found += _comparisons(trace, layers, other, total)
+    found.sort(key=lambda x: -x[0])
+    return [ins for _, ins in found]
+
+
+def _comparisons(trace: Trace, layers: list[Stats], other: Trace, total: float) -> list[tuple[float, Insight]]:
+    """The layers of this run that run much faster on ``other``, and why (one finding per run)."""
+    theirs = {s.name: s for s in layer_table(other)}
+    faster = [(s, theirs[s.name]) for s in layers if s.name in theirs and theirs[s.name].time_ns > 0
+              and s.time_ns / theirs[s.name].time_ns >= COMPARE_FACTOR]
+    if not faster:
+        return []
+    faster.sort(key=lambda pair: -(pair[0].time_ns - pair[1].time_ns))
+    ours, top = faster[0]
+    saved = sum(s.time_ns - t.time_ns for s, t in faster)
+    share = saved / total
+    reason = _why_faster(ours, top, roofs(trace), roofs(other), trace.meta.get("matmul_dtype", "bf16"))
+    chip = other.meta.get("chip", "?")
+    others = f" (and {len(faster) - 1} more layers, {100 * share:.0f}% of this run's time)" if len(faster) > 1 else ""
+    subject = [s for s, _ in faster]
+    a, b = _span(subject)
+    return [(share, Insight(_severity(share), f"On {chip} {ours.name} is {ours.time_ns / top.time_ns:.1f}x faster"
+                            f"{others}: {reason}.", tuple(s.name for s in subject), a, b, "comparison"))]
+
+
+def _why_faster(ours: Stats, theirs: Stats, our_roofs: Roofs | None, their_roofs: Roofs | None, dtype: str) -> str:
+    if our_roofs is None or their_roofs is None:
+        return f"it is {ours.bound}-bound here and {theirs.bound}-bound there"
+    if ours.bound == "memory":
+        ratio = their_roofs.memory_bytes_per_s / our_roofs.memory_bytes_per_s
+        return (f"it is memory-bound here (MBU {100 * (ours.mbu or 0):.0f}%) and the copy there draws "
+                f"{their_roofs.memory_bytes_per_s / 1e9:,.0f} GB/s of {their_roofs.memory_kind} against "
+                f"{our_roofs.memory_bytes_per_s / 1e9:,.0f} GB/s ({ratio:.1f}x)")
+    if ours.bound == "tensor" and dtype in our_roofs.compute and dtype in their_roofs.compute:
+        ratio = their_roofs.compute[dtype] / our_roofs.compute[dtype]
+        return (f"it is TensorE-bound here and the copy there has {their_roofs.compute[dtype] / 1e12:,.0f} "
+                f"{dtype.upper()} TFLOP/s against {our_roofs.compute[dtype] / 1e12:,.0f} ({ratio:.1f}x)")
+    return f"it is {ours.bound}-bound here, {theirs.bound}-bound there"
+
+
+# --- the report ----------------------------------------------------------------------------------
+
+LAYER_FIELDS = ("name", "time_us", "share_percent", "flops", "bytes", "arithmetic_intensity", "bound", "mfu", "mbu",
+                "spill_save_bytes", "spill_reload_bytes")
+
+
+def _finite(value):
+    return value if value is None or math.isfinite(value) else None
+
+
+def layer_record(s: Stats, total_ns: float) -> dict:
+    share = 100 * s.time_ns / total_ns if total_ns else 0.0
+    return {"name": s.name, "time_us": s.time_ns / 1e3, "share_percent": share,
+            "flops": s.flops, "bytes": s.bytes, "arithmetic_intensity": _finite(s.arithmetic_intensity),
+            "bound": s.bound, "mfu": s.mfu, "mbu": s.mbu, "spill_save_bytes": s.spill_save_bytes,
+            "spill_reload_bytes": s.spill_reload_bytes}
+
+
+def report_record(trace: Trace, others: list[Trace] = ()) -> dict:
+    """One run of ``neuronviz report --json``: summary, layer table and insights."""
+    layers = layer_table(trace)
+    total = sum(s.time_ns for s in layers)
+    m = trace.meta
+    return {
+        "chip": m.get("chip"), "instance": m.get("instance"), "model": m.get("model"), "mode": m.get("mode"),
+        "summary": {k: _finite(float(v)) if isinstance(v, int | float) else v for k, v in summary(trace).items()},
+        "layers": [layer_record(s, total) for s in layers],
+        "insights": [{"severity": i.severity, "text": i.text, "layers": list(i.layers), "start_us": i.start_us,
+                      "end_us": i.end_us} for i in insights(trace, others)],
+    }
