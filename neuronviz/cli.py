@@ -542,14 +542,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     import io
 
     from neuronviz.report import analysis_text
-    from sim.analysis import LAYER_FIELDS, report_record
+    from sim.analysis import LAYER_FIELDS, analyse, report_record
     from sim.io import load_file
     from sim.io.atomic import atomic_file
 
     if args.csv and not args.output:
         raise UserError("--csv writes a file: give it with -o FILE")
     traces = [t for path in args.files for t in load_file(path)]
-    records = [report_record(t, [o for o in traces if o is not t]) for t in traces]
+    analyses = [analyse(t) for t in traces]
+    records = [report_record(t, [o for o in traces if o is not t], a, [b for b in analyses if b is not a])
+               for t, a in zip(traces, analyses, strict=True)]
     if args.csv:
         text = io.StringIO()
         writer = csv.writer(text)

@@ -29,8 +29,11 @@ from neuronviz.theme import THEMES, apply_theme
 from neuronviz.widgets.area_stats import AreaStats
 from neuronviz.widgets.export_actions import ExportActions
 from neuronviz.widgets.layer_details import LayerDetails
+from neuronviz.widgets.operators import OperatorsView
 from neuronviz.widgets.pane import ComparisonPane
 from neuronviz.widgets.playback import PlaybackBar
+from neuronviz.widgets.regions import RegionsView
+from neuronviz.widgets.roofline import RooflineView
 from neuronviz.widgets.run_panel import RunPanel
 from neuronviz.widgets.scaling import ScalingView
 from neuronviz.widgets.summary import SummaryTable
@@ -45,6 +48,7 @@ MAX_RECENT = 10
 BACKGROUND_OPEN_BYTES = 32 << 20  # files bigger than this (together) open in a worker thread
 SUMMARY_HEIGHT = 150
 SCALING_HEIGHT = 320  # the Scaling and Sweep tabs' plots with readable axes
+ROOFLINE_HEIGHT = 420
 ZOOM_STEP = 1.25
 PAN_STEP = 0.1
 PLAYHEAD_STEP = 0.01
@@ -110,6 +114,19 @@ class MainWindow(QMainWindow):
         sweep = self._dock("Sweep", self.sweep, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.tabifyDockWidget(scaling, sweep)
         sweep.visibilityChanged.connect(lambda shown: shown and self._grow_dock(sweep, SCALING_HEIGHT))
+        self.roofline = RooflineView(session)
+        roofline = self._dock("Roofline", self.roofline, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(sweep, roofline)
+        roofline.visibilityChanged.connect(lambda shown: shown and self._grow_dock(roofline, ROOFLINE_HEIGHT))
+        self.operators = OperatorsView(session)
+        operators = self._dock("Operators", self.operators, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(roofline, operators)
+        operators.visibilityChanged.connect(lambda shown: shown and self._grow_dock(operators, SCALING_HEIGHT))
+        self.operators.sig_show_span.connect(self.show_span)
+        self.regions = RegionsView(session)
+        regions = self._dock("Regions", self.regions, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(operators, regions)
+        regions.visibilityChanged.connect(lambda shown: shown and self._grow_dock(regions, SCALING_HEIGHT))
         self.run_panel.sig_sweep.connect(lambda points: (sweep.raise_(), self.sweep.start_sweep(points, "Run panel")))
         self.findChild(QDockWidget, "Summary").raise_()
         run_dock = self._dock("Run", self.run_panel, Qt.DockWidgetArea.RightDockWidgetArea)
@@ -306,6 +323,17 @@ class MainWindow(QMainWindow):
         if not x0 <= x <= x1:
             half = (x1 - x0) / 2
             self.panes[0].timeline.setXRange(x - half, x + half, padding=0)
+
+    def show_span(self, run_index: int, start_ns: float, end_ns: float) -> None:
+        """Select the window ``[start_ns, end_ns]`` of run ``run_index`` and zoom the panes to it."""
+        if not 0 <= run_index < len(self.session.runs) or not self.panes:
+            return
+        run = self.session.runs[run_index]
+        scale = 1.0 / run.duration_ns if self.session.normalised else 1.0 / self.session.max_duration_ns
+        self.session.set_area(start_ns * scale, end_ns * scale)
+        unit = self._x_unit(run)
+        pad = (end_ns - start_ns) * 0.05
+        self.panes[0].timeline.setXRange((start_ns - pad) * unit, (end_ns + pad) * unit, padding=0)
 
     def _x_unit(self, run) -> float:
         return 1.0 / run.duration_ns if self.session.normalised else 1.0

@@ -12,6 +12,7 @@ from functools import cached_property
 from PySide6.QtCore import QObject, Signal
 
 from neuronviz.trace_view import TraceView
+from sim.analysis import RunAnalysis, analyse
 from sim.metrics import RunMetrics, compute_metrics
 from sim.trace import Trace
 
@@ -28,6 +29,11 @@ class Run:
     @cached_property
     def metrics(self) -> RunMetrics:
         return compute_metrics(self.trace)
+
+    @cached_property
+    def analysis(self) -> RunAnalysis:
+        """Layers (with ops), summary and roofs, made on first use."""
+        return analyse(self.trace)
 
     @cached_property
     def view(self) -> TraceView:

@@ -96,31 +96,6 @@ class TraceView:
 
 
 @dataclass(frozen=True)
-class LayerComparison:
-    """One layer of one run: its time and what bounded it."""
-
-    duration_ns: float
-    bound: str  # the busiest engine kind over the span ("memory" for DMA)
-    busy: dict[str, float]  # busy fraction of each row kind over the span
-
-
-def compare_layer(view: TraceView, name: str) -> LayerComparison | None:
-    """Time and bottleneck of the first layer span called ``name`` in ``view``'s trace."""
-    tr = view.trace
-    if name not in tr.layer_names:
-        return None
-    i = tr.layer_names.index(name)
-    a, b = float(tr.layer_start_ns[i]), float(tr.layer_end_ns[i])
-    edges = np.array([a, max(b, a + 1e-9)])
-    busy: dict[str, float] = {}
-    for kind, bi in zip(view.row_kinds, view.integrals, strict=True):
-        busy[kind] = max(busy.get(kind, 0.0), float(bi.fractions(edges)[0]))
-    top = max(busy, key=busy.get) if busy else ""
-    bound = {"dma_read": "memory", "dma_write": "memory"}.get(top, top)
-    return LayerComparison(b - a, bound, busy)
-
-
-@dataclass(frozen=True)
 class WindowStats:
     """What one run did in a time window: the aggregate of an area selection."""
 

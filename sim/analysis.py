@@ -172,20 +172,27 @@ def _group_stats(trace: Trace, group: np.ndarray, n_groups: int, names, kinds, s
     return out
 
 
+def _measure_before(starts: np.ndarray, durs: np.ndarray):
+    """For intervals (any order, may overlap), a function giving for times ``t`` the length of their
+    union before ``t``."""
+    starts, durs = union_intervals(np.asarray(starts, float), np.asarray(durs, float))
+    before = np.concatenate(([0.0], np.cumsum(durs)))
+
+    def at(t: np.ndarray) -> np.ndarray:
+        t = np.asarray(t, float)
+        i = np.searchsorted(starts, t, side="right") - 1
+        ic = np.clip(i, 0, None)
+        inside = np.clip(t - starts[ic], 0.0, durs[ic]) if len(durs) else np.zeros_like(t)
+        return np.where(i >= 0, before[ic] + inside, 0.0) if len(durs) else np.zeros_like(t)
+
+    return at
+
+
 def _busy_before(trace: Trace, track_ids: list[int]):
     """A function giving, for times ``t``, how long the tracks (their union) were busy before ``t``."""
     ev = trace.events
     sel = np.isin(ev["track"], track_ids)
-    starts, durs = union_intervals(ev["start_ns"][sel], ev["dur_ns"][sel])
-    before = np.concatenate(([0.0], np.cumsum(durs)))
-
-    def at(t: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(starts, t, side="right") - 1
-        ic = np.clip(i, 0, None)
-        inside = np.clip(t - starts[ic], 0.0, durs[ic]) if len(durs) else np.zeros_like(t)
-        return np.where(i >= 0, before[ic] + inside, 0.0)
-
-    return at
+    return _measure_before(ev["start_ns"][sel], ev["dur_ns"][sel])
 
 
 def layer_windows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -262,37 +269,42 @@ def layer_table(trace: Trace, with_ops: bool = False) -> list[Stats]:
             float(spill_save[i]), float(spill_reload[i]), float(throttled[i]), float(waited[i])))
     if not with_ops:
         return layers
-    return [_with_ops(trace, layer, i, ctx) for i, layer in enumerate(layers)]
+    ops = _op_tables(trace, ctx)
+    return [Stats(**{**layer.__dict__, "ops": tuple(ops.get(i, ()))}) for i, layer in enumerate(layers)]
 
 
-def _with_ops(trace: Trace, layer: Stats, index: int, ctx: _Context) -> Stats:
+def _op_tables(trace: Trace, ctx: _Context) -> dict[int, list[Stats]]:
+    """Each layer's ops (grouped by name), each over its own span, in one pass over the events."""
     ev = trace.events
-    sel = ev["layer"] == index
-    if not sel.any():
-        return layer
-    op_ids = ev["op"][sel]
-    names = np.array(trace.op_names, dtype=object)[op_ids]
-    unique, group_of = np.unique(names, return_inverse=True)
-    group = np.zeros(trace.n_events, np.int64)
-    group[sel] = group_of
-    n = len(unique)
+    if not trace.n_events:
+        return {}
+    names, name_of_op = np.unique(np.asarray(trace.op_names, dtype=object).astype(str), return_inverse=True)
+    key = ev["layer"].astype(np.int64) * len(names) + name_of_op[ev["op"]]
+    keys, group = np.unique(key, return_inverse=True)
+    n = len(keys)
     start = np.full(n, np.inf)
     end = np.zeros(n)
-    np.minimum.at(start, group_of, ev["start_ns"][sel])
-    np.maximum.at(end, group_of, ev["start_ns"][sel] + ev["dur_ns"][sel])
-    ops = _group_stats(trace, group, n, [str(u) for u in unique], ["op"] * n, start, end, sel, ctx)
-    ops.sort(key=lambda s: s.start_ns)
-    return Stats(**{**layer.__dict__, "ops": tuple(ops)})
+    np.minimum.at(start, group, ev["start_ns"])
+    np.maximum.at(end, group, ev["start_ns"] + ev["dur_ns"])
+    stats = _group_stats(trace, group, n, [str(names[k % len(names)]) for k in keys], ["op"] * n, start, end,
+                         np.ones(trace.n_events, bool), ctx)
+    out: dict[int, list[Stats]] = {}
+    for k, st in zip(keys, stats, strict=True):
+        out.setdefault(int(k // len(names)), []).append(st)
+    for v in out.values():
+        v.sort(key=lambda st: st.start_ns)
+    return out
 
 
-def summary(trace: Trace) -> dict[str, float | None]:
-    """The run's summary under the Neuron Explorer's names where the meaning is the same."""
+def summary(trace: Trace, layers: list[Stats] | None = None) -> dict[str, float | None]:
+    """The run's summary under the Neuron Explorer's names where the meaning is the same
+    (``layers``: the run's :func:`layer_table`, when already made)."""
     m = trace.meta
     met = compute_metrics(trace)
     ctx = _context(trace)
     total_s = m.get("total_ns", trace.duration_ns) * 1e-9
     stats = m.get("layer_stats", {})
-    layers = layer_table(trace)
+    layers = layer_table(trace) if layers is None else layers
     traffic = met.hbm_read_bytes + met.hbm_write_bytes
     transfers = _scaled_total(trace, stats.get("dma_transfers")) * ctx.shards
     transpose_flops = _scaled_total(trace, stats.get("transpose_flops")) * ctx.shards
@@ -363,14 +375,34 @@ def _severity(share: float) -> str:
     return "high" if share >= 0.3 else "medium" if share >= 0.15 else "low"
 
 
-def insights(trace: Trace, others: list[Trace] = ()) -> list[Insight]:
-    """Ranked findings about ``trace`` (most of the run's time first), and what runs in
-    ``others`` do differently with the same layers."""
+@dataclass(frozen=True)
+class RunAnalysis:
+    """What the views of one run read: its layers (with their ops), summary and roofs."""
+
+    layers: list[Stats]
+    summary: dict[str, float | None]
+    roofs: Roofs | None
+
+    @property
+    def total_ns(self) -> float:
+        return sum(s.time_ns for s in self.layers)
+
+
+def analyse(trace: Trace) -> RunAnalysis:
     layers = layer_table(trace, with_ops=True)
+    return RunAnalysis(layers, summary(trace, layers), roofs(trace))
+
+
+def insights(trace: Trace, others: list[Trace] = (), analysis: RunAnalysis | None = None,
+             other_analyses: list[RunAnalysis] | None = None) -> list[Insight]:
+    """Ranked findings about ``trace`` (most of the run's time first), and what runs in
+    ``others`` do differently with the same layers (analyses passed when already made)."""
+    analysis = analysis or analyse(trace)
+    layers = analysis.layers
     if not layers:
         return []
-    total = sum(s.time_ns for s in layers)
-    summ = summary(trace)
+    total = analysis.total_ns
+    summ = analysis.summary
     found: list[tuple[float, Insight]] = []
 
     def add(share: float, key: str, text: str, subject: list[Stats]) -> None:
@@ -445,15 +477,17 @@ def insights(trace: Trace, others: list[Trace] = ()) -> list[Insight]:
             f"PSUM evacuation: ScalarE/VectorE are busier than TensorE in {len(evac)} matmul layer(s) "
             f"({_names(evac)}); the array waits for PSUM banks to be emptied.", evac)
 
-    for other in others:
-        found += _comparisons(trace, layers, other, total)
+    for k, other in enumerate(others):
+        theirs = other_analyses[k] if other_analyses else None
+        found += _comparisons(trace, layers, other, total, theirs.layers if theirs else None)
     found.sort(key=lambda x: -x[0])
     return [ins for _, ins in found]
 
 
-def _comparisons(trace: Trace, layers: list[Stats], other: Trace, total: float) -> list[tuple[float, Insight]]:
+def _comparisons(trace: Trace, layers: list[Stats], other: Trace, total: float,
+                 other_layers: list[Stats] | None = None) -> list[tuple[float, Insight]]:
     """The layers of this run that run much faster on ``other``, and why (one finding per run)."""
-    theirs = {s.name: s for s in layer_table(other)}
+    theirs = {s.name: s for s in (other_layers if other_layers is not None else layer_table(other))}
     faster = [(s, theirs[s.name]) for s in layers if s.name in theirs and theirs[s.name].time_ns > 0
               and s.time_ns / theirs[s.name].time_ns >= COMPARE_FACTOR]
     if not faster:
@@ -504,15 +538,80 @@ def layer_record(s: Stats, total_ns: float) -> dict:
             "spill_reload_bytes": s.spill_reload_bytes}
 
 
-def report_record(trace: Trace, others: list[Trace] = ()) -> dict:
+def report_record(trace: Trace, others: list[Trace] = (), analysis: RunAnalysis | None = None,
+                  other_analyses: list[RunAnalysis] | None = None) -> dict:
     """One run of ``neuronviz report --json``: summary, layer table and insights."""
-    layers = layer_table(trace)
-    total = sum(s.time_ns for s in layers)
+    analysis = analysis or analyse(trace)
     m = trace.meta
     return {
         "chip": m.get("chip"), "instance": m.get("instance"), "model": m.get("model"), "mode": m.get("mode"),
-        "summary": {k: _finite(float(v)) if isinstance(v, int | float) else v for k, v in summary(trace).items()},
-        "layers": [layer_record(s, total) for s in layers],
+        "summary": {k: _finite(float(v)) if isinstance(v, int | float) else v for k, v in analysis.summary.items()},
+        "layers": [layer_record(s, analysis.total_ns) for s in analysis.layers],
         "insights": [{"severity": i.severity, "text": i.text, "layers": list(i.layers), "start_us": i.start_us,
-                      "end_us": i.end_us} for i in insights(trace, others)],
+                      "end_us": i.end_us} for i in insights(trace, others, analysis, other_analyses)],
     }
+
+
+# --- regions -------------------------------------------------------------------------------------
+
+def region_of_layers(trace: Trace, analysis: RunAnalysis, name: str, keep) -> Stats | None:
+    """The layers ``keep(layer)`` accepts, as one region: their times, FLOPs and bytes summed, busy
+    fractions and MFU/MBU over their summed time."""
+    members = [s for s in analysis.layers if keep(s)]
+    if not members:
+        return None
+    time = sum(s.time_ns for s in members)
+    busy: dict[str, float] = {}
+    for s in members:
+        for k, v in s.busy.items():
+            busy[k] = busy.get(k, 0.0) + v * s.time_ns / time if time else 0.0
+    ctx = _context(trace)
+    flops, nbytes = sum(s.flops for s in members), sum(s.bytes for s in members)
+    t = time * 1e-9
+    return Stats(name, "region", min(s.start_ns for s in members), max(s.end_ns for s in members), time, flops,
+                 nbytes, busy,
+                 flops / (t * ctx.peak_per_core * ctx.shards) if ctx.peak_per_core and t > 0 else None,
+                 nbytes / (t * ctx.memory_per_core * ctx.shards) if ctx.memory_per_core and t > 0 else None,
+                 sum(s.spill_save_bytes for s in members), sum(s.spill_reload_bytes for s in members),
+                 sum(s.throttled_ns for s in members), sum(s.tensor_wait_ns for s in members))
+
+
+def region_of_windows(trace: Trace, name: str, starts, ends) -> Stats:
+    """Stretches of the run's timeline as one region: each event counts for the part of it inside
+    them (its FLOPs and bytes pro rata); busy fractions are of their total length. Times are the
+    stored events' (a window is a stretch of the timeline as drawn)."""
+    ctx = _context(trace)
+    ev = trace.events
+    tracks = _core0_tracks(trace)
+    starts, ends = np.atleast_1d(np.asarray(starts, float)), np.atleast_1d(np.asarray(ends, float))
+    cover = _measure_before(starts, np.maximum(ends - starts, 0.0))
+    first, last = (float(starts.min()), float(ends.max())) if len(starts) else (0.0, 0.0)
+    width = float(cover(np.array([last]))[0]) if len(starts) else 0.0
+    s, d = ev["start_ns"], ev["dur_ns"]
+    overlap = cover(s + d) - cover(s)
+    part = np.divide(overlap, d, out=(overlap > 0).astype(float), where=d > 0)
+    on0 = np.isin(ev["track"], [i for v in tracks.values() for i in v])
+    dma = np.isin(ev["track"], tracks.get("dma_read", []) + tracks.get("dma_write", []))
+    flops = float(np.sum(ev["flops"][on0] * part[on0])) * ctx.shards
+    nbytes = float(np.sum(ev["bytes"][dma] * part[dma])) * ctx.shards
+    busy = {}
+    for resource, kinds in BOUND_RESOURCES.items():
+        idx = [i for k in kinds for i in tracks.get(k, [])]
+        sel = np.isin(ev["track"], idx)
+        if idx and width > 0:
+            inside = cover(s[sel] + d[sel]) - cover(s[sel])  # these events don't overlap each other
+            busy[resource] = float(np.clip(inside.sum() / width, 0.0, 1.0))
+    t = width * 1e-9
+    return Stats(name, "region", first, last, width, flops, nbytes, busy,
+                 flops / (t * ctx.peak_per_core * ctx.shards) if ctx.peak_per_core and t > 0 else None,
+                 nbytes / (t * ctx.memory_per_core * ctx.shards) if ctx.memory_per_core and t > 0 else None)
+
+
+def region_of_collectives(trace: Trace, name: str = "collectives") -> Stats | None:
+    """The stretches of the timeline when a collective runs on core 0."""
+    idx = [i for i, t in enumerate(trace.tracks) if t.kind == "collective" and t.core == 0]
+    sel = np.isin(trace.events["track"], idx)
+    if not sel.any():
+        return None
+    s, d = trace.events["start_ns"][sel], trace.events["dur_ns"][sel]
+    return region_of_windows(trace, name, s, s + d)

@@ -1,16 +1,22 @@
-"""Details of the selected layer, compared across every open run."""
+"""Details of the selected layer, compared across every open run (from each run's analysis: its
+time, what bounds it, and how busy each engine was while it ran)."""
 
 from __future__ import annotations
 
 from PySide6.QtWidgets import QTableWidgetItem, QWidget
 
 from neuronviz.session import Session
-from neuronviz.theme import ENGINE_LABELS
-from neuronviz.trace_view import compare_layer
 from neuronviz.widgets.comparison_table import ComparisonTable
 
 HINT = "Click a layer in any pane to compare it across runs."
-COLUMNS = ("run", "time µs", "vs fastest", "bound by", "Tensor %", "Vector %", "Scalar %", "DMA read %")
+COLUMNS = ("run", "time µs", "vs fastest", "bound by", "Tensor %", "Vector %", "Scalar %", "Memory %", "MFU %",
+           "MBU %")
+BOUND_LABELS = {"tensor": "Tensor", "vector": "Vector", "scalar": "Scalar", "gpsimd": "GpSimd", "memory": "memory",
+                "collective": "collective", "latency": "latency (waits)"}
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}"
 
 
 class LayerDetails(ComparisonTable):
@@ -22,15 +28,19 @@ class LayerDetails(ComparisonTable):
 
     def refresh(self, *_: object) -> None:
         name = self.session.selected_layer
-        rows = [(run, compare_layer(run.view, name)) for run in self.session.runs] if name else []
-        rows = [(run, c) for run, c in rows if c is not None]
+        rows = []
+        for run in self.session.runs if name else []:
+            layer = next((s for s in run.analysis.layers if s.name == name), None)
+            if layer is not None:
+                rows.append((run, layer))
         self.title.setText(f"Layer <b>{name}</b>" if rows else HINT)
         self.table.setRowCount(len(rows))
-        fastest = min((c.duration_ns for _, c in rows), default=1.0) or 1.0
-        for r, (run, c) in enumerate(rows):
-            cells = [run.title, f"{c.duration_ns / 1e3:,.2f}", f"{c.duration_ns / fastest:.2f}×",
-                     ENGINE_LABELS.get(c.bound, c.bound),
-                     *(f"{100 * c.busy.get(k, 0.0):.0f}" for k in ("tensor", "vector", "scalar", "dma_read"))]
+        fastest = min((s.time_ns for _, s in rows), default=1.0) or 1.0
+        for r, (run, s) in enumerate(rows):
+            cells = [run.title, f"{s.time_ns / 1e3:,.2f}", f"{s.time_ns / fastest:.2f}×",
+                     BOUND_LABELS.get(s.bound, s.bound),
+                     *(_percent(s.busy.get(k)) for k in ("tensor", "vector", "scalar", "memory")),
+                     _percent(s.mfu), _percent(s.mbu)]
             for col, text in enumerate(cells):
                 self.table.setItem(r, col, QTableWidgetItem(text))
         self.table.resizeColumnsToContents()
