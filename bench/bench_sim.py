@@ -1,4 +1,4 @@
-"""Simulator speed: events per second, bert-large on four generations, llama-3-8b decode.
+"""Simulator speed: events per second, bert-large on four generations, llama-3-8b decode, a 671B MoE.
 
 Run: .venv/bin/python bench/bench_sim.py        (targets: < 1 s for the four generations,
 >= 1,000,000 scheduled events per second)
@@ -44,6 +44,10 @@ def main() -> None:
                              repeats=1)
         print(f"llama-3-8b decode 128+128 tokens on {chip}: {secs:.3f} s, {events} events, "
               f"{events / secs / 1e6:.2f} M events/s")
+    secs, events = timed(RunConfig(model="deepseek-v3", instance="trn2.48xlarge", mode="decode", seq=512,
+                                   new_tokens=1), repeats=1)
+    print(f"deepseek-v3 (671B MoE) prompt and one decode step on trn2.48xlarge: {secs:.3f} s, {events} events "
+          f"(target < 5 s, ratio {secs / 5:.2f})")
 
 
 if __name__ == "__main__":

@@ -278,7 +278,7 @@ def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int)
     state = 0.0
     if cfg.mode == "decode":
         positions = cfg.max_seq or seq + cfg.new_tokens
-        state = 2.0 * spec.layers * spec.kv_heads * spec.head_dim * positions * cfg.batch * dt
+        state = float(spec.kv_cache_elems(positions)) * cfg.batch * dt
     elif cfg.mode == "training":
         outputs = [sum(op.out_elems for op in probe.ops[la.first_op:la.first_op + la.n_ops] if not op.fused)
                    for la in probe.layers]  # a fused attention kernel keeps none of its tiles

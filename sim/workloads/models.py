@@ -60,6 +60,22 @@ class ModelSpec:
     qk_norm: bool = False  # each head's queries and keys are RMS-normalised before rotary (Qwen3)
     experts: int = 0
     experts_per_token: int = 0
+    # mixtures of experts as today's models lay them out: an expert's MLP width (0: intermediate),
+    # which layers have experts (empty: all of them; DeepSeek-V3's first dense layers, Llama 4's
+    # interleaved ones), and the experts every token runs besides its routed ones (their count)
+    moe_intermediate: int = 0
+    moe_layers: tuple[bool, ...] = ()
+    shared_experts: int = 0
+    # positions a query attends, per layer (0: all of them): gpt-oss's sliding windows, Llama 4's
+    # chunks; ``window_kind`` is "sliding" or "chunked"
+    layer_windows: tuple[int, ...] = ()
+    window_kind: str = ""
+    # multi-head latent attention (DeepSeek-V3): queries and keys/values through low-rank
+    # projections, the cache holding one compressed latent and one shared rotary key per token
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_dim: int = 0
+    v_head_dim: int = 0
     shared_layers: bool = False  # every block reuses the first block's weights (ALBERT)
     source: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -72,6 +88,36 @@ class ModelSpec:
     @property
     def is_vision(self) -> bool:
         return self.family in (VISION_TRANSFORMER, CNN)
+
+    @property
+    def mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    def is_moe_layer(self, layer: int) -> bool:
+        return self.experts > 0 and (not self.moe_layers or self.moe_layers[layer])
+
+    def window(self, layer: int) -> int:
+        """Positions a query of ``layer`` attends at most (0: all)."""
+        return self.layer_windows[layer] if self.layer_windows else 0
+
+    def rotary(self, layer: int) -> bool:
+        """``layer`` turns its queries and keys by their positions (Llama 4's full-attention layers
+        are the ones without positions, NoPE)."""
+        return (self.family == DECODER and not self.learned_positions
+                and not (self.window_kind == "chunked" and not self.window(layer)))
+
+    def kv_elems_per_position(self, layer: int) -> int:
+        """Elements ``layer`` caches per token: keys and values of each KV head, or MLA's latent
+        and rotary key (shared by all heads)."""
+        if self.mla:
+            return self.kv_lora_rank + self.qk_rope_dim
+        return 2 * self.kv_heads * self.head_dim
+
+    def kv_cache_elems(self, positions: int) -> int:
+        """Elements the KV cache of one sequence of ``positions`` tokens holds over all layers (a
+        windowed layer keeps only its window)."""
+        return sum(self.kv_elems_per_position(i) * (min(positions, self.window(i)) if self.window(i) else positions)
+                   for i in range(self.layers))
 
 
 def _positive_int(value: Any) -> bool:
@@ -248,6 +294,80 @@ def _mixtral(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
                            experts=cfg.get("num_local_experts", 8), experts_per_token=cfg.get("num_experts_per_tok", 2))
 
 
+def _qwen3_moe(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    """Qwen3-MoE: Qwen3's attention; experts in every ``decoder_sparse_step``-th layer except the
+    ``mlp_only_layers``, each ``moe_intermediate_size`` wide, no shared expert."""
+    spec = replace(_qwen3(name, cfg), experts=cfg.get("num_experts", 128), experts_per_token=cfg.get(
+        "num_experts_per_tok", 8), moe_intermediate=cfg.get("moe_intermediate_size", 768))
+    step, dense = cfg.get("decoder_sparse_step", 1), cfg.get("mlp_only_layers") or []
+    if not _positive_int(step) or not isinstance(dense, list):
+        raise ConfigError("config.json: decoder_sparse_step must be a positive integer and mlp_only_layers a list")
+    return replace(spec, moe_layers=tuple(i not in dense and (i + 1) % step == 0 for i in range(spec.layers)))
+
+
+def _gpt_oss(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    """gpt-oss: grouped-query attention with heads of 64, alternating sliding-window (128) and full
+    layers (``layer_types``), attention sinks (one learned logit per head, left out: a column of
+    the softmax), and a mixture of ``num_local_experts`` gated experts in every layer."""
+    spec = _rotary_decoder(name, cfg, act="silu", max_positions=131072, kv_heads=8, head_dim=64,
+                           experts=cfg.get("num_local_experts", 128),
+                           experts_per_token=cfg.get("num_experts_per_tok", cfg.get("experts_per_token", 4)))
+    layers = spec.layers
+    types = cfg.get("layer_types") or ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
+    window = cfg.get("sliding_window", 128)
+    if not _positive_int(window) or len(types) != layers:
+        raise ConfigError("config.json: sliding_window must be a positive integer and layer_types one per layer")
+    return replace(spec, layer_windows=tuple(window if t == "sliding_attention" else 0 for t in types),
+                   window_kind="sliding")
+
+
+def _deepseek_v3(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    """DeepSeek-V3: multi-head latent attention (``q_lora_rank``, ``kv_lora_rank``, rotary and
+    non-rotary query/key widths, ``v_head_dim``), dense MLPs in the first
+    ``first_k_dense_replace`` layers, then ``n_routed_experts`` experts (top
+    ``num_experts_per_tok``) and ``n_shared_experts`` shared ones. The multi-token-prediction
+    module (``num_nextn_predict_layers``) is a training and speculation aid, left out."""
+    spec = _rotary_decoder(name, cfg, act=cfg.get("hidden_act", "silu"), max_positions=163840,
+                           experts=cfg.get("n_routed_experts", 256),
+                           experts_per_token=cfg.get("num_experts_per_tok", 8))
+    q_lora, kv_lora, rope, nope, v = _need(cfg, "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
+                                           "v_head_dim")
+    dense = cfg.get("first_k_dense_replace", 3)
+    if not isinstance(dense, int) or dense < 0:
+        raise ConfigError("config.json: first_k_dense_replace must be a whole number")
+    return replace(spec, kv_heads=spec.heads, head_dim=rope + nope, q_lora_rank=q_lora, kv_lora_rank=kv_lora,
+                   qk_rope_dim=rope, v_head_dim=v, moe_intermediate=cfg.get("moe_intermediate_size", 2048),
+                   shared_experts=cfg.get("n_shared_experts", 1),
+                   moe_layers=tuple(i >= dense for i in range(spec.layers)))
+
+
+def _llama4(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    """Llama 4, its text model (the vision encoder is left out): experts (``num_local_experts``,
+    ``intermediate_size`` wide, one shared) in the ``moe_layers`` (every
+    ``interleave_moe_layer_step``-th), dense MLPs ``intermediate_size_mlp`` wide in the others;
+    chunked attention (``attention_chunk_size``) in the rotary layers, full attention in the
+    ``no_rope_layers`` (every fourth)."""
+    text = cfg.get("text_config", cfg)
+    if not isinstance(text, dict):
+        raise ConfigError("config.json: text_config must be a JSON object")
+    text = {**text, "model_type": "llama4"}
+    spec = _rotary_decoder(name, text, act=text.get("hidden_act", "silu"), max_positions=4096 * 32, kv_heads=8,
+                           head_dim=128, experts=text.get("num_local_experts", 16),
+                           experts_per_token=text.get("num_experts_per_tok", 1))
+    layers, step = spec.layers, text.get("interleave_moe_layer_step", 1)
+    if not _positive_int(step):
+        raise ConfigError("config.json: interleave_moe_layer_step must be a positive integer")
+    moe = text.get("moe_layers") or list(range(step - 1, layers, step))
+    rope = text.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(layers)]
+    chunk = text.get("attention_chunk_size", 8192)
+    if not isinstance(moe, list) or len(rope) != layers or not _positive_int(chunk):
+        raise ConfigError("config.json: moe_layers, no_rope_layers (one per layer) or attention_chunk_size is invalid")
+    return replace(spec, intermediate=text.get("intermediate_size_mlp", 16384),
+                   moe_intermediate=text.get("intermediate_size", 8192), shared_experts=1,
+                   moe_layers=tuple(i in moe for i in range(layers)), qk_norm=bool(text.get("use_qk_norm", True)),
+                   layer_windows=tuple(chunk if r else 0 for r in rope), window_kind="chunked")
+
+
 def _vit(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
     hidden, layers, heads, inter = _need(
         cfg, "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
@@ -277,7 +397,8 @@ PARSERS: Mapping[str, Callable[[str, Mapping[str, Any]], ModelSpec]] = {
     "bert": _bert, "roberta": _bert, "xlm-roberta": _bert, "camembert": _bert, "electra": _bert,
     "albert": _bert, "encoder-mlp": _bert, "distilbert": _distilbert, "gpt2": _gpt2, "gptj": _gptj,
     "opt": _opt, "gpt_neox": _gpt_neox, "llama": _llama, "mistral": _mistral, "qwen2": _qwen2, "qwen3": _qwen3,
-    "phi3": _phi3, "gemma": _gemma, "mixtral": _mixtral, "vit": _vit, "resnet": _resnet,
+    "phi3": _phi3, "gemma": _gemma, "mixtral": _mixtral, "qwen3_moe": _qwen3_moe, "gpt_oss": _gpt_oss,
+    "deepseek_v3": _deepseek_v3, "llama4": _llama4, "llama4_text": _llama4, "vit": _vit, "resnet": _resnet,
 }
 
 
@@ -317,6 +438,11 @@ def _check_positive(spec: ModelSpec) -> None:
         raise ConfigError(f"{spec.name}: hidden size {spec.hidden} is not divisible by {spec.heads} heads")
     if spec.family != CNN and (not isinstance(spec.kv_heads, int) or spec.kv_heads <= 0 or spec.heads % spec.kv_heads):
         raise ConfigError(f"{spec.name}: {spec.heads} attention heads cannot share {spec.kv_heads} key-value heads")
+    extra = {"moe_intermediate_size": spec.moe_intermediate, "n_shared_experts": spec.shared_experts,
+             "q_lora_rank": spec.q_lora_rank, "qk_rope_head_dim": spec.qk_rope_dim, "v_head_dim": spec.v_head_dim}
+    bad = [k for k, v in extra.items() if not (isinstance(v, int) and not isinstance(v, bool) and v >= 0)]
+    if bad or any(not (isinstance(w, int) and w >= 0) for w in spec.layer_windows):
+        raise ConfigError(f"{spec.name}: {', '.join(bad) or 'attention windows'} must be whole numbers")
     experts, per_token = spec.experts, spec.experts_per_token
     if (experts or per_token) and not (isinstance(experts, int) and isinstance(per_token, int)
                                        and 0 < per_token <= experts):

@@ -40,30 +40,47 @@ class Phase:
         return self.sequence_parallel and self.tp > 1 and not self.decode_step
 
 
-def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> None:
-    """Self-attention sub-block: fused QKV projection, scores, softmax, context, output."""
+def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool, layer: int = 0) -> None:
+    """Self-attention sub-block: fused QKV projection, scores, softmax, context, output.
+
+    A query of a windowed layer (a sliding window, or Llama 4's chunks) attends its window's
+    positions at most: the kernels skip the blocks outside it and a decode step reads that much
+    of the cache. DeepSeek's latent attention has its own projections (:func:`_latent_attention`).
+    """
+    if spec.mla:
+        _latent_attention(b, spec, ph, layer)
+        return
     hd, heads, kv = spec.head_dim, _shard(spec.heads, ph.tp), _shard(spec.kv_heads, ph.tp)
-    tokens, ctx = ph.batch * ph.seq, ph.context
+    tokens, window = ph.batch * ph.seq, spec.window(layer)
+    ctx = min(ph.context, window) if window else ph.context
     _block_input(b, spec, ph, "attn")
     qkv = b.matmul("qkv", tokens, spec.hidden, (heads + 2 * kv) * hd)
     # a decode step reads its whole context bucket of keys and values from the cache; a prompt
     # chunk reads those of the chunks before it (a prompt encoded in one pass reads none)
-    cached = ctx if ph.decode_step else ctx - ph.seq
+    cached = ctx if ph.decode_step else max(0, ctx - ph.seq)
     cache_elems = ph.batch * kv * cached * hd
     ready = qkv
     if spec.qk_norm:
         ready = b.vector("qk_norm", elems=tokens * (heads + kv) * hd, rows=tokens * (heads + kv), passes=2)
     if spec.family == DECODER:
-        if not spec.learned_positions:
+        if spec.rotary(layer):
             ready = b.vector("rope", elems=round(tokens * (heads + kv) * hd * spec.rotary_fraction), rows=tokens,
                              passes=1)
         b.copy_out("kv_append", elems=2 * tokens * kv * hd, rows=tokens)
     # grouped-query attention: the query heads that share a KV head are stacked on the matmul's
     # free axis against that head's keys and values, which are loaded once, not once per query head
     group = -(-heads // kv)
+    _scores_softmax_context(b, ph, causal, ph.seq * group, hd, hd, ctx, ph.batch * kv, cache_elems, heads, ready)
+    b.matmul("out_proj", tokens, heads * hd, spec.hidden)
+    _block_output(b, spec, ph, "attn")
+
+
+def _scores_softmax_context(b: ProgramBuilder, ph: Phase, causal: bool, rows: int, qk_dim: int, v_dim: int,
+                            ctx: int, count: int, cache_elems: int, heads: int, ready: int) -> None:
+    """Scores of ``rows`` queries against ``ctx`` keys (``count`` times), the softmax, and the
+    context: as one fused kernel with flash attention."""
     with b.fused(ph.flash):
-        b.matmul("scores", ph.seq * group, hd, ctx, count=ph.batch * kv, weights=False,
-                 hbm_elems=cache_elems, deps=(ready,))
+        b.matmul("scores", rows, qk_dim, ctx, count=count, weights=False, hbm_elems=cache_elems, deps=(ready,))
         score_elems = ph.batch * heads * ph.seq * ctx
         if causal:
             b.gpsimd("causal_mask", elems=score_elems, rows=ph.batch * heads * ph.seq)
@@ -72,9 +89,49 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> No
         b.vector("softmax_norm", elems=score_elems, rows=ph.batch * heads * ph.seq)
         # the probabilities come out with queries on partitions; the context matmul contracts over
         # the keys, so they are turned around on the array first (as the NKI attention kernels do)
-        b.transpose("probs_transpose", ph.seq * group, ctx, count=ph.batch * kv)
-        b.matmul("context", ph.seq * group, ctx, hd, count=ph.batch * kv, weights=False, hbm_elems=cache_elems)
-    b.matmul("out_proj", tokens, heads * hd, spec.hidden)
+        b.transpose("probs_transpose", rows, ctx, count=count)
+        b.matmul("context", rows, ctx, v_dim, count=count, weights=False, hbm_elems=cache_elems * v_dim // qk_dim)
+
+
+def _latent_attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, layer: int) -> None:
+    """DeepSeek's multi-head latent attention.
+
+    Queries go through a low-rank projection (``q_lora_rank``); keys and values are compressed
+    into one latent of ``kv_lora_rank`` per token plus a rotary key of ``qk_rope_dim`` shared by
+    the heads, which is all the cache holds. A prompt decompresses the latents into per-head
+    keys and values and attends as multi-head attention; a decode step absorbs the key and value
+    up-projections into the query and the output (as DeepSeek's inference does), attending over
+    the latents directly, one shared "head" of ``kv_lora_rank + qk_rope_dim`` for all query heads.
+    The low-rank down-projections are replicated on every tensor-parallel core; the
+    up-projections and the output are split by heads. The cache is replicated likewise.
+    """
+    heads, tokens = _shard(spec.heads, ph.tp), ph.batch * ph.seq
+    rope, lora, nope, v = spec.qk_rope_dim, spec.kv_lora_rank, spec.head_dim - spec.qk_rope_dim, spec.v_head_dim
+    latent = lora + rope
+    cached = ph.context if ph.decode_step else max(0, ph.context - ph.seq)
+    cache_elems = ph.batch * cached * latent
+    _block_input(b, spec, ph, "attn")
+    normalised = b.last
+    b.matmul("q_down", tokens, spec.hidden, spec.q_lora_rank)
+    b.vector("q_norm", elems=tokens * spec.q_lora_rank, rows=tokens, passes=2)
+    b.matmul("q_up", tokens, spec.q_lora_rank, heads * spec.head_dim)
+    b.matmul("kv_down", tokens, spec.hidden, latent, deps=(normalised,))
+    b.vector("kv_norm", elems=tokens * lora, rows=tokens, passes=2)
+    ready = b.vector("rope", elems=tokens * (heads + 1) * rope, rows=tokens, passes=1)
+    b.copy_out("kv_append", elems=tokens * latent, rows=tokens)
+    if ph.decode_step:
+        # W_uk folded into the query: each head's non-rotary query turned into the latent space;
+        # the up-projections' weights are the kv_up parameters of the prompt's form
+        b.matmul("q_absorb", tokens, nope, lora, count=heads, params=0, deps=(ready,))
+        _scores_softmax_context(b, ph, True, ph.seq * heads, latent, lora, ph.context, ph.batch, cache_elems, heads,
+                                b.last)
+        b.matmul("v_absorb", tokens, lora, v, count=heads, params=0)
+    else:
+        positions = ph.context  # the prompt's latents (and the chunks' before it) decompressed
+        b.matmul("kv_up", ph.batch * positions, lora, heads * (nope + v), hbm_elems=lora * heads * (nope + v))
+        _scores_softmax_context(b, ph, True, ph.seq, spec.head_dim, v, ph.context, ph.batch * heads,
+                                ph.batch * cached * lora if cached else 0, heads, b.last)
+    b.matmul("out_proj", tokens, heads * v, spec.hidden)
     _block_output(b, spec, ph, "attn")
 
 
@@ -112,20 +169,29 @@ def _normalise(b: ProgramBuilder, tokens: int, hidden: int, name: str = "layerno
     b.transpose(f"{name}_transpose", tokens, hidden)
 
 
-def mlp(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
-    """Feed-forward sub-block; gated (SwiGLU) for Llama-style models, a mixture of experts for Mixtral."""
-    tokens, inter = ph.batch * ph.seq, _shard(spec.intermediate, ph.tp)
+def mlp(b: ProgramBuilder, spec: ModelSpec, ph: Phase, layer: int = 0) -> None:
+    """Feed-forward sub-block; gated (SwiGLU) for Llama-style models, a mixture of experts in the
+    layers that have them (with the shared experts every token runs)."""
+    tokens = ph.batch * ph.seq
     _block_input(b, spec, ph, "mlp")
-    if spec.experts:
-        _experts(b, spec, tokens, inter)
+    if spec.is_moe_layer(layer):
+        width = spec.moe_intermediate or spec.intermediate
+        _experts(b, spec, tokens, _shard(width, ph.tp))
+        if spec.shared_experts:
+            _gated(b, "shared_", tokens, spec.hidden, _shard(spec.shared_experts * width, ph.tp), spec.act)
     elif spec.gated_mlp:
-        b.matmul("gate_up", tokens, spec.hidden, 2 * inter, act=spec.act)
-        b.vector("gate_mul", elems=tokens * inter, rows=tokens)
-        b.matmul("down", tokens, inter, spec.hidden)
+        _gated(b, "", tokens, spec.hidden, _shard(spec.intermediate, ph.tp), spec.act)
     else:
+        inter = _shard(spec.intermediate, ph.tp)
         b.matmul("up", tokens, spec.hidden, inter, act=spec.act)
         b.matmul("down", tokens, inter, spec.hidden)
     _block_output(b, spec, ph, "mlp")
+
+
+def _gated(b: ProgramBuilder, prefix: str, tokens: int, hidden: int, inter: int, act: str) -> None:
+    b.matmul(f"{prefix}gate_up", tokens, hidden, 2 * inter, act=act)
+    b.vector(f"{prefix}gate_mul", elems=tokens * inter, rows=tokens)
+    b.matmul(f"{prefix}down", tokens, inter, hidden)
 
 
 def experts_touched(experts: int, per_token: int, tokens: int) -> int:
@@ -142,7 +208,8 @@ def experts_touched(experts: int, per_token: int, tokens: int) -> int:
 
 
 def _experts(b: ProgramBuilder, spec: ModelSpec, tokens: int, inter: int) -> None:
-    """Mixture-of-experts MLP: a router, then each token's gated MLP in each of its top-k experts.
+    """Mixture-of-experts MLP: a router, then each token's gated MLP in each of its top-k experts
+    (``inter`` wide on this core).
 
     Each expert's MLP is sharded tensor-parallel like a dense one (its intermediate size split
     over the cores), and the router runs on every core. The tokens' k x T (expert, token) pairs
@@ -180,9 +247,9 @@ def _blocks(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool) -> None
     for i in range(spec.layers):
         b.shared_weights = spec.shared_layers and i > 0
         with b.layer(f"layer{i}.attention", "attention"):
-            attention(b, spec, ph, causal)
-        with b.layer(f"layer{i}.mlp", "mlp"):
-            mlp(b, spec, ph)
+            attention(b, spec, ph, causal, i)
+        with b.layer(f"layer{i}.mlp", "moe" if spec.is_moe_layer(i) else "mlp"):
+            mlp(b, spec, ph, i)
     b.shared_weights = False
 
 
