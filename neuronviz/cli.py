@@ -79,7 +79,8 @@ def simulate_runs(args: argparse.Namespace) -> list[Trace]:
                                grad_accum=args.grad_accum, nodes=args.nodes, zero1=args.zero == 1,
                                checkpoint_activations=args.checkpoint_activations, pipeline=args.pipeline,
                                sequence_parallel=args.sequence_parallel, attention=args.attention,
-                               concurrency=args.concurrency, max_seq=args.max_seq,
+                               concurrency=args.concurrency, max_seq=args.max_seq, ep=args.ep,
+                               expert_imbalance=args.expert_imbalance,
                                bucketing=not args.no_buckets, prefill_chunk=args.prefill_chunk))
             for chip in chips]
 
@@ -135,6 +136,13 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sequence-parallel", action="store_true",
                    help="with --cores > 1, each core keeps its share of the tokens outside attention and the MLP "
                         "(Megatron/NxD sequence parallelism)")
+    moe = p.add_argument_group("mixtures of experts")
+    moe.add_argument("--ep", type=_positive_int, default=1,
+                     help="expert-parallel groups among a copy's cores: each holds 1/N of the experts and tokens "
+                          "go to their experts' group and back (all-to-all); default 1: experts split like MLPs")
+    moe.add_argument("--expert-imbalance", type=_positive_float, default=1.0,
+                     help="the busiest group's share of the routed tokens over the mean (default 1: uniform "
+                          "routing; at most --ep)")
     serve = p.add_argument_group("decode as a serving stack runs it")
     serve.add_argument("--concurrency", type=_positive_int, metavar="N",
                        help="requests in flight on the graph compiled for --batch, each prompt encoded alone and "

@@ -71,6 +71,10 @@ class RunConfig:
     # compiler's separate ops, their score matrices spilling when SBUF cannot hold them
     # ("compiler", as torch-neuronx traces and Transformers NeuronX ran); None: flash for decode
     attention: str | None = None
+    # mixtures of experts: expert-parallel groups among the copy's cores (1: experts split
+    # tensor-parallel), and how many times the mean share of routed tokens the busiest group gets
+    ep: int = 1
+    expert_imbalance: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,15 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
     if training_only and cfg.mode != "training":
         raise ConfigError(f"{training_only[0]} is for training; {cfg.mode} mode has no training step")
     _validate_serving(cfg)
+    if not isinstance(cfg.ep, int) or cfg.ep < 1:
+        raise ConfigError(f"expert-parallel groups must be a positive integer, got {cfg.ep}")
+    if cfg.ep > 1 and (not spec.experts or spec.experts % cfg.ep):
+        raise ConfigError(f"{spec.name} has {spec.experts} experts: they cannot split into {cfg.ep} "
+                          "expert-parallel groups")
+    imbalance = cfg.expert_imbalance
+    if isinstance(imbalance, bool) or not isinstance(imbalance, int | float) or not 1 <= imbalance <= max(1, cfg.ep):
+        raise ConfigError(f"expert imbalance is the busiest group's share of the routed tokens over the mean, "
+                          f"from 1 to --ep ({cfg.ep}); got {imbalance}")
     if cfg.pipeline > 1 and spec.is_vision:
         raise ConfigError(f"pipeline stages are for text transformers; split {spec.name} with --cores or --copies")
     if cfg.pipeline > max(1, spec.layers):
@@ -209,9 +222,11 @@ def flash_attention(cfg: RunConfig) -> bool:
     return (cfg.attention or ("flash" if cfg.mode == "decode" else "compiler")) == "flash"
 
 
-def _kernels(cfg: RunConfig) -> dict[str, bool]:
-    """How a run's programs are built: its attention kernel and whether tokens are split."""
-    return {"flash": flash_attention(cfg), "sequence_parallel": cfg.sequence_parallel}
+def _kernels(cfg: RunConfig) -> dict:
+    """How a run's programs are built: its attention kernel, whether tokens are split, and how
+    experts are spread."""
+    return {"flash": flash_attention(cfg), "sequence_parallel": cfg.sequence_parallel, "ep": cfg.ep,
+            "expert_imbalance": float(cfg.expert_imbalance)}
 
 
 def _prefill_phases(cfg: RunConfig, spec: ModelSpec, seq: int, tp: int, dt: int, lengths: list[int]) -> list[_Phase]:
@@ -304,6 +319,9 @@ def _plan(cfg: RunConfig) -> tuple[ModelSpec, int, int, Deployment]:
     dt = DTYPE_BYTES[compute_dtypes(cfg, chip)[0]]
     dep = plan_deployment(chip, inst, _memory_need(cfg, spec, chip, seq, dt), cfg.cores, spec.name, cfg.copies,
                           cfg.nodes, cfg.pipeline)
+    if cfg.ep > 1 and dep.shards % cfg.ep:
+        raise ConfigError(f"{cfg.ep} expert-parallel groups cannot split the {dep.shards} cores of a copy: "
+                          "choose --ep dividing --cores")
     if cfg.nodes > 1 and not dep.instance.topology.efa_bytes_per_s:
         raise ConfigError(f"{dep.instance.name} has no published EFA bandwidth to join {cfg.nodes} nodes: choose an "
                           "instance with EFA (trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge...)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from sim.workloads.builder import ProgramBuilder
@@ -34,6 +35,12 @@ class Phase:
     # keeps 1/tp of the tokens; the all-reduce after a block becomes a reduce-scatter and the
     # tokens are all-gathered before the next block's matmuls (the same bytes, in two halves)
     sequence_parallel: bool = False
+
+    # expert parallelism: the experts split over ``ep`` groups of the tp cores (each expert over
+    # tp / ep of them), tokens sent to their experts' group and back (all-to-all); the busiest
+    # group's share of the routed tokens is ``expert_imbalance`` times the mean (1: uniform)
+    ep: int = 1
+    expert_imbalance: float = 1.0
 
     @property
     def split_tokens(self) -> bool:
@@ -176,7 +183,7 @@ def mlp(b: ProgramBuilder, spec: ModelSpec, ph: Phase, layer: int = 0) -> None:
     _block_input(b, spec, ph, "mlp")
     if spec.is_moe_layer(layer):
         width = spec.moe_intermediate or spec.intermediate
-        _experts(b, spec, tokens, _shard(width, ph.tp))
+        _experts(b, spec, ph, tokens, width)
         if spec.shared_experts:
             _gated(b, "shared_", tokens, spec.hidden, _shard(spec.shared_experts * width, ph.tp), spec.act)
     elif spec.gated_mlp:
@@ -194,8 +201,9 @@ def _gated(b: ProgramBuilder, prefix: str, tokens: int, hidden: int, inter: int,
     b.matmul(f"{prefix}down", tokens, inter, hidden)
 
 
-def experts_touched(experts: int, per_token: int, tokens: int) -> int:
-    """Distinct experts ``tokens`` tokens run, expected under uniform routing, in whole experts.
+def experts_touched(experts: int, per_token: int, tokens: int, among: int | None = None) -> int:
+    """Distinct experts ``tokens`` tokens run, expected under uniform routing, in whole experts
+    (of the ``among`` experts one expert-parallel group holds; default all of them).
 
     Each token picks ``per_token`` (k) of the ``experts`` (E) experts, uniformly and independently
     of the other tokens: an expert is left out by one token with probability 1 - k/E and by all T
@@ -203,29 +211,42 @@ def experts_touched(experts: int, per_token: int, tokens: int) -> int:
     token, nearly all of them for a large batch. Trained routers favour some experts; for a given
     number of tokens that touches fewer of them, so uniform routing is the upper bound.
     """
-    expected = experts * (1.0 - (1.0 - per_token / experts) ** tokens)
-    return max(per_token, min(experts, round(expected)))
+    among = experts if among is None else among
+    expected = among * (1.0 - (1.0 - per_token / experts) ** tokens)
+    return max(min(among, math.ceil(per_token * among / experts)), min(among, round(expected)))
 
 
-def _experts(b: ProgramBuilder, spec: ModelSpec, tokens: int, inter: int) -> None:
-    """Mixture-of-experts MLP: a router, then each token's gated MLP in each of its top-k experts
-    (``inter`` wide on this core).
+def _experts(b: ProgramBuilder, spec: ModelSpec, ph: Phase, tokens: int, width: int) -> None:
+    """Mixture-of-experts MLP: a router, then each token's gated MLP in each of its top-k experts.
 
-    Each expert's MLP is sharded tensor-parallel like a dense one (its intermediate size split
-    over the cores), and the router runs on every core. The tokens' k x T (expert, token) pairs
-    are spread as evenly as they can be over the experts they touch (:func:`experts_touched`):
-    FLOPs are T x k x one expert's MLP, and only the touched experts' weights are read, while
-    every expert's weights count as parameters of the model.
+    Without expert parallelism each expert's MLP is sharded tensor-parallel like a dense one (its
+    ``width`` split over the cores), and the router runs on every core. The tokens' k x T
+    (expert, token) pairs are spread as evenly as they can be over the experts they touch
+    (:func:`experts_touched`): FLOPs are T x k x one expert's MLP, and only the touched experts'
+    weights are read, while every expert's weights count as parameters of the model.
+
+    With ``ep`` groups, a core holds E / ep experts, each split over tp / ep cores; every core
+    sends its share of the pairs' activations to the groups holding their experts (an all-to-all
+    of ``pairs / ep`` rows each) and gets the results back the same way. It runs the pairs of its
+    group, the busiest group's ``expert_imbalance`` times the mean, on the experts of its group
+    they touch.
     """
     pairs = tokens * spec.experts_per_token
-    touched = experts_touched(spec.experts, spec.experts_per_token, tokens)
     b.matmul("router", tokens, spec.hidden, spec.experts)
     # which experts' weights to read is known once the router has chosen them: not earlier, as
     # the weights of a dense MLP stream in during the attention before it
     chosen = b.vector("router_topk", elems=tokens * spec.experts, rows=tokens)
-    _expert_matmuls(b, "experts_gate_up", spec.experts, pairs, touched, spec.hidden, 2 * inter, chosen, spec.act)
-    b.vector("gate_mul", elems=pairs * inter, rows=pairs)
-    _expert_matmuls(b, "experts_down", spec.experts, pairs, touched, inter, spec.hidden, chosen)
+    ep = ph.ep
+    experts, local_pairs, inter = spec.experts // ep, pairs, _shard(width, ph.tp // ep)
+    if ep > 1:
+        b.collective("moe_dispatch", elems=-(-pairs // ep) * spec.hidden, ranks=ep, kind="all_to_all")
+        local_pairs = min(pairs, math.ceil(pairs / ep * ph.expert_imbalance))
+    touched = experts_touched(spec.experts, spec.experts_per_token, tokens, experts)
+    _expert_matmuls(b, "experts_gate_up", experts, local_pairs, touched, spec.hidden, 2 * inter, chosen, spec.act)
+    b.vector("gate_mul", elems=local_pairs * inter, rows=local_pairs)
+    _expert_matmuls(b, "experts_down", experts, local_pairs, touched, inter, spec.hidden, chosen)
+    if ep > 1:
+        b.collective("moe_combine", elems=-(-pairs // ep) * spec.hidden, ranks=ep, kind="all_to_all")
     b.vector("experts_combine", elems=pairs * spec.hidden, rows=tokens)
 
 

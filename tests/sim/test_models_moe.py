@@ -95,3 +95,33 @@ def test_a_family_config_with_bad_structure_is_one_error(tmp_path):
     path.write_text(json.dumps(cfg))
     with pytest.raises(ConfigError, match="layer_types one per layer"):
         get_model(str(path))
+
+
+def test_expert_parallel_all_to_all_moves_each_ranks_share_of_the_routed_tokens():
+    spec = get_model("qwen3-30b-a3b")
+    batch, tp, ep = 32, 8, 4
+    step = build_program(spec, Phase(batch, 1, 1024, tp, decode_step=True, ep=ep), 2)
+    pairs = batch * spec.experts_per_token  # 256 (token, expert) pairs
+    for name in ("moe_dispatch", "moe_combine"):
+        ops = [op for op in step.ops if op.name == name]
+        assert len(ops) == spec.layers and {(op.elems, op.rows, op.collective) for op in ops} == {
+            (pairs // ep * spec.hidden, ep, "all_to_all")}
+    # a core holds 128 / 4 experts, each split over 8 / 4 cores, and runs its group's 64 pairs
+    gate_up = [op for op in step.ops if op.name.startswith("experts_gate_up")][:2]
+    assert sum(op.m * op.count for op in gate_up) == pairs // ep
+    assert {op.n for op in gate_up} == {2 * spec.moe_intermediate // (tp // ep)}
+    assert sum(op.count for op in gate_up) <= spec.experts // ep
+
+
+def test_expert_imbalance_and_parallelism_change_the_decode_step_as_expected():
+    def tpot(**kw):
+        cfg = RunConfig(model="qwen3-30b-a3b", instance="trn2.48xlarge", mode="decode", seq=256, new_tokens=4,
+                        batch=32, cores=8, **kw)
+        return simulate(cfg).meta["per_token_ns"]
+
+    balanced, skewed = tpot(ep=4), tpot(ep=4, expert_imbalance=2.0)
+    assert skewed > balanced
+    with pytest.raises(ConfigError, match="cannot split the 16 cores"):  # 8 logical cores of 2 (LNC 2)
+        tpot(ep=32)
+    with pytest.raises(ConfigError, match="cannot split into 3"):
+        tpot(ep=3)
