@@ -80,7 +80,7 @@ def simulate_runs(args: argparse.Namespace) -> list[Trace]:
                                checkpoint_activations=args.checkpoint_activations, pipeline=args.pipeline,
                                sequence_parallel=args.sequence_parallel, attention=args.attention,
                                concurrency=args.concurrency, max_seq=args.max_seq, ep=args.ep,
-                               expert_imbalance=args.expert_imbalance,
+                               expert_imbalance=args.expert_imbalance, requests=args.requests,
                                bucketing=not args.no_buckets, prefill_chunk=args.prefill_chunk))
             for chip in chips]
 
@@ -130,6 +130,9 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--pipeline", type=_positive_int, default=1, metavar="N",
                        help="split each copy's layers into N pipeline stages of --cores cores each (1F1B over the "
                             "--grad-accum micro-batches; default 1)")
+    p.add_argument("--requests", type=_positive_int, default=1,
+                   help="inference: requests run back to back on every copy, a stream as a server runs them "
+                        "(the latency stays one request's; default 1)")
     p.add_argument("--attention", choices=ATTENTION,
                    help="attention as one fused flash kernel or as the compiler's separate ops (default: flash "
                         "for decode, as NxD Inference runs it; the compiler's ops otherwise)")

@@ -31,6 +31,11 @@ def with_suffix_of(path: str, name_filter: str) -> str:
 
 
 def demo_runs() -> list[Run]:
-    """The embedded demo: bert-large, batch 1, sequence 128, inference, on four generations."""
-    return [Run(simulate(RunConfig(model="bert-large", chip=chip, batch=1, seq=128)), source="demo")
-            for chip in DEMO_CHIPS]
+    """The embedded demo: bert-large, batch 1, sequence 128, inference, on four generations, each
+    serving requests back to back for as long as the slowest takes for one, so every pane works
+    for the whole playback and the faster chips finish more requests."""
+    single = [simulate(RunConfig(model="bert-large", chip=chip, batch=1, seq=128), max_events=0) for chip in DEMO_CHIPS]
+    longest = max(t.meta["total_ns"] for t in single)
+    return [Run(simulate(RunConfig(model="bert-large", chip=chip, batch=1, seq=128,
+                                   requests=max(1, round(longest / t.meta["total_ns"])))), source="demo")
+            for chip, t in zip(DEMO_CHIPS, single, strict=True)]

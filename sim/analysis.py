@@ -10,7 +10,7 @@ Chrome JSON has no chip: its analysis holds times and busy fractions only.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -267,10 +267,51 @@ def layer_table(trace: Trace, with_ops: bool = False) -> list[Stats]:
             flops[i] / (t * ctx.peak_per_core * ctx.shards) if ctx.peak_per_core and t > 0 else None,
             nbytes[i] / (t * ctx.memory_per_core * ctx.shards) if ctx.memory_per_core and t > 0 else None,
             float(spill_save[i]), float(spill_reload[i]), float(throttled[i]), float(waited[i])))
-    if not with_ops:
+    if with_ops:
+        ops = _op_tables(trace, ctx)
+        layers = [Stats(**{**layer.__dict__, "ops": tuple(ops.get(i, ()))}) for i, layer in enumerate(layers)]
+    return _per_request(_merge_same_names(layers, ctx), int(trace.meta.get("requests", 1)))
+
+
+def _per_request(layers: list[Stats], requests: int) -> list[Stats]:
+    """A stream of requests back to back, as one request: every layer ran once per request."""
+    if requests <= 1:
         return layers
-    ops = _op_tables(trace, ctx)
-    return [Stats(**{**layer.__dict__, "ops": tuple(ops.get(i, ()))}) for i, layer in enumerate(layers)]
+
+    def scale(st: Stats) -> Stats:
+        return replace(st, time_ns=st.time_ns / requests, flops=st.flops / requests, bytes=st.bytes / requests,
+                       spill_save_bytes=st.spill_save_bytes / requests,
+                       spill_reload_bytes=st.spill_reload_bytes / requests, throttled_ns=st.throttled_ns / requests,
+                       tensor_wait_ns=st.tensor_wait_ns / requests, ops=tuple(scale(o) for o in st.ops))
+
+    return [scale(st) for st in layers]
+
+
+def _merge(members: list[Stats], ctx: _Context) -> Stats:
+    """Stats of the same layer (or op) run several times (requests back to back) as one: times,
+    FLOPs and bytes summed, busy fractions weighted by time, span of the first."""
+    if len(members) == 1:
+        return members[0]
+    first = members[0]
+    time = sum(m.time_ns for m in members)
+    flops, nbytes = sum(m.flops for m in members), sum(m.bytes for m in members)
+    busy = {k: sum(m.busy.get(k, 0.0) * m.time_ns for m in members) / time if time else 0.0 for k in first.busy}
+    t = time * 1e-9
+    ops = _merge_same_names([o for m in members for o in m.ops], ctx) if first.ops else ()
+    return Stats(first.name, first.kind, first.start_ns, first.end_ns, time, flops, nbytes, busy,
+                 flops / (t * ctx.peak_per_core * ctx.shards) if ctx.peak_per_core and t > 0 else None,
+                 nbytes / (t * ctx.memory_per_core * ctx.shards) if ctx.memory_per_core and t > 0 else None,
+                 sum(m.spill_save_bytes for m in members), sum(m.spill_reload_bytes for m in members),
+                 sum(m.throttled_ns for m in members), sum(m.tensor_wait_ns for m in members), tuple(ops))
+
+
+def _merge_same_names(stats: list[Stats], ctx: _Context) -> list[Stats]:
+    groups: dict[str, list[Stats]] = {}
+    for st in stats:
+        groups.setdefault(st.name, []).append(st)
+    if len(groups) == len(stats):
+        return stats
+    return [_merge(members, ctx) for members in groups.values()]
 
 
 def _op_tables(trace: Trace, ctx: _Context) -> dict[int, list[Stats]]:
@@ -302,12 +343,13 @@ def summary(trace: Trace, layers: list[Stats] | None = None) -> dict[str, float 
     m = trace.meta
     met = compute_metrics(trace)
     ctx = _context(trace)
-    total_s = m.get("total_ns", trace.duration_ns) * 1e-9
+    requests = max(1, int(m.get("requests", 1)))
+    total_s = m.get("total_ns", trace.duration_ns) * 1e-9 / requests  # one request's, as the layers
     stats = m.get("layer_stats", {})
     layers = layer_table(trace) if layers is None else layers
     traffic = met.hbm_read_bytes + met.hbm_write_bytes
-    transfers = _scaled_total(trace, stats.get("dma_transfers")) * ctx.shards
-    transpose_flops = _scaled_total(trace, stats.get("transpose_flops")) * ctx.shards
+    transfers = _scaled_total(trace, stats.get("dma_transfers")) * ctx.shards / requests
+    transpose_flops = _scaled_total(trace, stats.get("transpose_flops")) * ctx.shards / requests
     peak = ctx.peak_per_core * ctx.shards if ctx.peak_per_core else None
     memory = ctx.memory_per_core * ctx.shards if ctx.memory_per_core else None
     out = {

@@ -16,7 +16,8 @@ ENGINES = ("tensor", "vector", "scalar", "gpsimd")
 
 @dataclass(frozen=True)
 class RunMetrics:
-    """What a run achieved. ``latency_s`` (and for decode ``time_to_first_token_s`` and
+    """What a run achieved, per request for requests back to back (FLOPs and bytes too).
+    ``latency_s`` (and for decode ``time_to_first_token_s`` and
     ``per_token_s``) is one request with its model copy alone on the chip; the ``_under_load``
     figures are the same with every running copy busy, and the throughput follows from them."""
 
@@ -93,8 +94,9 @@ def compute_metrics(trace: Trace) -> RunMetrics:
     alone = {"total_ns": m.get("total_ns", trace.duration_ns), "prefill_ns": m.get("prefill_ns"),
              "per_token_ns": m.get("per_token_ns")}
     loaded = {**alone, **m.get("under_load", {})}
-    latency = alone["total_ns"] * 1e-9 + overhead * executions
-    latency_loaded = loaded["total_ns"] * 1e-9 + overhead * executions
+    requests = max(1, int(m.get("requests", 1)))  # requests back to back: the latency is one request's
+    latency = alone["total_ns"] * 1e-9 / requests + overhead * executions
+    latency_loaded = loaded["total_ns"] * 1e-9 / requests + overhead * executions
     # a training step's micro-batches; the requests a decode graph serves (its padding serves none)
     items = m.get("concurrency", m["batch"]) * m.get("grad_accum", 1)
     ttft = per_token = per_token_loaded = None
@@ -111,7 +113,7 @@ def compute_metrics(trace: Trace) -> RunMetrics:
         throughput = copies * items / latency_loaded if latency_loaded > 0 else 0.0
     price = m.get("price_usd_per_hour")
     cost = None if price is None or throughput <= 0 else price / (throughput * 3600.0) * 1e6
-    flops = trace.run_total("flops") * shards
+    flops = trace.run_total("flops") * shards / requests  # what one request does
     peak = m.get("peak_flops_per_core")
     gradient_comm = exposed = scaling = None
     if m["mode"] == "training":
@@ -123,8 +125,8 @@ def compute_metrics(trace: Trace) -> RunMetrics:
         latency_s=latency, throughput_per_s=throughput, cost_per_million_usd=cost,
         engine_utilization=engine_utilization(trace), flops=flops,
         achieved_flops_per_s=flops / latency if latency else 0.0,
-        hbm_read_bytes=_dma_bytes(trace, "dma_read") * shards,
-        hbm_write_bytes=_dma_bytes(trace, "dma_write") * shards,
+        hbm_read_bytes=_dma_bytes(trace, "dma_read") * shards / requests,
+        hbm_write_bytes=_dma_bytes(trace, "dma_write") * shards / requests,
         time_to_first_token_s=ttft, per_token_s=per_token,
         latency_under_load_s=latency_loaded, per_token_under_load_s=per_token_loaded,
         mfu=flops / (latency * peak * shards) if peak and latency else None,

@@ -31,6 +31,7 @@ MIN_DECODE_BUCKET = 128  # NxD Inference token-generation buckets: powers of two
 # Repeated decode steps are stored as events until the trace holds this many; later steps are
 # still simulated (their time counts in every metric) but not kept as events.
 MAX_STORED_EVENTS = 4_000_000
+MAX_REQUESTS = 100_000  # requests back to back in one run (a stream longer than this is a typo)
 # A training step's micro-batches between the first and the last are identical: this many of
 # them are stored as events, the others counted like unstored decode steps.
 STORED_MIDDLE_MICRO_BATCHES = 2
@@ -75,6 +76,9 @@ class RunConfig:
     # tensor-parallel), and how many times the mean share of routed tokens the busiest group gets
     ep: int = 1
     expert_imbalance: float = 1.0
+    # inference: requests run back to back on each copy (a stream, as a server runs them); the
+    # latency is one request's, the trace spans all of them
+    requests: int = 1
 
 
 @dataclass(frozen=True)
@@ -89,12 +93,13 @@ class _Phase:
     max_stored: int | None = None
     number_from: int = 0
     idle_periods: float = 0.0  # an idle wait this many times as long as ``program`` takes (a pipeline bubble)
+    numbered: bool = True  # False: every execution keeps the layers' own names (requests back to back)
 
     def label(self, execution: int) -> str:
         """The name of the ``execution``-th run (from 0), which prefixes its layers' names."""
         if self.number_from:
             return f"{self.name} {self.number_from + execution}"
-        return f"{self.name} #{execution + 1}" if self.repeat > 1 else self.name
+        return f"{self.name} #{execution + 1}" if self.repeat > 1 and self.numbered else self.name
 
 
 def _resolve_chip(cfg: RunConfig) -> tuple[Chip, Instance | None]:
@@ -118,6 +123,11 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
                         ("copies", 1 if cfg.copies is None else cfg.copies), ("grad_accum", cfg.grad_accum)):
         if not isinstance(value, int) or value < 1:
             raise ConfigError(f"{name} must be a positive integer, got {value}")
+    if not isinstance(cfg.requests, int) or not 1 <= cfg.requests <= MAX_REQUESTS:
+        raise ConfigError(f"requests must be a whole number from 1 to {MAX_REQUESTS:,}, got {cfg.requests}")
+    if cfg.requests > 1 and cfg.mode != "inference":
+        raise ConfigError(f"requests back to back are for inference mode; in {cfg.mode} mode use --new-tokens "
+                          "or --grad-accum")
     if cfg.grad_accum > 1 and cfg.mode != "training":
         raise ConfigError(f"gradient accumulation is for training; {cfg.mode} mode has no optimizer step")
     if not isinstance(cfg.nodes, int) or cfg.nodes < 1:
@@ -247,7 +257,8 @@ def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int)
     if cfg.mode == "training":
         return _training_phases(cfg, spec, seq, dep, dt)
     if cfg.mode == "inference":
-        return [_Phase("inference", build_program(spec, Phase(cfg.batch, seq, seq, tp, **_kernels(cfg)), dt))]
+        prog = build_program(spec, Phase(cfg.batch, seq, seq, tp, **_kernels(cfg)), dt)
+        return [_Phase("inference", prog, repeat=cfg.requests, numbered=False)]
     lengths = graph_lengths(cfg.max_seq or seq + cfg.new_tokens, cfg.bucketing)
     out = _prefill_phases(cfg, spec, seq, tp, dt, lengths)
     for bucket, steps in _decode_buckets(seq, cfg.new_tokens, lengths):
@@ -543,7 +554,7 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
         "cores_active_under_load": dep.active_cores_per_chip,
         "peak_flops_per_core": chip.tensor.peak_flops(compute_dtypes(cfg, chip)[1]),
         "launch_overhead_s": chip.efficiency.launch_overhead_s,
-        "weight_refetch_bytes": sched.weight_refetch_bytes,
+        "weight_refetch_bytes": sched.weight_refetch_bytes, "requests": cfg.requests,
         "units": {"time": "ns", "bytes": "B", "flops": "FLOP"},
         "phases": [{"name": n, "start_ns": a * 1e9, "end_ns": b * 1e9, "repeat": r, "stored": k}
                    for n, a, b, r, k in phases],

@@ -18,6 +18,7 @@ from neuronviz.theme import ENGINE_LABELS, engine_color, palette
 CORE_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
 MIN_CORES_HEIGHT = 60  # below this the cores are left out: their engine cells would be unreadable
 TOPOLOGY_HEIGHT = 120  # the instance's chips and links under the cores, for runs over several chips
+REQUESTS_HEIGHT = 16  # the line counting a stream's requests, above the gauges
 
 
 @dataclass
@@ -44,6 +45,10 @@ class ChipState:
     nodes: int = 1  # instances joined by EFA
     efa_bytes_per_s: float = 0.0
     efa_peak_bytes_per_s: float = 1.0
+    # a stream of requests back to back: how many each copy has finished at the playhead, of all
+    requests_done: int = 0
+    requests_total: int = 1
+    request_items: int = 1  # inferences one request serves (its batch)
 
 
 def _pen(color: QColor, width: float = 1.0, style: Qt.PenStyle = Qt.PenStyle.SolidLine) -> QPen:
@@ -90,14 +95,22 @@ class ChipDiagram(QWidget):
         font.setPointSizeF(8.5)
         p.setFont(font)
         w, h = self.width() - 12, self.height()
-        gauges_h = 92
+        counter_h = REQUESTS_HEIGHT if self.state.requests_total > 1 else 0
+        gauges_h = 92 + counter_h
         topo_h = TOPOLOGY_HEIGHT if self.state.topology and h - gauges_h - TOPOLOGY_HEIGHT - 18 >= MIN_CORES_HEIGHT \
             else 0
         if h - gauges_h - 12 >= MIN_CORES_HEIGHT:  # a short pane keeps the gauges, not crushed cores
             self._cores(p, QRectF(6, 6, w, h - gauges_h - topo_h - 12), fg)
         if topo_h:
             self._topology(p, QRectF(6, h - gauges_h - topo_h - 4, w, topo_h), fg)
-        self._gauges(p, QRectF(6, max(6, h - gauges_h), w, min(gauges_h, h - 6) - 6), fg)
+        if counter_h:
+            st = self.state
+            text = (f"requests done {st.requests_done:,} of {st.requests_total:,}"
+                    + (f" ({st.requests_done * st.request_items:,} inferences)" if st.request_items > 1 else ""))
+            p.setPen(fg)
+            p.drawText(QRectF(6, max(6, h - gauges_h), w, counter_h), Qt.AlignmentFlag.AlignLeft
+                       | Qt.AlignmentFlag.AlignVCenter, text)
+        self._gauges(p, QRectF(6, max(6, h - gauges_h + counter_h), w, min(gauges_h - counter_h, h - 6) - 6), fg)
         p.end()
 
     def _topology(self, p: QPainter, area: QRectF, fg: QColor) -> None:

@@ -110,6 +110,8 @@ def header_html(run: Run, baseline: Run | None) -> str:
     model = f"{m.get('model', '?')} · {m.get('mode', '')} · batch {m.get('batch', '?')} · seq {m.get('seq', '?')}"
     if m.get("grad_accum", 1) > 1:
         model += f" · {m['grad_accum']} micro-batches per step"
+    if m.get("requests", 1) > 1 and m.get("mode") == "inference":
+        model += f" · {m['requests']:,} requests back to back"
     if m.get("dtype"):
         model += f" · {m['dtype']}"
     busy = _under_load(met, m)
@@ -499,8 +501,20 @@ class ComparisonPane(QWidget):
             activity=activity, sbuf_fill=sbuf, psum_fill=psum,
             memory_kind=chip.memory_kind if chip else "memory",
             read_bytes_per_s=mean("hbm_read_bytes_per_s"), write_bytes_per_s=mean("hbm_write_bytes_per_s"),
-            peak_bytes_per_s=peak, **self._topology_state(chip, mean),
+            peak_bytes_per_s=peak, **self._topology_state(chip, mean), **self._requests_state(t_ns),
         )
+
+    def _requests_state(self, t_ns: float) -> dict:
+        """For a stream of requests back to back: how many each copy has finished by ``t_ns``."""
+        m = self.run.trace.meta
+        total = int(m.get("requests", 1)) if m.get("mode") == "inference" else 1
+        phases = m.get("phases") or []
+        if total <= 1 or not phases:
+            return {}
+        start, end = phases[0]["start_ns"], phases[0]["end_ns"]
+        period = (end - start) / total if end > start else 1.0
+        done = int(min(total, max(0.0, (t_ns - start) / period + 1e-9)))
+        return {"requests_done": done, "requests_total": total, "request_items": int(m.get("batch", 1))}
 
     def _topology_state(self, chip, mean) -> dict:
         """The instance's chips and links for a run over several chips (or instances), else nothing."""

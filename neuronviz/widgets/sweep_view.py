@@ -53,15 +53,20 @@ class SweepRunner(_Worker):
     """A small sweep in a worker thread, its rows reported as they come."""
 
     sig_rows = Signal(int, list)  # generation, rows
-    sig_finished = Signal(int)
+    sig_finished = Signal(int, str)  # generation, "" or why the sweep stopped early
 
     def _work(self, gen: int, points: list[Point]) -> None:
-        for rows in execute(points, workers=1):
-            if not self.current(gen):
-                return
-            self.sig_rows.emit(gen, rows)
+        try:
+            for rows in execute(points, workers=1):
+                if not self.current(gen):
+                    return
+                self.sig_rows.emit(gen, rows)
+        except Exception as exc:  # noqa: BLE001 - a worker thread must say why it stopped, not die silently
+            if self.current(gen):
+                self.sig_finished.emit(gen, f"the sweep stopped: {type(exc).__name__}: {exc}")
+            return
         if self.current(gen):
-            self.sig_finished.emit(gen)
+            self.sig_finished.emit(gen, "")
 
 
 class RowsModel(QAbstractTableModel):
@@ -228,10 +233,12 @@ class SweepView(QWidget):
             self.rows += rows
             self._redraw()
 
-    def _sweep_finished(self, gen: int) -> None:
+    def _sweep_finished(self, gen: int, problem: str) -> None:
         if gen == self._sweep_gen:
             self.sweep_button.setEnabled(bool(self.comparison_points()))
             self._redraw()
+            if problem:
+                self.status.setText(problem)
 
     def _runs_changed(self, *_: object) -> None:
         self.sweep_button.setEnabled(not self.sweeper.busy and bool(self.comparison_points()))

@@ -393,7 +393,7 @@ def test_searching_an_op_name_marks_the_layers_that_run_it(demo_window):
     tr = view.trace
     layers = view.find_layers("SOFTMAX_EXP")  # case-insensitive, an op of every attention block
     expected = {int(tr.op_layer[o]) for o, n in enumerate(tr.op_names) if n == "softmax_exp"}
-    assert set(layers.tolist()) == expected and len(expected) == 24  # bert-large: 24 layers
+    assert set(layers.tolist()) == expected and len(expected) == 24 * tr.meta["requests"]  # bert-large: 24 layers
 
 
 def test_clicking_an_engine_event_selects_its_layer(demo_window, qtbot):
@@ -721,3 +721,17 @@ def test_the_cost_axis_ticks_at_one_two_and_five_times_powers_of_ten():
         "$0.0001", "$0.0002", "$0.0005", "$0.001", "$0.002", "$0.005", "$0.01", "$0.02"]
     assert log_ticks(3.0, 40.0, "$")[0] == (pytest.approx(math.log10(2)), "$2")
     assert [label for _, label in log_ticks(700, 3000)] == ["500", "1,000", "2,000", "5,000"]
+
+
+def test_the_demo_streams_requests_so_every_pane_works_all_through_the_playback(demo_window):
+    runs = demo_window.session.runs
+    assert [r.trace.meta["requests"] > 1 for r in runs] == [False, True, True, True]  # inf1 takes longest
+    longest = demo_window.session.max_duration_ns
+    for pane in demo_window.panes:
+        assert pane.run.duration_ns > 0.9 * longest
+        state = pane.chip_state(0.5 * longest)
+        assert state.activity["tensor"] > 0.05 and max(state.activity.values()) > 0.2, pane.run.title
+    trn2 = demo_window.panes[3].chip_state(0.5 * longest)
+    per_request = runs[3].trace.meta["total_ns"] / runs[3].trace.meta["requests"]
+    assert trn2.requests_done == int(0.5 * longest / per_request) and trn2.requests_total == 19
+    assert "19 requests back to back" in demo_window.panes[3].header.text()
