@@ -213,17 +213,13 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
 
     size = parse_size(args.size)
     check_target(args.output, IMAGE_SUFFIXES)
-    try:
-        with _headless_window(args.files, args.theme) as window:
-            session = window.session
-            if args.time_us is not None:
-                session.set_playhead(args.time_us * 1e3 / session.max_duration_ns)
-            else:
-                session.set_playhead(args.at)
-            write_image(_target_widget(window, args.pane), args.output, size)
-    except UserError:
-        Path(args.output).unlink(missing_ok=True)  # what was written is not the view
-        raise
+    with _headless_window(args.files, args.theme) as window:  # the image is renamed into place only when whole
+        session = window.session
+        if args.time_us is not None:
+            session.set_playhead(args.time_us * 1e3 / session.max_duration_ns)
+        else:
+            session.set_playhead(args.at)
+        write_image(_target_widget(window, args.pane), args.output, size)
     print(f"wrote {args.output} ({size.width()}x{size.height()})")
     return 0
 
@@ -336,14 +332,9 @@ def cmd_animate(args: argparse.Namespace) -> int:
     frame_count(args.fps, args.seconds, size)
     if not is_frame_folder(args.output):
         check_target(args.output, (".gif",))
-    try:
-        with _headless_window(args.files, args.theme) as window:
-            frames = write_animation(window.session, _target_widget(window, args.pane), args.output, args.fps,
-                                     args.seconds, size, _TerminalProgress(f"rendering {args.output}"))
-    except UserError:
-        if not is_frame_folder(args.output):
-            Path(args.output).unlink(missing_ok=True)  # what was written is not the view
-        raise
+    with _headless_window(args.files, args.theme) as window:  # a GIF is renamed into place only when whole
+        frames = write_animation(window.session, _target_widget(window, args.pane), args.output, args.fps,
+                                 args.seconds, size, _TerminalProgress(f"rendering {args.output}"))
     print(f"wrote {args.output} ({frames} frames, {size.width()}x{size.height()}, {args.fps} frames/s)")
     return 0
 
@@ -623,13 +614,26 @@ def _fail(message: str) -> int:
     return EXIT_USAGE
 
 
+TRACE_SUFFIXES = (".nvtrace", ".json", ".gz")
+
+
+def _looks_like_a_file(word: str) -> bool:
+    """``neuronviz FILE...`` opens files: a word that names one (or has a trace file's suffix, so a
+    missing file gets the app's own message), not a mistyped command."""
+    return Path(word).exists() or word.lower().endswith(TRACE_SUFFIXES)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    if not argv or (argv[0] not in ("models", "chips", *COMMANDS) and not argv[0].startswith("-")):
+    commands = ("models", "chips", *COMMANDS)
+    if not argv or (argv[0] not in commands and not argv[0].startswith("-") and _looks_like_a_file(argv[0])):
         from neuronviz.app import run_app
 
         return run_app(argv)
+    if argv[0] not in commands and not argv[0].startswith("-"):
+        return _fail(f"unknown command '{argv[0]}' (and no such file): choose one of {', '.join(commands)}, "
+                     "or give trace files to open")
     args = parser.parse_args(argv)
     try:
         return args.func(args)

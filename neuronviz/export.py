@@ -65,6 +65,8 @@ def check_target(path: str | os.PathLike, suffixes: tuple[str, ...]) -> Path:
         raise ExportError(f"{path}: unsupported output type (use {', '.join(suffixes)})")
     if not target.parent.is_dir():
         raise ExportError(f"{path}: folder {target.parent} does not exist")
+    if target.exists() and not target.is_file():
+        raise ExportError(f"{path}: not a regular file (a directory, device or pipe)")
     return target
 
 

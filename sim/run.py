@@ -301,10 +301,12 @@ def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int)
                                       flash=flash_attention(cfg)), dt)
     params = sum(op.params for op in probe.ops)
     weight_bytes = DTYPE_BYTES[compute_dtypes(cfg, chip)[1]]
-    state = 0.0
+    # the activations of the widest op live somewhere: its input and output, spilled to device memory
+    # when SBUF cannot hold them (what makes a batch no chip could hold refused, not simulated)
+    state = 2.0 * max((op.out_elems for op in probe.ops if not op.fused), default=0) * dt
     if cfg.mode == "decode":
         positions = cfg.max_seq or seq + cfg.new_tokens
-        state = float(spec.kv_cache_elems(positions)) * cfg.batch * dt
+        state += float(spec.kv_cache_elems(positions)) * cfg.batch * dt
     elif cfg.mode == "training":
         outputs = [sum(op.out_elems for op in probe.ops[la.first_op:la.first_op + la.n_ops] if not op.fused)
                    for la in probe.layers]  # a fused attention kernel keeps none of its tiles
