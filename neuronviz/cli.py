@@ -81,6 +81,7 @@ def simulate_runs(args: argparse.Namespace) -> list[Trace]:
                                sequence_parallel=args.sequence_parallel, attention=args.attention,
                                concurrency=args.concurrency, max_seq=args.max_seq, ep=args.ep,
                                expert_imbalance=args.expert_imbalance, requests=args.requests,
+                               draft=args.draft, spec_k=args.spec_k, acceptance=args.acceptance,
                                bucketing=not args.no_buckets, prefill_chunk=args.prefill_chunk))
             for chip in chips]
 
@@ -147,6 +148,10 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
                      help="the busiest group's share of the routed tokens over the mean (default 1: uniform "
                           "routing; at most --ep)")
     serve = p.add_argument_group("decode as a serving stack runs it")
+    serve.add_argument("--draft", help="speculative decoding: the draft model (preset or config.json) proposing tokens")
+    serve.add_argument("--spec-k", type=_positive_int, default=0, help="tokens the draft proposes per step")
+    serve.add_argument("--acceptance", type=_number, default=0.0,
+                       help="probability each draft token is accepted (0 to 1)")
     serve.add_argument("--concurrency", type=_positive_int, metavar="N",
                        help="requests in flight on the graph compiled for --batch, each prompt encoded alone and "
                             "every token step paying for the padded batch (default: static batching)")

@@ -15,7 +15,7 @@ from sim.hardware.instances import Instance, get_instance
 from sim.lowering import GPSIMD, RESOURCE_NAMES, CoreContext, LoweredOp, lower
 from sim.scheduler import CoreScheduler, log_mark, repeat_tail
 from sim.trace import Counter, Trace, Track
-from sim.workloads import ModelSpec, Phase, Program, build_program, get_model, training_program
+from sim.workloads import ModelSpec, Phase, Program, build_program, get_model, speculative_step, training_program
 from sim.workloads.models import CNN, DECODER
 from sim.workloads.pipeline import heaviest_stage, stage_program
 from sim.workloads.training import FP32_BYTES as GRADIENT_BYTES
@@ -32,6 +32,7 @@ MIN_DECODE_BUCKET = 128  # NxD Inference token-generation buckets: powers of two
 # still simulated (their time counts in every metric) but not kept as events.
 MAX_STORED_EVENTS = 4_000_000
 MAX_REQUESTS = 100_000  # requests back to back in one run (a stream longer than this is a typo)
+MAX_SPEC_K = 16  # draft tokens per speculative step
 # A training step's micro-batches between the first and the last are identical: this many of
 # them are stored as events, the others counted like unstored decode steps.
 STORED_MIDDLE_MICRO_BATCHES = 2
@@ -79,6 +80,11 @@ class RunConfig:
     # inference: requests run back to back on each copy (a stream, as a server runs them); the
     # latency is one request's, the trace spans all of them
     requests: int = 1
+    # decode: speculative decoding, a draft model proposing ``spec_k`` tokens that the model
+    # verifies in one step, each accepted with probability ``acceptance`` (the draft's agreement)
+    draft: str | None = None
+    spec_k: int = 0
+    acceptance: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,8 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
     if training_only and cfg.mode != "training":
         raise ConfigError(f"{training_only[0]} is for training; {cfg.mode} mode has no training step")
     _validate_serving(cfg)
+    if cfg.draft is not None or cfg.spec_k or cfg.acceptance:
+        _validate_speculation(cfg, spec)
     if not isinstance(cfg.ep, int) or cfg.ep < 1:
         raise ConfigError(f"expert-parallel groups must be a positive integer, got {cfg.ep}")
     if cfg.ep > 1 and (not spec.experts or spec.experts % cfg.ep):
@@ -180,6 +188,21 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
         raise ConfigError(f"{chip.name} does not run {cfg.dtype} matmuls{fp32}: choose one of "
                           f"{', '.join(chip.dtypes)}")
     return seq
+
+
+def _validate_speculation(cfg: RunConfig, spec: ModelSpec) -> None:
+    if cfg.mode != "decode":
+        raise ConfigError("speculative decoding (--draft) is for decode mode")
+    if not cfg.draft:
+        raise ConfigError("--spec-k and --acceptance go with --draft MODEL, the model that proposes the tokens")
+    draft = get_model(cfg.draft)
+    if draft.family != DECODER:
+        raise ConfigError(f"the draft {draft.name} must be a GPT-style decoder, not a {draft.family} model")
+    if not isinstance(cfg.spec_k, int) or not 1 <= cfg.spec_k <= MAX_SPEC_K:
+        raise ConfigError(f"--spec-k is the tokens the draft proposes per step, 1 to {MAX_SPEC_K}; got {cfg.spec_k}")
+    p = cfg.acceptance
+    if isinstance(p, bool) or not isinstance(p, int | float) or not 0 <= p <= 1:
+        raise ConfigError(f"--acceptance is a probability from 0 to 1, got {p}")
 
 
 def _validate_serving(cfg: RunConfig) -> None:
@@ -261,10 +284,27 @@ def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int)
         return [_Phase("inference", prog, repeat=cfg.requests, numbered=False)]
     lengths = graph_lengths(cfg.max_seq or seq + cfg.new_tokens, cfg.bucketing)
     out = _prefill_phases(cfg, spec, seq, tp, dt, lengths)
+    draft = get_model(cfg.draft) if cfg.draft else None
+    per_step = tokens_per_step(cfg)
     for bucket, steps in _decode_buckets(seq, cfg.new_tokens, lengths):
-        prog = build_program(spec, Phase(cfg.batch, 1, bucket, tp, decode_step=True, **_kernels(cfg)), dt)
+        if draft is None:
+            prog = build_program(spec, Phase(cfg.batch, 1, bucket, tp, decode_step=True, **_kernels(cfg)), dt)
+        else:
+            prog = speculative_step(spec, draft, cfg.spec_k, Phase(cfg.batch, 1, bucket, tp, decode_step=True,
+                                                                    **_kernels(cfg)), dt)
+            steps = max(1, round(steps / per_step))
         out.append(_Phase(f"decode ctx {bucket}", prog, steps))
     return out
+
+
+def tokens_per_step(cfg: RunConfig) -> float:
+    """Tokens one decode step yields: 1, or with speculation the expected accepted draft tokens and
+    the model's own next one, (1 - p^(k+1)) / (1 - p) for k drafts each accepted with probability
+    p while the ones before it were (Leviathan et al., 2023)."""
+    if not cfg.draft:
+        return 1.0
+    p, k = cfg.acceptance, cfg.spec_k
+    return float(k + 1) if p >= 1 else (1 - p ** (k + 1)) / (1 - p)
 
 
 def _training_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int) -> list[_Phase]:
@@ -300,6 +340,9 @@ def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int)
     probe = build_program(spec, Phase(cfg.batch, seq, seq, training=cfg.mode == "training",
                                       flash=flash_attention(cfg)), dt)
     params = sum(op.params for op in probe.ops)
+    if cfg.draft:  # the draft model's weights sit beside the model's
+        draft = get_model(cfg.draft)
+        params += sum(op.params for op in build_program(draft, Phase(1, 8, 8), dt).ops)
     weight_bytes = DTYPE_BYTES[compute_dtypes(cfg, chip)[1]]
     # the activations of the widest op live somewhere: its input and output, spilled to device memory
     # when SBUF cannot hold them (what makes a batch no chip could hold refused, not simulated)
@@ -537,8 +580,8 @@ def _times(cfg: RunConfig, phases: list) -> dict[str, float]:
         encode = [p for p in phases if p[0].startswith("prefill")]
         prefill_end = encode[-1][2]
         out["prefill_ns"] = (prefill_end - phases[0][1]) * 1e9
-        steps = sum(p[3] for p in phases[len(encode):])
-        out["per_token_ns"] = (phases[-1][2] - prefill_end) * 1e9 / steps if steps else out["prefill_ns"]
+        tokens = sum(p[3] for p in phases[len(encode):]) * tokens_per_step(cfg)
+        out["per_token_ns"] = (phases[-1][2] - prefill_end) * 1e9 / tokens if tokens else out["prefill_ns"]
     return out
 
 
@@ -571,6 +614,9 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
             meta["single_node"] = _times(cfg, single)
     if cfg.mode == "decode":
         meta["new_tokens"] = cfg.new_tokens
+        if cfg.draft:
+            meta["speculation"] = {"draft": cfg.draft, "k": cfg.spec_k, "acceptance": cfg.acceptance,
+                                   "tokens_per_step": tokens_per_step(cfg)}
         meta["request_overhead_s"] = chip.efficiency.request_overhead_s
         meta["concurrency"] = cfg.batch if cfg.concurrency is None else cfg.concurrency
     return meta

@@ -22,6 +22,7 @@ class ProgramBuilder:
         self.shared_weights = False  # weights of the ops being added belong to earlier ops
         self._fused = False  # the ops being added form one fused kernel (see :meth:`fused`)
         self._layer: tuple[str, str, int] | None = None
+        self.prefix = ""  # prepended to the names of the layers being added (one model among several)
 
     @property
     def last(self) -> int:
@@ -34,7 +35,7 @@ class ProgramBuilder:
         yield
         n_ops = len(self.program.ops) - start
         if n_ops:
-            self.program.layers.append(Layer(name=name, kind=kind, first_op=start, n_ops=n_ops))
+            self.program.layers.append(Layer(name=self.prefix + name, kind=kind, first_op=start, n_ops=n_ops))
 
     @contextmanager
     def fused(self, enabled: bool = True) -> Iterator[None]:

@@ -348,7 +348,8 @@ def decoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     _token_embedding(b, spec, ph)
     _blocks(b, spec, ph, causal=True)
     with b.layer("lm_head", "head"):
-        logits_rows = ph.batch * ph.seq if ph.training else ph.batch
+        # training and a speculative step's verification need every position's logits; a prompt its last
+        logits_rows = ph.batch * ph.seq if ph.training or ph.decode_step else ph.batch
         vocab = _shard(spec.vocab, ph.tp)
         split = ph.split_tokens and ph.training  # the last block left each core its share of the tokens
         _normalise(b, _shard(logits_rows, ph.tp) if split else logits_rows, spec.hidden, "final_norm")

@@ -64,3 +64,68 @@ def test_a_chunked_prompt_reads_the_keys_and_values_of_the_chunks_before():
 def test_impossible_serving_setups_are_refused(kw, message):
     with pytest.raises(ConfigError, match=message):
         _decode(**kw)
+
+
+# --- speculative decoding ----------------------------------------------------------------------
+
+def _spec(**kw):
+    from sim.run import RunConfig
+
+    base = dict(model="qwen3-32b", instance="trn2.48xlarge", cores=16, mode="decode", seq=128, new_tokens=65,
+                draft="qwen3-0.6b", spec_k=4, acceptance=0.7)
+    return RunConfig(**{**base, **kw})
+
+
+@pytest.mark.parametrize("k, p, expected", [(4, 0.0, 1.0), (4, 1.0, 5.0), (4, 0.7, (1 - 0.7 ** 5) / 0.3),
+                                            (3, 0.741, (1 - 0.741 ** 4) / 0.259)])
+def test_tokens_per_step_follow_the_acceptance_rate(k, p, expected):
+    from sim.run import tokens_per_step
+
+    assert tokens_per_step(_spec(spec_k=k, acceptance=p)) == pytest.approx(expected)
+
+
+def test_a_speculative_run_takes_the_steps_its_accepted_tokens_need():
+    from sim.run import simulate, tokens_per_step
+
+    cfg = _spec()
+    trace = simulate(cfg)
+    steps = sum(ph["repeat"] for ph in trace.meta["phases"] if ph["name"].startswith("decode"))
+    assert steps == round((cfg.new_tokens - 1) / tokens_per_step(cfg))
+    assert trace.meta["speculation"]["tokens_per_step"] == pytest.approx(tokens_per_step(cfg))
+    step = [name for name in trace.layer_names if name.startswith("decode")]
+    assert any("/draft 4/" in n for n in step) and any("/verify/lm_head" in n for n in step)
+
+
+def test_verification_runs_the_model_once_for_the_k_drafts_and_its_own_token():
+    from sim.workloads import Phase, get_model, speculative_step
+
+    spec, draft = get_model("qwen3-32b"), get_model("qwen3-0.6b")
+    prog = speculative_step(spec, draft, 4, Phase(2, 1, 1024, decode_step=True), 2)
+    heads = [op for op in prog.ops if op.name == "lm_head"]
+    assert [op.m for op in heads] == [2, 2, 2, 2, 2 * 5]  # four draft tokens, then every position verified
+    verify = prog.layers[-1]
+    assert verify.name.startswith("verify/")
+
+
+def test_a_good_draft_speeds_decoding_up_and_a_useless_one_slows_it_down():
+    from sim.run import RunConfig, simulate
+
+    plain = simulate(RunConfig(model="qwen3-32b", instance="trn2.48xlarge", cores=16, mode="decode", seq=128,
+                               new_tokens=65)).meta["per_token_ns"]
+    assert simulate(_spec(acceptance=0.8)).meta["per_token_ns"] < plain < simulate(_spec(acceptance=0.0)).meta[
+        "per_token_ns"]
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(mode="inference", model="bert-base", draft="gpt2"), "is for decode mode"),
+    (dict(draft=None), "go with --draft MODEL"),
+    (dict(spec_k=0), "--spec-k is the tokens the draft proposes"),
+    (dict(acceptance=1.5), "--acceptance is a probability"),
+    (dict(draft="bert-base"), "must be a GPT-style decoder"),
+])
+def test_bad_speculation_is_refused(kw, message):
+    from sim.errors import ConfigError
+    from sim.run import simulate
+
+    with pytest.raises(ConfigError, match=message):
+        simulate(_spec(**kw))
