@@ -107,26 +107,18 @@ class MainWindow(QMainWindow):
         selection = self._dock("Selection", self.area_stats, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.tabifyDockWidget(details, selection)
         self.scaling = ScalingView(session)
-        scaling = self._dock("Scaling", self.scaling, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.tabifyDockWidget(selection, scaling)
-        scaling.visibilityChanged.connect(lambda shown: shown and self._grow_dock(scaling, SCALING_HEIGHT))
         self.sweep = SweepView(session)
-        sweep = self._dock("Sweep", self.sweep, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.tabifyDockWidget(scaling, sweep)
-        sweep.visibilityChanged.connect(lambda shown: shown and self._grow_dock(sweep, SCALING_HEIGHT))
         self.roofline = RooflineView(session)
-        roofline = self._dock("Roofline", self.roofline, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.tabifyDockWidget(sweep, roofline)
-        roofline.visibilityChanged.connect(lambda shown: shown and self._grow_dock(roofline, ROOFLINE_HEIGHT))
         self.operators = OperatorsView(session)
-        operators = self._dock("Operators", self.operators, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.tabifyDockWidget(roofline, operators)
-        operators.visibilityChanged.connect(lambda shown: shown and self._grow_dock(operators, SCALING_HEIGHT))
-        self.operators.sig_show_span.connect(self.show_span)
         self.regions = RegionsView(session)
-        regions = self._dock("Regions", self.regions, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.tabifyDockWidget(operators, regions)
-        regions.visibilityChanged.connect(lambda shown: shown and self._grow_dock(regions, SCALING_HEIGHT))
+        self.operators.sig_show_span.connect(self.show_span)
+        previous = selection
+        for title, view, height in (("Scaling", self.scaling, SCALING_HEIGHT), ("Sweep", self.sweep, SCALING_HEIGHT),
+                                    ("Roofline", self.roofline, ROOFLINE_HEIGHT),
+                                    ("Operators", self.operators, SCALING_HEIGHT),
+                                    ("Regions", self.regions, SCALING_HEIGHT)):
+            previous = self._tab(title, view, previous, height)
+        sweep = self.findChild(QDockWidget, "Sweep")
         self.run_panel.sig_sweep.connect(lambda points: (sweep.raise_(), self.sweep.start_sweep(points, "Run panel")))
         self.findChild(QDockWidget, "Summary").raise_()
         run_dock = self._dock("Run", self.run_panel, Qt.DockWidgetArea.RightDockWidgetArea)
@@ -146,6 +138,14 @@ class MainWindow(QMainWindow):
             self.restoreState(state)
 
     # --- layout ---------------------------------------------------------------------------
+    def _tab(self, title: str, view: QWidget, after: QDockWidget, height: int) -> QDockWidget:
+        """A bottom dock tabbed after ``after``, given ``height`` pixels when it is shown (its plots and
+        tables are unreadable squeezed)."""
+        dock = self._dock(title, view, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(after, dock)
+        dock.visibilityChanged.connect(lambda shown: shown and self._grow_dock(dock, height))
+        return dock
+
     def _grow_dock(self, dock: QDockWidget, height: int) -> None:
         """Give a bottom dock at least ``height`` pixels (its plots are unreadable squeezed)."""
         if dock.height() < height:

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from neuronviz.session import Session
+from neuronviz.widgets.lazy import LazyView
 from sim.analysis import Stats, insights
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -58,7 +59,7 @@ def delta_color(ratio: float) -> QColor:
     return color
 
 
-class OperatorsView(QWidget):
+class OperatorsView(LazyView):
     sig_show_span = Signal(int, float, float)  # run index, start ns, end ns: zoom the panes there
 
     def __init__(self, session: Session, parent: QObject | None = None) -> None:
@@ -107,19 +108,15 @@ class OperatorsView(QWidget):
         layout.addLayout(top)
         layout.addWidget(split, 1)
         self.found = []
-        self._visible_once = False
         session.sig_runs_changed.connect(self._runs_changed)
         session.sig_baseline_changed.connect(lambda index: self.run_box.setCurrentIndex(index))
         session.sig_selection_changed.connect(self._select_layer_row)
 
-    def showEvent(self, event) -> None:  # noqa: N802 (Qt)
-        super().showEvent(event)
-        if not self._visible_once:  # the analysis of big runs takes a moment: made when first looked at
-            self._visible_once = True
-            self._runs_changed()
+    def first_shown(self) -> None:
+        self._runs_changed()
 
     def _runs_changed(self, *_: object) -> None:
-        if not self._visible_once:
+        if not self.shown:
             return
         self.run_box.blockSignals(True)
         self.run_box.clear()
@@ -206,7 +203,7 @@ class OperatorsView(QWidget):
                 self.session.select_layer(layer)
 
     def _select_layer_row(self, name: str) -> None:
-        if not name or not self._visible_once:
+        if not name or not self.shown:
             return
         matches = self.model.findItems(name, Qt.MatchFlag.MatchExactly, 0)
         if matches:

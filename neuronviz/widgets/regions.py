@@ -7,9 +7,10 @@ from __future__ import annotations
 import math
 
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout
 
 from neuronviz.session import Run, Session
+from neuronviz.widgets.lazy import LazyView
 from sim.analysis import Stats, region_of_collectives, region_of_layers, region_of_windows
 
 MAX_REGIONS = 3
@@ -50,7 +51,7 @@ def region(run: Run, choice: str, session: Session) -> Stats | None:
     return None
 
 
-class RegionsView(QWidget):
+class RegionsView(LazyView):
     def __init__(self, session: Session, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.session = session
@@ -67,19 +68,15 @@ class RegionsView(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)
         layout.addWidget(self.table, 1)
-        self._visible_once = False
         session.sig_runs_changed.connect(self._runs_changed)
         session.sig_area_changed.connect(self.refresh)
         session.sig_selection_changed.connect(self.refresh)
 
-    def showEvent(self, event) -> None:  # noqa: N802 (Qt)
-        super().showEvent(event)
-        if not self._visible_once:
-            self._visible_once = True
-            self._runs_changed()
+    def first_shown(self) -> None:
+        self._runs_changed()
 
     def _runs_changed(self, *_: object) -> None:
-        if not self._visible_once:
+        if not self.shown:
             return
         kinds = list(dict.fromkeys(k for r in self.session.runs for k in r.trace.layer_kinds))
         options = [NONE, WINDOW, LAYER, *(KIND_PREFIX + k for k in kinds), COLLECTIVES, WHOLE]
@@ -98,7 +95,7 @@ class RegionsView(QWidget):
             box.setCurrentText(choice)
 
     def refresh(self, *_: object) -> None:
-        if not self._visible_once:
+        if not self.shown:
             return
         runs = self.session.runs
         columns = []

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, QPointF, Qt
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QVBoxLayout
 
 from neuronviz.axes import log_ticks
 from neuronviz.session import Session
 from neuronviz.theme import GENERATION_COLORS, palette
+from neuronviz.widgets.lazy import LazyView
 from sim.analysis import Stats
 
 RUN_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")  # beyond one run per chip
@@ -66,7 +67,7 @@ def run_color(session: Session, index: int) -> str:
     return RUN_COLORS[index % len(RUN_COLORS)]
 
 
-class RooflineView(QWidget):
+class RooflineView(LazyView):
     def __init__(self, session: Session, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.session = session
@@ -95,18 +96,14 @@ class RooflineView(QWidget):
         layout.addWidget(self.plot, 1)
         session.sig_runs_changed.connect(self.refresh)
         session.sig_selection_changed.connect(self._selection_changed)
-        self._visible_once = False
 
-    def showEvent(self, event) -> None:  # noqa: N802 (Qt)
-        super().showEvent(event)
-        if not self._visible_once:  # the analysis of big runs takes a moment: made when first looked at
-            self._visible_once = True
-            self.refresh()
+    def first_shown(self) -> None:
+        self.refresh()
 
     # --- drawing ------------------------------------------------------------------------------
 
     def refresh(self, *_: object) -> None:
-        if not self._visible_once:
+        if not self.shown:
             return
         self.plot.clear()
         self.legend.clear()
@@ -234,7 +231,7 @@ class RooflineView(QWidget):
             self.session.select_layer(self.marks[points[0].data()].layer)
 
     def _selection_changed(self, *_: object) -> None:
-        if not self._visible_once:
+        if not self.shown:
             return
         if self.marks:
             self.scatter.setPen([self._pen(m) for m in self.marks])
