@@ -465,6 +465,7 @@ class _Tables:
         self.op_link_bytes: list[float] = []  # what a collective op sends over NeuronLink (per chip)
         self.op_efa_bytes: list[float] = []  # and over EFA (per instance)
         self.layer_stats: dict[str, list[float]] = {k: [] for k in LAYER_STATS}  # per layer, summed over its ops
+        self._program_stats: dict[int, dict[str, list[float]]] = {}
 
     def add_program(self, prog: Program, phase: str, lowered: list[LoweredOp]) -> None:
         base = len(self.layer_names)
@@ -476,11 +477,15 @@ class _Tables:
         self.layer_names.extend(f"{phase}/{la.name}" if phase not in ("inference",) else la.name
                                 for la in prog.layers)
         self.layer_kinds.extend(la.kind for la in prog.layers)
-        for key in LAYER_STATS:
-            totals = [0.0] * len(prog.layers)
+        stats = self._program_stats.get(id(prog))
+        if stats is None:  # a phase's stored executions share one program: summed once
+            stats = {key: [0.0] * len(prog.layers) for key in LAYER_STATS}
             for li, lo in zip(layer_of, lowered, strict=True):
-                totals[li] += getattr(lo, key)
-            self.layer_stats[key].extend(totals)
+                for key in LAYER_STATS:
+                    stats[key][li] += getattr(lo, key)
+            self._program_stats[id(prog)] = stats
+        for key in LAYER_STATS:
+            self.layer_stats[key].extend(stats[key])
 
 
 def _step(starts: np.ndarray, ends: np.ndarray, amounts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -529,8 +534,14 @@ def _build_trace(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alo
                       else -1 for n in RESOURCE_NAMES], np.int16)
     events["track"] = remap[track]
     meta = _meta(cfg, spec, seq, dep, alone, sched, phases, loaded, single)
-    per_layer = {f"tensor_{name}_ns": np.bincount(layer, weights=np.concatenate(getattr(log, name))[order] * 1e9,
-                                                 minlength=n_layers).tolist() for name in ("throttled", "waited")}
+    per_layer = {}
+    for name in ("throttled", "waited"):
+        totals = np.zeros(n_layers)
+        per_op = getattr(log, name)
+        if per_op:
+            ops = np.fromiter(per_op.keys(), np.int64, len(per_op))
+            np.add.at(totals, op_layer[ops], np.fromiter(per_op.values(), float, len(per_op)) * 1e9)
+        per_layer[f"tensor_{name}_ns"] = totals.tolist()
     meta["layer_stats"] = {**tables.layer_stats, **per_layer}
     return Trace(meta=meta, tracks=tracks,
                  events=events, op_names=tuple(tables.op_names), op_layer=op_layer,

@@ -201,8 +201,9 @@ class EventLog:
     op: list[np.ndarray] = field(default_factory=list)
     flops: list[np.ndarray] = field(default_factory=list)
     nbytes: list[np.ndarray] = field(default_factory=list)
-    throttled: list[np.ndarray] = field(default_factory=list)  # seconds a TensorE chunk lost to the dI/dt limit
-    waited: list[np.ndarray] = field(default_factory=list)  # seconds TensorE waited on semaphores before a chunk
+    # per op id: seconds its TensorE chunks lost to the dI/dt limit, and waited on semaphores
+    throttled: dict[int, float] = field(default_factory=dict)
+    waited: dict[int, float] = field(default_factory=dict)
     sbuf: list[tuple[float, float, float]] = field(default_factory=list)
     psum: list[tuple[np.ndarray, np.ndarray, float]] = field(default_factory=list)
 
@@ -214,10 +215,13 @@ class EventLog:
         self.op.append(np.full(n, op_id, np.int32))
         self.flops.append(np.full(n, stage.flops))
         self.nbytes.append(np.full(n, stage.nbytes))
-        # a throttled TensorE chunk takes longer than its full-rate time (its wait is not in the span)
-        lost = np.maximum(end - start - stage.dur_s, 0.0) if track == TENSOR else np.zeros(n)
-        self.throttled.append(lost)
-        self.waited.append(np.full(n, stage.wait_s) if track == TENSOR else np.zeros(n))
+        if track == TENSOR:
+            # a throttled TensorE chunk takes longer than its full-rate time (its wait is not in the span)
+            lost = float(np.maximum(end - start - stage.dur_s, 0.0).sum())
+            if lost:
+                self.throttled[op_id] = self.throttled.get(op_id, 0.0) + lost
+            if stage.wait_s:
+                self.waited[op_id] = self.waited.get(op_id, 0.0) + n * stage.wait_s
 
 
 @dataclass
@@ -387,7 +391,7 @@ def repeat_tail(log: EventLog, mark: tuple[int, int, int], times: int, period_s:
         return
     ev, sb, ps = mark
     cols = {name: _concat(getattr(log, name)[ev:], np.float64)
-            for name in ("start", "dur", "flops", "nbytes", "throttled", "waited")}
+            for name in ("start", "dur", "flops", "nbytes")}
     track = _concat(log.track[ev:], np.int16)
     op = _concat(log.op[ev:], np.int32)
     reps = np.arange(1, times + 1)
@@ -397,8 +401,11 @@ def repeat_tail(log: EventLog, mark: tuple[int, int, int], times: int, period_s:
     log.dur.append(np.tile(cols["dur"], times))
     log.flops.append(np.tile(cols["flops"], times))
     log.nbytes.append(np.tile(cols["nbytes"], times))
-    log.throttled.append(np.tile(cols["throttled"], times))
-    log.waited.append(np.tile(cols["waited"], times))
+    first_op = int(op.min()) if len(op) else 0
+    for per_op in (log.throttled, log.waited):
+        repeated = [(k, v) for k, v in per_op.items() if k >= first_op]
+        for r in reps:
+            per_op.update((k + int(r) * op_stride, v) for k, v in repeated)
     log.op.append(np.tile(op, times) + np.repeat(reps * op_stride, len(op)).astype(np.int32))
     sbuf, psum = log.sbuf[sb:], log.psum[ps:]
     for r in reps:
