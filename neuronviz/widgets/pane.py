@@ -118,6 +118,9 @@ def header_html(run: Run, baseline: Run | None) -> str:
     if m.get("mode") == "decode":
         lat = f"TTFT {met.time_to_first_token_s * 1e3:.2f} ms · {met.per_token_s * 1e3:.2f} ms/token{busy}"
         unit = "tok/s"
+    elif m.get("mode") == "training":  # one optimizer step of every micro-batch
+        lat = f"step {met.latency_s * 1e3:.3f} ms{busy}"
+        unit = "samples/s"
     else:
         lat = f"latency {met.latency_s * 1e3:.3f} ms{busy}"
         unit = "/s"

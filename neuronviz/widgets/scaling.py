@@ -68,6 +68,9 @@ class ScalingRunner(_Worker):
                 except SimError as exc:
                     self.sig_failed.emit(gen, index, str(exc))
                     break
+                except Exception as exc:  # noqa: BLE001 - a worker thread must say why it stopped, not die silently
+                    self.sig_failed.emit(gen, index, f"stopped: {type(exc).__name__}: {exc}")
+                    break
                 self.sig_point.emit(gen, index, point)
         if self.current(gen):
             self.sig_finished.emit(gen)

@@ -735,3 +735,13 @@ def test_the_demo_streams_requests_so_every_pane_works_all_through_the_playback(
     per_request = runs[3].trace.meta["total_ns"] / runs[3].trace.meta["requests"]
     assert trn2.requests_done == int(0.5 * longest / per_request) and trn2.requests_total == 19
     assert "19 requests back to back" in demo_window.panes[3].header.text()
+
+
+def test_a_training_panes_header_gives_the_step_time_and_samples_per_second():
+    from neuronviz.session import Run
+    from neuronviz.widgets.pane import header_html
+    from sim.run import RunConfig, simulate
+
+    run = Run(simulate(RunConfig(model="distilbert", chip="trn1", mode="training", batch=8)))
+    text = header_html(run, None)
+    assert f"step {run.metrics.latency_s * 1e3:.3f} ms" in text and "samples/s" in text and "latency" not in text
