@@ -105,6 +105,14 @@ class _Context:
     memory_per_core: float | None
     repeats: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
+    def mfu(self, flops: float, seconds: float) -> float | None:
+        """``flops`` in ``seconds`` over the copy's TensorE peak (None without chip data)."""
+        return flops / (seconds * self.peak_per_core * self.shards) if self.peak_per_core and seconds > 0 else None
+
+    def mbu(self, nbytes: float, seconds: float) -> float | None:
+        """``nbytes`` in ``seconds`` over the copy's device-memory bandwidth (None without chip data)."""
+        return nbytes / (seconds * self.memory_per_core * self.shards) if self.memory_per_core and seconds > 0 else None
+
 
 def _context(trace: Trace) -> _Context:
     m = trace.meta
@@ -165,8 +173,8 @@ def _group_stats(trace: Trace, group: np.ndarray, n_groups: int, names, kinds, s
     out = []
     for i in range(n_groups):
         t = time_ns[i] * 1e-9
-        mfu = flops[i] / (t * ctx.peak_per_core * ctx.shards) if ctx.peak_per_core and t > 0 else None
-        mbu = nbytes[i] / (t * ctx.memory_per_core * ctx.shards) if ctx.memory_per_core and t > 0 else None
+        mfu = ctx.mfu(flops[i], t)
+        mbu = ctx.mbu(nbytes[i], t)
         out.append(Stats(names[i], kinds[i], float(start[i]), float(end[i]), float(time_ns[i]), float(flops[i]),
                          float(nbytes[i]), {k: float(v[i]) for k, v in busy.items()}, mfu, mbu))
     return out
@@ -264,8 +272,8 @@ def layer_table(trace: Trace, with_ops: bool = False) -> list[Stats]:
         layers.append(Stats(
             trace.layer_names[i], trace.layer_kinds[i], float(start[i]), float(end[i]), float(time_ns[i]),
             float(flops[i]), float(nbytes[i]), {k: float(v[i]) for k, v in busy.items()},
-            flops[i] / (t * ctx.peak_per_core * ctx.shards) if ctx.peak_per_core and t > 0 else None,
-            nbytes[i] / (t * ctx.memory_per_core * ctx.shards) if ctx.memory_per_core and t > 0 else None,
+            ctx.mfu(flops[i], t),
+            ctx.mbu(nbytes[i], t),
             float(spill_save[i]), float(spill_reload[i]), float(throttled[i]), float(waited[i])))
     if with_ops:
         ops = _op_tables(trace, ctx)
@@ -299,8 +307,8 @@ def _merge(members: list[Stats], ctx: _Context) -> Stats:
     t = time * 1e-9
     ops = _merge_same_names([o for m in members for o in m.ops], ctx) if first.ops else ()
     return Stats(first.name, first.kind, first.start_ns, first.end_ns, time, flops, nbytes, busy,
-                 flops / (t * ctx.peak_per_core * ctx.shards) if ctx.peak_per_core and t > 0 else None,
-                 nbytes / (t * ctx.memory_per_core * ctx.shards) if ctx.memory_per_core and t > 0 else None,
+                 ctx.mfu(flops, t),
+                 ctx.mbu(nbytes, t),
                  sum(m.spill_save_bytes for m in members), sum(m.spill_reload_bytes for m in members),
                  sum(m.throttled_ns for m in members), sum(m.tensor_wait_ns for m in members), tuple(ops))
 
@@ -599,23 +607,11 @@ def report_record(trace: Trace, others: list[Trace] = (), analysis: RunAnalysis 
 def region_of_layers(trace: Trace, analysis: RunAnalysis, name: str, keep) -> Stats | None:
     """The layers ``keep(layer)`` accepts, as one region: their times, FLOPs and bytes summed, busy
     fractions and MFU/MBU over their summed time."""
-    members = [s for s in analysis.layers if keep(s)]
+    members = [replace(s, ops=()) for s in analysis.layers if keep(s)]
     if not members:
         return None
-    time = sum(s.time_ns for s in members)
-    busy: dict[str, float] = {}
-    for s in members:
-        for k, v in s.busy.items():
-            busy[k] = busy.get(k, 0.0) + v * s.time_ns / time if time else 0.0
-    ctx = _context(trace)
-    flops, nbytes = sum(s.flops for s in members), sum(s.bytes for s in members)
-    t = time * 1e-9
-    return Stats(name, "region", min(s.start_ns for s in members), max(s.end_ns for s in members), time, flops,
-                 nbytes, busy,
-                 flops / (t * ctx.peak_per_core * ctx.shards) if ctx.peak_per_core and t > 0 else None,
-                 nbytes / (t * ctx.memory_per_core * ctx.shards) if ctx.memory_per_core and t > 0 else None,
-                 sum(s.spill_save_bytes for s in members), sum(s.spill_reload_bytes for s in members),
-                 sum(s.throttled_ns for s in members), sum(s.tensor_wait_ns for s in members))
+    return replace(_merge(members, _context(trace)), name=name, kind="region",
+                   start_ns=min(s.start_ns for s in members), end_ns=max(s.end_ns for s in members))
 
 
 def region_of_windows(trace: Trace, name: str, starts, ends) -> Stats:
@@ -645,8 +641,8 @@ def region_of_windows(trace: Trace, name: str, starts, ends) -> Stats:
             busy[resource] = float(np.clip(inside.sum() / width, 0.0, 1.0))
     t = width * 1e-9
     return Stats(name, "region", first, last, width, flops, nbytes, busy,
-                 flops / (t * ctx.peak_per_core * ctx.shards) if ctx.peak_per_core and t > 0 else None,
-                 nbytes / (t * ctx.memory_per_core * ctx.shards) if ctx.memory_per_core and t > 0 else None)
+                 ctx.mfu(flops, t),
+                 ctx.mbu(nbytes, t))
 
 
 def region_of_collectives(trace: Trace, name: str = "collectives") -> Stats | None:

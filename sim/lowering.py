@@ -181,7 +181,7 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     # fit there run ahead of the matmuls (during a collective, most of a decoder's next matmul).
     # When neither the weights nor the input activations fit, one of them is streamed again for
     # every block of the other that SBUF holds: whichever moves fewer bytes
-    act = min(act_in + _held(op, out, 1), budget)
+    act = min(act_in + out, budget)
     weight_room = chip.sbuf_bytes * 3 / 4 - act
     weight_again = act_again = 0.0
     if weights > weight_room and act_in > budget:
