@@ -80,7 +80,8 @@ def simulate_runs(args: argparse.Namespace) -> list[Trace]:
                                checkpoint_activations=args.checkpoint_activations, pipeline=args.pipeline,
                                sequence_parallel=args.sequence_parallel, attention=args.attention,
                                concurrency=args.concurrency, max_seq=args.max_seq, ep=args.ep,
-                               expert_imbalance=args.expert_imbalance, requests=args.requests,
+                               expert_imbalance=args.expert_imbalance, requests=args.requests, rate=args.rate,
+                               seed=args.seed, seq_spread=args.seq_spread, new_tokens_spread=args.new_tokens_spread,
                                draft=args.draft, spec_k=args.spec_k, acceptance=args.acceptance,
                                bucketing=not args.no_buckets, prefill_chunk=args.prefill_chunk))
             for chip in chips]
@@ -131,9 +132,10 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--pipeline", type=_positive_int, default=1, metavar="N",
                        help="split each copy's layers into N pipeline stages of --cores cores each (1F1B over the "
                             "--grad-accum micro-batches; default 1)")
-    p.add_argument("--requests", type=_positive_int, default=1,
+    p.add_argument("--requests", type=_positive_int,
                    help="inference: requests run back to back on every copy, a stream as a server runs them "
-                        "(the latency stays one request's; default 1)")
+                        "(the latency stays one request's; default 1); serve: the requests served (default: 4 "
+                        "per user, at least 32)")
     p.add_argument("--attention", choices=ATTENTION,
                    help="attention as one fused flash kernel or as the compiler's separate ops (default: flash "
                         "for decode, as NxD Inference runs it; the compiler's ops otherwise)")
@@ -147,14 +149,25 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     moe.add_argument("--expert-imbalance", type=_positive_float, default=1.0,
                      help="the busiest group's share of the routed tokens over the mean (default 1: uniform "
                           "routing; at most --ep)")
-    serve = p.add_argument_group("decode as a serving stack runs it")
+    serve = p.add_argument_group("decode and serve as a serving stack runs them (--mode serve: a stream of "
+                                 "requests on one copy, with TTFT/TPOT/ITL percentiles)")
     serve.add_argument("--draft", help="speculative decoding: the draft model (preset or config.json) proposing tokens")
     serve.add_argument("--spec-k", type=_positive_int, default=0, help="tokens the draft proposes per step")
     serve.add_argument("--acceptance", type=_number, default=0.0,
                        help="probability each draft token is accepted (0 to 1)")
     serve.add_argument("--concurrency", type=_positive_int, metavar="N",
                        help="requests in flight on the graph compiled for --batch, each prompt encoded alone and "
-                            "every token step paying for the padded batch (default: static batching)")
+                            "every token step paying for the padded batch (decode default: static batching); "
+                            "serve: users each sending a request when their last is done, or with --rate the most "
+                            "in flight (default --batch; more than --batch wait for a slot)")
+    serve.add_argument("--rate", type=_positive_float, metavar="R",
+                       help="serve: requests arrive at R a second (Poisson) instead of users waiting for their last")
+    serve.add_argument("--seq-spread", type=int, default=0, metavar="N",
+                       help="serve: each prompt's length drawn around --seq with this spread in tokens (default 0)")
+    serve.add_argument("--new-tokens-spread", type=int, default=0, metavar="N",
+                       help="serve: each output's length drawn around --new-tokens with this spread (default 0)")
+    serve.add_argument("--seed", type=int, default=0,
+                       help="serve: seed of the arrivals and of the draft tokens accepted (default 0)")
     serve.add_argument("--max-seq", type=_positive_int, metavar="N",
                        help="sequence length the graphs are compiled for (default: prompt + new tokens)")
     serve.add_argument("--no-buckets", action="store_true",

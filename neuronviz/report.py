@@ -31,8 +31,9 @@ def runs_table(traces: list[Trace]) -> str:
     lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     first = traces[0].meta
-    title = (f"{first['model']} {first['mode']} batch {first['batch']} seq {first['seq']} {first['dtype']} "
-             "(latency: one request, its copy alone; loaded: every copy busy, as throughput is measured)")
+    title = f"{first['model']} {first['mode']} batch {first['batch']} seq {first['seq']} {first['dtype']} "
+    if first["mode"] != "serve":
+        title += "(latency: one request, its copy alone; loaded: every copy busy, as throughput is measured)"
     if first.get("grad_accum", 1) > 1:
         title += f" x {first['grad_accum']} micro-batches (latency = per step)"
     if first["mode"] == "decode":
@@ -40,6 +41,17 @@ def runs_table(traces: list[Trace]) -> str:
         for tr in traces:
             r = run_record(tr)
             lines.append(f"{r['chip']}: time to first token {r['time_to_first_token_ms']:.2f} ms")
+    if first["mode"] == "serve":
+        users = (f"arriving at {first['rate']:g}/s" if first.get("rate")
+                 else f"from {first['concurrency']} users")
+        title += (f"new tokens {first['new_tokens']}: {first['requests']} requests {users} on each copy "
+                  "(latency: end to end, p50; loaded: every copy serving; throughput: output tokens/s of every copy)")
+        for tr in traces:
+            r = run_record(tr)
+            lines.append(f"{r['chip']}: TTFT p50 {r['ttft_p50_ms']:,.2f} p99 {r['ttft_p99_ms']:,.2f} ms · TPOT p50 "
+                         f"{r['tpot_p50_ms']:,.2f} p99 {r['tpot_p99_ms']:,.2f} ms · ITL p50 {r['itl_p50_ms']:,.2f} "
+                         f"p99 {r['itl_p99_ms']:,.2f} ms · {r['output_tokens_per_s']:,.1f} output tokens/s, "
+                         f"{r['requests_per_s']:,.2f} requests/s per copy")
     return "\n".join([title, *lines])
 
 
@@ -54,7 +66,7 @@ def file_summary(path: str, traces: list[Trace]) -> str:
         rows.append([str(i), str(m.get("chip_name") or m.get("chip", "")), str(m.get("instance", "")),
                      str(m.get("model", "")), str(m.get("mode", "")), str(m.get("batch", "")), str(m.get("seq", "")),
                      str(m.get("dtype", "")), str(len(tr.tracks)), f"{tr.n_events:,}",
-                     _fmt(tr.end_ns / 1e6, 3), _fmt(met.latency_s * 1e3, 3)])
+                     _fmt(tr.run_end_ns / 1e6, 3), _fmt(met.latency_s * 1e3, 3)])
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]

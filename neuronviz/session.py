@@ -41,8 +41,9 @@ class Run:
 
     @property
     def duration_ns(self) -> float:
-        """Length of the run's time axis: from 0 to its last event or counter sample."""
-        return max(self.trace.end_ns, 1.0)
+        """Length of the run's time axis: from 0 to its last event or counter sample, or to the
+        end of the executions after them that were not stored as events."""
+        return max(self.trace.run_end_ns, 1.0)
 
     @property
     def title(self) -> str:

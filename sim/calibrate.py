@@ -28,7 +28,7 @@ WORKERS = os.cpu_count() or 1  # the simulations of a fit run on every core of t
 
 
 def _decode(row: Row) -> bool:
-    return row.config is not None and row.config.mode == "decode"
+    return row.config is not None and row.config.mode in ("decode", "serve")
 
 
 def _encoder(row: Row) -> bool:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sim.serve import serving_summary
 from sim.trace import Trace, union_intervals
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd")
@@ -40,6 +41,9 @@ class RunMetrics:
     gradient_comm_s: float | None = None
     exposed_comm_s: float | None = None
     scaling_efficiency: float | None = None
+    # serve: the server's figures (sim.serve.serving_summary: TTFT, TPOT, ITL, end-to-end at
+    # p50/p99, output tokens and requests a second), one copy serving alone
+    serving: dict[str, float] | None = None
 
 
 def engine_utilization(trace: Trace) -> dict[str, float]:
@@ -100,7 +104,14 @@ def compute_metrics(trace: Trace) -> RunMetrics:
     # a training step's micro-batches; the requests a decode graph serves (its padding serves none)
     items = m.get("concurrency", m["batch"]) * m.get("grad_accum", 1)
     ttft = per_token = per_token_loaded = None
-    if m["mode"] == "decode":
+    serving = None
+    if m["mode"] == "serve":  # every overhead is on the timeline; the figures are the benchmark's medians
+        serving = serving_summary(m["serving"])
+        under = m.get("under_load") or serving
+        latency, latency_loaded = serving["e2e_p50_s"], under["e2e_p50_s"]
+        ttft, per_token, per_token_loaded = serving["ttft_p50_s"], serving["tpot_p50_s"], under["tpot_p50_s"]
+        throughput = m["copies"] * under["output_tokens_per_s"]  # every copy of the instance a server
+    elif m["mode"] == "decode":
         request = m.get("request_overhead_s", 0.0)  # the serving stack's handling of the request
         latency += request
         latency_loaded += request
@@ -130,7 +141,7 @@ def compute_metrics(trace: Trace) -> RunMetrics:
         time_to_first_token_s=ttft, per_token_s=per_token,
         latency_under_load_s=latency_loaded, per_token_under_load_s=per_token_loaded,
         mfu=flops / (latency * peak * shards) if peak and latency else None,
-        gradient_comm_s=gradient_comm, exposed_comm_s=exposed, scaling_efficiency=scaling,
+        gradient_comm_s=gradient_comm, exposed_comm_s=exposed, scaling_efficiency=scaling, serving=serving,
     )
 
 

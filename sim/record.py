@@ -27,10 +27,17 @@ def run_record(trace: Trace) -> dict[str, Any]:
         "flops": met.flops, "achieved_tflops": met.achieved_flops_per_s / 1e12,
         "mfu_percent": None if met.mfu is None else 100 * met.mfu, "events": trace.n_events,
     }
-    if m["mode"] == "decode":
+    if m["mode"] in ("decode", "serve"):
         rec["time_to_first_token_ms"] = met.time_to_first_token_s * 1e3
         rec["per_token_ms"] = met.per_token_s * 1e3
         rec["per_token_under_load_ms"] = met.per_token_under_load_s * 1e3
+    if met.serving is not None:  # medians above; here every percentile, and the server's rates
+        rec["concurrency"], rec["requests"] = m.get("concurrency"), m.get("requests")
+        for key, value in met.serving.items():
+            if key.endswith("_per_s") or key == "output_tokens":
+                rec[key] = value
+            elif key.endswith("_s"):  # a time
+                rec[key[:-2] + "_ms"] = value * 1e3
     if m["mode"] == "training":  # latency is one step of batch x grad_accum samples per copy
         rec.update(_training_record(m, met))
     return rec

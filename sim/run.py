@@ -13,7 +13,9 @@ from sim.errors import ConfigError
 from sim.hardware.chip import Chip, Efficiency, get_chip
 from sim.hardware.instances import Instance, get_instance
 from sim.lowering import GPSIMD, RESOURCE_NAMES, CoreContext, LoweredOp, lower
-from sim.scheduler import CoreScheduler, log_mark, repeat_tail
+from sim.scheduler import CoreScheduler, copy_span, log_mark, repeat_tail
+from sim.serve import ServeLog, serve, serving_record, serving_summary
+from sim.serve import lengths as serve_lengths
 from sim.trace import Counter, Trace, Track
 from sim.workloads import ModelSpec, Phase, Program, build_program, get_model, speculative_step, training_program
 from sim.workloads.models import CNN, DECODER
@@ -21,7 +23,8 @@ from sim.workloads.pipeline import heaviest_stage, stage_program
 from sim.workloads.training import FP32_BYTES as GRADIENT_BYTES
 from sim.workloads.training import DataParallel
 
-MODES = ("inference", "decode", "training")
+MODES = ("inference", "decode", "training", "serve")
+GENERATING = ("decode", "serve")  # modes that generate tokens from a prompt
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp32": 4}
 # neuronx-cc --auto-cast: an FP32 model has its matmuls cast to BF16 (the compiler's default),
 # every operation, or nothing
@@ -33,6 +36,10 @@ MIN_DECODE_BUCKET = 128  # NxD Inference token-generation buckets: powers of two
 MAX_STORED_EVENTS = 4_000_000
 MAX_REQUESTS = 100_000  # requests back to back in one run (a stream longer than this is a typo)
 MAX_SPEC_K = 16  # draft tokens per speculative step
+MAX_SERVED = 10_000  # requests one serving run serves
+SPREADS = 3  # a spread request length is drawn within this many spreads of its mean
+# a serving run's requests unless told: enough for every user to send several, as benchmarks run
+SERVED_PER_USER, MIN_SERVED = 4, 32
 # A training step's micro-batches between the first and the last are identical: this many of
 # them are stored as events, the others counted like unstored decode steps.
 STORED_MIDDLE_MICRO_BATCHES = 2
@@ -78,8 +85,16 @@ class RunConfig:
     ep: int = 1
     expert_imbalance: float = 1.0
     # inference: requests run back to back on each copy (a stream, as a server runs them); the
-    # latency is one request's, the trace spans all of them
-    requests: int = 1
+    # latency is one request's, the trace spans all of them. serve: the requests served (None:
+    # SERVED_PER_USER per user, at least MIN_SERVED), sent by ``concurrency`` users (default
+    # ``batch``) each waiting for its last, or at ``rate`` a second (Poisson, ``seed``)
+    requests: int | None = None
+    rate: float | None = None
+    seed: int = 0
+    # serve: each request's prompt and output lengths spread normally around ``seq`` and
+    # ``new_tokens`` by this many tokens (within three spreads), as benchmark tools emulate data
+    seq_spread: int = 0
+    new_tokens_spread: int = 0
     # decode: speculative decoding, a draft model proposing ``spec_k`` tokens that the model
     # verifies in one step, each accepted with probability ``acceptance`` (the draft's agreement)
     draft: str | None = None
@@ -123,17 +138,18 @@ def _resolve_chip(cfg: RunConfig) -> tuple[Chip, Instance | None]:
 def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
     if cfg.mode not in MODES:
         raise ConfigError(f"unknown mode '{cfg.mode}': choose one of {', '.join(MODES)}")
-    if cfg.mode == "decode" and spec.family != DECODER:
-        raise ConfigError(f"decode mode needs a GPT-style decoder; {spec.name} is a {spec.family} model")
+    if cfg.mode in GENERATING and spec.family != DECODER:
+        raise ConfigError(f"{cfg.mode} mode needs a GPT-style decoder; {spec.name} is a {spec.family} model")
     for name, value in (("batch", cfg.batch), ("new tokens", cfg.new_tokens), ("cores", cfg.cores or 1),
                         ("copies", 1 if cfg.copies is None else cfg.copies), ("grad_accum", cfg.grad_accum)):
         if not isinstance(value, int) or value < 1:
             raise ConfigError(f"{name} must be a positive integer, got {value}")
-    if not isinstance(cfg.requests, int) or not 1 <= cfg.requests <= MAX_REQUESTS:
-        raise ConfigError(f"requests must be a whole number from 1 to {MAX_REQUESTS:,}, got {cfg.requests}")
-    if cfg.requests > 1 and cfg.mode != "inference":
-        raise ConfigError(f"requests back to back are for inference mode; in {cfg.mode} mode use --new-tokens "
-                          "or --grad-accum")
+    most = MAX_SERVED if cfg.mode == "serve" else MAX_REQUESTS
+    if cfg.requests is not None and (not isinstance(cfg.requests, int) or not 1 <= cfg.requests <= most):
+        raise ConfigError(f"requests must be a whole number from 1 to {most:,}, got {cfg.requests}")
+    if (cfg.requests or 1) > 1 and cfg.mode not in ("inference", "serve"):
+        raise ConfigError(f"requests back to back are for inference and serve modes; in {cfg.mode} mode use "
+                          "--new-tokens or --grad-accum")
     if cfg.grad_accum > 1 and cfg.mode != "training":
         raise ConfigError(f"gradient accumulation is for training; {cfg.mode} mode has no optimizer step")
     if not isinstance(cfg.nodes, int) or cfg.nodes < 1:
@@ -170,9 +186,11 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
     # learned position tables end at max_positions; rotary embeddings (Llama, Mistral) have no
     # table, and Neuron deployments run them past their trained context
     limit = spec.max_positions if spec.learned_positions else 0
-    total = seq + (cfg.new_tokens if cfg.mode == "decode" else 0)
+    spread = SPREADS * (cfg.seq_spread + cfg.new_tokens_spread)
+    total = seq + (cfg.new_tokens if cfg.mode in GENERATING else 0) + spread
     if cfg.max_seq is not None and total > cfg.max_seq:
-        raise ConfigError(f"a prompt of {seq} and {cfg.new_tokens} new tokens need {total} positions; "
+        longest = " (the longest of their spread lengths)" if spread else ""
+        raise ConfigError(f"a prompt of {seq} and {cfg.new_tokens} new tokens{longest} need {total} positions; "
                           f"the graphs are compiled for {cfg.max_seq}")
     if limit and not spec.is_vision and total > limit:
         raise ConfigError(f"{spec.name} handles at most {limit} positions; asked for {total}")
@@ -191,8 +209,8 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
 
 
 def _validate_speculation(cfg: RunConfig, spec: ModelSpec) -> None:
-    if cfg.mode != "decode":
-        raise ConfigError("speculative decoding (--draft) is for decode mode")
+    if cfg.mode not in GENERATING:
+        raise ConfigError("speculative decoding (--draft) is for decode and serve modes")
     if not cfg.draft:
         raise ConfigError("--spec-k and --acceptance go with --draft MODEL, the model that proposes the tokens")
     draft = get_model(cfg.draft)
@@ -207,14 +225,27 @@ def _validate_speculation(cfg: RunConfig, spec: ModelSpec) -> None:
 
 def _validate_serving(cfg: RunConfig) -> None:
     serving = cfg.concurrency is not None or cfg.max_seq is not None or not cfg.bucketing or cfg.prefill_chunk
-    if serving and cfg.mode != "decode":
-        raise ConfigError("concurrency, compiled sequence length, buckets and prefill chunks are for decode mode")
+    if serving and cfg.mode not in GENERATING:
+        raise ConfigError("concurrency, compiled sequence length, buckets and prefill chunks are for decode and "
+                          "serve modes")
+    if (cfg.rate is not None or cfg.seed) and cfg.mode != "serve":
+        raise ConfigError("a request rate (and its seed) is for serve mode")
+    if cfg.rate is not None and (isinstance(cfg.rate, bool) or not isinstance(cfg.rate, int | float)
+                                 or not 0 < cfg.rate < float("inf")):
+        raise ConfigError(f"the request rate is requests a second, a positive number; got {cfg.rate}")
+    if not isinstance(cfg.seed, int) or cfg.seed < 0:
+        raise ConfigError(f"the seed must be a whole number from 0, got {cfg.seed}")
+    for name, value in (("prompt length spread", cfg.seq_spread), ("output length spread", cfg.new_tokens_spread)):
+        if not isinstance(value, int) or value < 0:
+            raise ConfigError(f"the {name} is a whole number of tokens from 0, got {value}")
+        if value and cfg.mode != "serve":
+            raise ConfigError(f"a {name} is for serve mode, where every request draws its own")
     for name, value in (("concurrency", cfg.concurrency), ("max_seq", cfg.max_seq)):
         if value is not None and (not isinstance(value, int) or value < 1):
             raise ConfigError(f"{name} must be a positive integer, got {value}")
     if not isinstance(cfg.prefill_chunk, int) or cfg.prefill_chunk < 0:
         raise ConfigError(f"prefill chunk must be a whole number of tokens, got {cfg.prefill_chunk}")
-    if cfg.concurrency is not None and cfg.concurrency > cfg.batch:
+    if cfg.mode == "decode" and cfg.concurrency is not None and cfg.concurrency > cfg.batch:
         raise ConfigError(f"{cfg.concurrency} requests cannot run on a graph compiled for batch {cfg.batch}")
 
 
@@ -252,7 +283,7 @@ def _decode_buckets(prompt: int, new_tokens: int, lengths: list[int]) -> list[tu
 
 
 def flash_attention(cfg: RunConfig) -> bool:
-    return (cfg.attention or ("flash" if cfg.mode == "decode" else "compiler")) == "flash"
+    return (cfg.attention or ("flash" if cfg.mode in GENERATING else "compiler")) == "flash"
 
 
 def _kernels(cfg: RunConfig) -> dict:
@@ -281,20 +312,74 @@ def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int)
         return _training_phases(cfg, spec, seq, dep, dt)
     if cfg.mode == "inference":
         prog = build_program(spec, Phase(cfg.batch, seq, seq, tp, **_kernels(cfg)), dt)
-        return [_Phase("inference", prog, repeat=cfg.requests, numbered=False)]
-    lengths = graph_lengths(cfg.max_seq or seq + cfg.new_tokens, cfg.bucketing)
+        return [_Phase("inference", prog, repeat=request_count(cfg), numbered=False)]
+    lengths = graph_lengths(compiled_length(cfg, seq), cfg.bucketing)
     out = _prefill_phases(cfg, spec, seq, tp, dt, lengths)
-    draft = get_model(cfg.draft) if cfg.draft else None
     per_step = tokens_per_step(cfg)
     for bucket, steps in _decode_buckets(seq, cfg.new_tokens, lengths):
-        if draft is None:
-            prog = build_program(spec, Phase(cfg.batch, 1, bucket, tp, decode_step=True, **_kernels(cfg)), dt)
-        else:
-            prog = speculative_step(spec, draft, cfg.spec_k, Phase(cfg.batch, 1, bucket, tp, decode_step=True,
-                                                                    **_kernels(cfg)), dt)
-            steps = max(1, round(steps / per_step))
-        out.append(_Phase(f"decode ctx {bucket}", prog, steps))
+        out.append(_Phase(f"decode ctx {bucket}", _token_step(cfg, spec, bucket, tp, dt),
+                          max(1, round(steps / per_step)) if cfg.draft else steps))
     return out
+
+
+def _token_step(cfg: RunConfig, spec: ModelSpec, bucket: int, tp: int, dt: int) -> Program:
+    """One token step of the graph compiled for ``cfg.batch`` over contexts of ``bucket``
+    positions: the model's, or the draft's proposals and the model's verification."""
+    phase = Phase(cfg.batch, 1, bucket, tp, decode_step=True, **_kernels(cfg))
+    if not cfg.draft:
+        return build_program(spec, phase, dt)
+    return speculative_step(spec, get_model(cfg.draft), cfg.spec_k, phase, dt)
+
+
+def request_count(cfg: RunConfig) -> int:
+    """The requests a run serves: as asked, else 1, or for a serving run enough for every user
+    to send several."""
+    if cfg.requests is not None:
+        return cfg.requests
+    if cfg.mode != "serve":
+        return 1
+    return max(MIN_SERVED, SERVED_PER_USER * (cfg.concurrency or cfg.batch))
+
+
+def _run_serving(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int, max_events: int
+                 ) -> tuple[_Timeline, ServeLog]:
+    """Serve ``cfg``'s requests on one copy of ``dep`` (:func:`sim.serve.serve`), each step a
+    program on the core's timeline followed by the runtime's launch of the next."""
+    timeline = _timeline(cfg, dep, max_events)
+    lengths = graph_lengths(compiled_length(cfg, seq), cfg.bucketing)
+    steps: dict[tuple[str, int], _Phase] = {}
+    gap, tp, chunk = dep.chip.efficiency.launch_overhead_s, dep.shards, cfg.prefill_chunk
+
+    def run(key: tuple[str, int], t: float) -> float:
+        if key not in steps:
+            kind, n = key
+            if kind == "decode":
+                steps[key] = _Phase(f"decode ctx {n}", _token_step(cfg, spec, n, tp, dt))
+            elif kind == "chunk":  # chunk n of a prompt, attending to the chunks before it
+                steps[key] = _Phase(f"prefill chunk {n + 1}",
+                                    build_program(spec, Phase(1, chunk, (n + 1) * chunk, tp, **_kernels(cfg)), dt))
+            else:  # a whole prompt, padded to its bucket
+                steps[key] = _Phase(f"prefill ctx {n}", build_program(spec, Phase(1, n, n, tp, **_kernels(cfg)), dt))
+        return timeline.run(steps[key], t, gap)
+
+    def prefill(t: float, prompt: int, i: int) -> float:
+        return run(("chunk", i) if chunk else ("prefill", _bucket(prompt, lengths)), t)
+
+    rng = np.random.default_rng(cfg.seed + 2)
+    n = request_count(cfg)
+    log = serve(prompts=serve_lengths(seq, cfg.seq_spread, n, rng),
+                outputs=serve_lengths(cfg.new_tokens, cfg.new_tokens_spread, n, rng),
+                concurrency=cfg.concurrency, rate=cfg.rate, seed=cfg.seed, batch=cfg.batch, chunk=chunk,
+                handling_s=dep.chip.efficiency.request_overhead_s, prefill=prefill,
+                decode=lambda t, context: run(("decode", _bucket(context, lengths)), t),
+                speculation=(cfg.spec_k, cfg.acceptance) if cfg.draft else None)
+    return timeline, log
+
+
+def compiled_length(cfg: RunConfig, seq: int) -> int:
+    """The sequence length a generating run's graphs are compiled for: as asked, else the
+    longest prompt and output its requests may have."""
+    return cfg.max_seq or seq + cfg.new_tokens + SPREADS * (cfg.seq_spread + cfg.new_tokens_spread)
 
 
 def tokens_per_step(cfg: RunConfig) -> float:
@@ -347,8 +432,8 @@ def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int)
     # the activations of the widest op live somewhere: its input and output, spilled to device memory
     # when SBUF cannot hold them (what makes a batch no chip could hold refused, not simulated)
     state = 2.0 * max((op.out_elems for op in probe.ops if not op.fused), default=0) * dt
-    if cfg.mode == "decode":
-        positions = cfg.max_seq or seq + cfg.new_tokens
+    if cfg.mode in GENERATING:
+        positions = compiled_length(cfg, seq)
         state += float(spec.kv_cache_elems(positions)) * cfg.batch * dt
     elif cfg.mode == "training":
         outputs = [sum(op.out_elems for op in probe.ops[la.first_op:la.first_op + la.n_ops] if not op.fused)
@@ -398,56 +483,113 @@ def simulate(cfg: RunConfig, *, max_events: int = MAX_STORED_EVENTS, efficiency:
     if efficiency is not None:
         dep = replace(dep, chip=replace(dep.chip, efficiency=efficiency))
     alone = dep if cfg.mode == "training" else replace(dep, copies=1)
-    sched, tables, spans = _run_phases(cfg, spec, seq, alone, dt, max_events)
+    if cfg.mode == "serve":
+        timeline, served = _run_serving(cfg, spec, seq, alone, dt, max_events)
+        loaded = None
+        if alone is not dep and _memory_share(dep) != _memory_share(alone):
+            loaded = serving_record(_run_serving(cfg, spec, seq, dep, dt, 0)[1])
+        return _build_trace(cfg, spec, seq, dep, alone, timeline, loaded, None, serving_record(served))
+    timeline = _run_phases(cfg, spec, seq, alone, dt, max_events)
     loaded = single = None
     if alone is not dep and _memory_share(dep) != _memory_share(alone):
-        loaded = _run_phases(cfg, spec, seq, dep, dt, 0)[2]
+        loaded = _run_phases(cfg, spec, seq, dep, dt, 0).spans
     if dep.nodes > 1:  # the same per-instance work on one instance, for the scaling efficiency
-        single = _run_phases(cfg, spec, seq, replace(dep, nodes=1), dt, 0)[2]
-    return _build_trace(cfg, spec, seq, dep, alone, sched, tables, spans, loaded, single)
+        single = _run_phases(cfg, spec, seq, replace(dep, nodes=1), dt, 0).spans
+    return _build_trace(cfg, spec, seq, dep, alone, timeline, loaded, single)
 
 
 def _memory_share(dep: Deployment) -> float:
     return memory_share_bytes_per_s(dep.chip, dep.active_cores_per_chip)
 
 
-def _run_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int, max_events: int
-                ) -> tuple[CoreScheduler, _Tables, list]:
-    """Schedule every phase of ``cfg`` on one core of ``dep``; keep at most ``max_events`` events."""
+class _Timeline:
+    """One core's schedule, program after program from the times given, keeping at most
+    ``max_events`` events. A program run before is not scheduled again: its first execution's
+    events are copied to the new time (what the core does for it is the same), and a run right
+    after the same program's extends that phase (one more of its executions)."""
+
+    def __init__(self, ctx: CoreContext, max_events: int) -> None:
+        self.ctx, self.max_events = ctx, max_events
+        self.sched = CoreScheduler(ctx.chip.sbuf_bytes, ctx.chip.tensor.throttle)
+        self.tables = _Tables()
+        self.spans: list[dict] = []  # per phase: name, start, end (s), repeat, stored, same_as
+        # per program: (its first execution's log marks, first op id, start, period, phase index)
+        self._seen: dict[int, tuple] = {}
+        self._last: tuple[int, float] | None = None  # the program of the last phase, and when it ended
+
+    def _room(self, per_step: int) -> int:
+        stored = sum(len(a) for a in self.sched.log.start)
+        return max(0, self.max_events - stored) // max(per_step, 1)
+
+    def idle(self, name: str, program: Program, t0: float, periods: float) -> float:
+        """The core waits ``periods`` times as long as ``program`` takes (measured on a scheduler
+        of its own: nothing of it is logged); return when the wait ends."""
+        scratch = CoreScheduler(self.ctx.chip.sbuf_bytes, self.ctx.chip.tensor.throttle)
+        scratch.run(program, [lower(self.ctx, op) for op in program.ops], 0, 0.0)
+        end = t0 + periods * float(scratch.free.max())
+        self.spans.append({"name": name, "start": t0, "end": end, "repeat": 1, "stored": 1})
+        self.sched.free[:] = end
+        self._last = None
+        return end
+
+    def run(self, phase: _Phase, t0: float, gap_s: float = 0.0) -> float:
+        """Run ``phase`` from ``t0``, each execution followed by ``gap_s`` of idle core (the
+        runtime launching the next); return when it ends."""
+        prog, repeat, sched, tables = phase.program, phase.repeat, self.sched, self.tables
+        seen = self._seen.get(id(prog))
+        if seen is None:
+            mark, first_op = log_mark(sched.log), len(tables.op_names)
+            lowered = [lower(self.ctx, op) for op in prog.ops]
+            sched.run(prog, lowered, first_op, t0)
+            period = max(sched.free.max(), t0) - t0 + gap_s
+            per_step = sum(len(a) for a in sched.log.start[mark[0]:])
+            stored = max(1, min(repeat, phase.max_stored or repeat, self._room(per_step) + 1))
+            for r in range(stored):
+                tables.add_program(prog, phase.label(r), lowered)
+            self._seen[id(prog)] = ((mark, log_mark(sched.log)), first_op, t0, period, len(self.spans), lowered,
+                                    per_step)
+            repeat_tail(sched.log, mark, stored - 1, period, len(prog.ops))
+            self.spans.append({"name": phase.label(0) if phase.number_from else phase.name, "start": t0,
+                               "end": t0 + period * repeat, "repeat": repeat, "stored": stored})
+        else:
+            marks, first_op, first_t, period, index, lowered, per_step = seen
+            extend = self._last is not None and self._last[0] == id(prog) and abs(self._last[1] - t0) < 1e-12
+            stored = min(repeat, phase.max_stored or repeat, self._room(per_step))
+            reps = np.arange(stored)
+            copy_span(sched.log, *marks, t0 - first_t + reps * period,
+                      len(tables.op_names) - first_op + reps * len(prog.ops))
+            for r in range(stored):
+                tables.add_program(prog, phase.label(r), lowered)
+            if extend:
+                span = self.spans[-1]
+                span.update(end=t0 + period * repeat, repeat=span["repeat"] + repeat, stored=span["stored"] + stored)
+            else:
+                self.spans.append({"name": phase.name, "start": t0, "end": t0 + period * repeat, "repeat": repeat,
+                                   "stored": stored, **({} if stored else {"same_as": index})})
+        end = t0 + period * repeat
+        sched.free[:] = end
+        self._last = (id(prog), end)
+        return end
+
+
+def _timeline(cfg: RunConfig, dep: Deployment, max_events: int) -> _Timeline:
     chip = dep.chip
     ctx = CoreContext(chip, *compute_dtypes(cfg, chip), dep.active_cores_per_chip, dep.ranks_per_chip,
                       dep.copies_per_chip, dep.instance.topology, min(dep.nodes, dep.data_parallel), dep.shards,
                       dep.node_cores)
-    sched = CoreScheduler(chip.sbuf_bytes, chip.tensor.throttle)
-    tables = _Tables()
-    t0, phase_spans = 0.0, []
+    return _Timeline(ctx, max_events)
+
+
+def _run_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int, max_events: int) -> _Timeline:
+    """Schedule every phase of ``cfg`` on one core of ``dep``; keep at most ``max_events`` events."""
+    timeline = _timeline(cfg, dep, max_events)
+    t0 = 0.0
     for phase in _phases(cfg, spec, seq, dep, dt):
-        prog, repeat = phase.program, phase.repeat
-        if phase.idle_periods:  # measured on a scheduler of its own: nothing of it is logged
-            scratch = CoreScheduler(chip.sbuf_bytes, chip.tensor.throttle)
-            scratch.run(prog, [lower(ctx, op) for op in prog.ops], 0, 0.0)
-            period = phase.idle_periods * float(scratch.free.max())
-            phase_spans.append((phase.name, t0, t0 + period, 1, 1))
-            t0 += period
-            sched.free[:] = t0
-            continue
-        mark = log_mark(sched.log)
-        first_op = len(tables.op_names)
-        lowered = [lower(ctx, op) for op in prog.ops]
-        sched.run(prog, lowered, first_op, t0)
-        end = max(sched.free.max(), t0)
-        period = end - t0
-        per_step = sum(len(a) for a in sched.log.start[mark[0]:])
-        room = max(0, max_events - sum(len(a) for a in sched.log.start[:mark[0]]))
-        stored = max(1, min(repeat, phase.max_stored or repeat, room // max(per_step, 1)))
-        for r in range(stored):
-            tables.add_program(prog, phase.label(r), lowered)
-        repeat_tail(sched.log, mark, stored - 1, period, len(prog.ops))
-        phase_spans.append((phase.label(0) if phase.number_from else phase.name, t0, t0 + period * repeat,
-                            repeat, stored))
-        t0 += period * repeat
-        sched.free[:] = t0
-    return sched, tables, phase_spans
+        if phase.idle_periods:
+            t0 = timeline.idle(phase.name, phase.program, t0, phase.idle_periods)
+        else:
+            t0 = timeline.run(phase, t0)
+    return timeline
 
 
 # what each layer's ops add up to, kept in the trace's metadata (``layer_stats``) for the analysis
@@ -509,8 +651,9 @@ def _step(starts: np.ndarray, ends: np.ndarray, amounts: np.ndarray) -> tuple[np
 
 
 def _build_trace(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Deployment,
-                 sched: CoreScheduler, tables: _Tables, phases: list, loaded: list | None,
-                 single: list | None) -> Trace:
+                 timeline: _Timeline, loaded: list | dict | None, single: list | None,
+                 served: dict | None = None) -> Trace:
+    sched, tables = timeline.sched, timeline.tables
     log = sched.log
     track = np.concatenate(log.track)
     start_ns = np.concatenate(log.start) * 1e9
@@ -533,7 +676,7 @@ def _build_trace(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alo
     remap = np.array([tracks.index(next(t for t in tracks if t.kind == n)) if any(t.kind == n for t in tracks)
                       else -1 for n in RESOURCE_NAMES], np.int16)
     events["track"] = remap[track]
-    meta = _meta(cfg, spec, seq, dep, alone, sched, phases, loaded, single)
+    meta = _meta(cfg, spec, seq, dep, alone, sched, timeline.spans, loaded, single, served)
     per_layer = {}
     for name in ("throttled", "waited"):
         totals = np.zeros(n_layers)
@@ -586,18 +729,18 @@ def _counters(log, events: dict, tracks: tuple[Track, ...], tables: _Tables) -> 
 
 def _times(cfg: RunConfig, phases: list) -> dict[str, float]:
     """Total time of a run's phases, and for decode the prompt's and each further token's."""
-    out = {"total_ns": (phases[-1][2] - phases[0][1]) * 1e9}
+    out = {"total_ns": (phases[-1]["end"] - phases[0]["start"]) * 1e9}
     if cfg.mode == "decode":
-        encode = [p for p in phases if p[0].startswith("prefill")]
-        prefill_end = encode[-1][2]
-        out["prefill_ns"] = (prefill_end - phases[0][1]) * 1e9
-        tokens = sum(p[3] for p in phases[len(encode):]) * tokens_per_step(cfg)
-        out["per_token_ns"] = (phases[-1][2] - prefill_end) * 1e9 / tokens if tokens else out["prefill_ns"]
+        encode = [p for p in phases if p["name"].startswith("prefill")]
+        prefill_end = encode[-1]["end"]
+        out["prefill_ns"] = (prefill_end - phases[0]["start"]) * 1e9
+        tokens = sum(p["repeat"] for p in phases[len(encode):]) * tokens_per_step(cfg)
+        out["per_token_ns"] = (phases[-1]["end"] - prefill_end) * 1e9 / tokens if tokens else out["prefill_ns"]
     return out
 
 
 def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Deployment, sched: CoreScheduler,
-          phases: list, loaded: list | None, single: list | None) -> dict:
+          phases: list, loaded: list | dict | None, single: list | None, served: dict | None) -> dict:
     chip, inst = dep.chip, dep.instance
     meta = {
         "simulator_version": __version__, "config": asdict(cfg) | {"seq": seq},
@@ -610,24 +753,31 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
         "cores_active_under_load": dep.active_cores_per_chip,
         "peak_flops_per_core": chip.tensor.peak_flops(compute_dtypes(cfg, chip)[1]),
         "launch_overhead_s": chip.efficiency.launch_overhead_s,
-        "weight_refetch_bytes": sched.weight_refetch_bytes, "requests": cfg.requests,
+        "weight_refetch_bytes": sched.weight_refetch_bytes, "requests": request_count(cfg),
         "units": {"time": "ns", "bytes": "B", "flops": "FLOP"},
-        "phases": [{"name": n, "start_ns": a * 1e9, "end_ns": b * 1e9, "repeat": r, "stored": k}
-                   for n, a, b, r, k in phases],
+        "phases": [{"name": p["name"], "start_ns": p["start"] * 1e9, "end_ns": p["end"] * 1e9, "repeat": p["repeat"],
+                    "stored": p["stored"], **({"same_as": p["same_as"]} if "same_as" in p else {})} for p in phases],
         **_times(cfg, phases),
     }
-    if loaded is not None:  # the copies running at once slow each other down
+    if served is not None:  # a serving run: what each request saw, and the server's figures under load
+        meta["serving"] = served
+        meta["total_ns"] = max(served["finish_ns"])
+        meta.update(concurrency=cfg.concurrency or cfg.batch, rate=cfg.rate, new_tokens=cfg.new_tokens,
+                    request_overhead_s=chip.efficiency.request_overhead_s)
+        if loaded is not None:
+            meta["under_load"] = {"total_ns": max(loaded["finish_ns"]), **serving_summary(loaded)}
+    elif loaded is not None:  # the copies running at once slow each other down
         meta["under_load"] = _times(cfg, loaded)
     if cfg.mode == "training":
         meta.update(grad_accum=cfg.grad_accum, nodes=dep.nodes, data_parallel=dep.data_parallel,
                     pipeline=dep.pipeline, zero1=cfg.zero1, checkpoint_activations=cfg.checkpoint_activations)
         if single is not None:
             meta["single_node"] = _times(cfg, single)
+    if cfg.draft:
+        meta["speculation"] = {"draft": cfg.draft, "k": cfg.spec_k, "acceptance": cfg.acceptance,
+                               "tokens_per_step": tokens_per_step(cfg)}
     if cfg.mode == "decode":
         meta["new_tokens"] = cfg.new_tokens
-        if cfg.draft:
-            meta["speculation"] = {"draft": cfg.draft, "k": cfg.spec_k, "acceptance": cfg.acceptance,
-                                   "tokens_per_step": tokens_per_step(cfg)}
         meta["request_overhead_s"] = chip.efficiency.request_overhead_s
         meta["concurrency"] = cfg.batch if cfg.concurrency is None else cfg.concurrency
     return meta

@@ -387,29 +387,36 @@ def _concat(parts: list[np.ndarray], dtype) -> np.ndarray:
 def repeat_tail(log: EventLog, mark: tuple[int, int, int], times: int, period_s: float, op_stride: int) -> None:
     """Append ``times`` copies of everything logged since ``mark``, each shifted by ``period_s``
     and with op ids advanced by ``op_stride`` (identical program executions back to back)."""
-    if times <= 0:
-        return
-    ev, sb, ps = mark
-    cols = {name: _concat(getattr(log, name)[ev:], np.float64)
-            for name in ("start", "dur", "flops", "nbytes")}
-    track = _concat(log.track[ev:], np.int16)
-    op = _concat(log.op[ev:], np.int32)
     reps = np.arange(1, times + 1)
-    shifts = np.repeat(reps * period_s, len(track))
+    copy_span(log, mark, log_mark(log), reps * period_s, reps * op_stride)
+
+
+def copy_span(log: EventLog, begin: tuple[int, int, int], end: tuple[int, int, int], shifts_s: np.ndarray,
+              op_shifts: np.ndarray) -> None:
+    """Append a copy of what was logged between the marks ``begin`` and ``end`` (one execution of
+    a program) for each of ``shifts_s``, shifted by that many seconds and with op ids advanced
+    by the matching ``op_shifts`` (the same program run again later)."""
+    if not len(shifts_s):
+        return
+    ev, sb, ps = begin
+    cols = {name: _concat(getattr(log, name)[ev:end[0]], np.float64) for name in ("start", "dur", "flops", "nbytes")}
+    track = _concat(log.track[ev:end[0]], np.int16)
+    op = _concat(log.op[ev:end[0]], np.int32)
+    times = len(shifts_s)
     log.track.append(np.tile(track, times))
-    log.start.append(np.tile(cols["start"], times) + shifts)
+    log.start.append(np.tile(cols["start"], times) + np.repeat(shifts_s, len(track)))
     log.dur.append(np.tile(cols["dur"], times))
     log.flops.append(np.tile(cols["flops"], times))
     log.nbytes.append(np.tile(cols["nbytes"], times))
-    first_op = int(op.min()) if len(op) else 0
-    for per_op in (log.throttled, log.waited):
-        repeated = [(k, v) for k, v in per_op.items() if k >= first_op]
-        for r in reps:
-            per_op.update((k + int(r) * op_stride, v) for k, v in repeated)
-    log.op.append(np.tile(op, times) + np.repeat(reps * op_stride, len(op)).astype(np.int32))
-    sbuf, psum = log.sbuf[sb:], log.psum[ps:]
-    for r in reps:
-        dt = r * period_s
+    if len(op):
+        first, last = int(op.min()), int(op.max())
+        for per_op in (log.throttled, log.waited):
+            copied = [(k, v) for k, v in per_op.items() if first <= k <= last]
+            for shift in op_shifts:
+                per_op.update((k + int(shift), v) for k, v in copied)
+    log.op.append(np.tile(op, times) + np.repeat(np.asarray(op_shifts, np.int64), len(op)).astype(np.int32))
+    sbuf, psum = log.sbuf[sb:end[1]], log.psum[ps:end[2]]
+    for dt in shifts_s:
         log.sbuf.extend((a + dt, b + dt, c) for a, b, c in sbuf)
         log.psum.extend((a + dt, b + dt, c) for a, b, c in psum)
 

@@ -126,7 +126,10 @@ def costs(trace) -> dict[str, float | None]:
         return price * nodes / (rate * 3600.0) * 1e6 if rate > 0 else None
 
     items = m.get("concurrency", m["batch"]) * m.get("grad_accum", 1)
-    if m["mode"] == "decode":
+    if m["mode"] == "serve":  # per million output tokens, and requests, of every copy serving
+        out["cost_per_million_tokens_usd"] = per_million(met.throughput_per_s)
+        out["cost_per_million_inferences_usd"] = per_million(m["copies"] * met.serving["requests_per_s"])
+    elif m["mode"] == "decode":
         out["cost_per_million_tokens_usd"] = per_million(met.throughput_per_s)
         requests = m["copies"] * items / met.latency_under_load_s if met.latency_under_load_s else 0.0
         out["cost_per_million_inferences_usd"] = per_million(requests)

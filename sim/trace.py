@@ -136,15 +136,62 @@ class Trace:
     def event_repeats(self) -> np.ndarray:
         """Executions each event stands for: 1, or ``repeat / stored`` for the events of a phase
         that ran more often than it was stored as events (``meta["phases"]``: decode steps,
-        micro-batches); its later executions were identical and counted in its time span."""
+        micro-batches); its later executions were identical and counted in its time span. A
+        phase with no execution stored names the earlier phase (``same_as``) whose stored
+        executions of the same program stand for its executions too (a serving run's steps)."""
         out = np.ones(self.n_events)
         start = self.events["start_ns"]
-        for phase in self.meta.get("phases", ()):
+        phases = self.meta.get("phases", ())
+        runs = [float(p["repeat"]) for p in phases]
+        for p in phases:
+            if not p.get("stored", 1) and "same_as" in p:
+                runs[p["same_as"]] += p["repeat"]
+        for phase, ran in zip(phases, runs, strict=True):
             stored = phase.get("stored", phase["repeat"])  # older files stored every execution
-            if phase["repeat"] > stored:
+            if stored and ran > stored:
                 inside = (start >= phase["start_ns"]) & (start < phase["end_ns"])
-                out[inside] = phase["repeat"] / stored
+                out[inside] = ran / stored
         return _freeze(out)
+
+    @cached_property
+    def unstored_spans(self) -> list[tuple[float, float, int]]:
+        """``(start_ns, end_ns, executions)`` of the stretches whose program executions ran but
+        were not kept as events (``meta["phases"]``: a phase's executions after its stored ones),
+        adjacent stretches merged: the view marks them, the figures count them."""
+        out: list[tuple[float, float, int]] = []
+        for p in self.meta.get("phases", ()):
+            repeat, stored = p["repeat"], p.get("stored", p["repeat"])
+            if stored >= repeat or p["end_ns"] <= p["start_ns"]:
+                continue
+            start = p["start_ns"] + (p["end_ns"] - p["start_ns"]) * stored / repeat
+            if out and start - out[-1][1] <= 1e-6 * max(1.0, start):
+                out[-1] = (out[-1][0], p["end_ns"], out[-1][2] + int(repeat - stored))
+            else:
+                out.append((start, p["end_ns"], int(repeat - stored)))
+        return out
+
+    def stored_instant(self, t_ns: float) -> float:
+        """``t_ns``, or when it falls in an execution that was not stored as events, the same
+        instant of the stored execution of that program that stands for it."""
+        phases = self.meta.get("phases", ())
+        for p in phases:
+            repeat, stored = p["repeat"], p.get("stored", p["repeat"])
+            if stored >= repeat or not p["start_ns"] <= t_ns < p["end_ns"]:
+                continue
+            period = (p["end_ns"] - p["start_ns"]) / repeat
+            k = int((t_ns - p["start_ns"]) // period)
+            if k < stored:
+                return t_ns
+            offset = t_ns - p["start_ns"] - k * period
+            home = phases[p["same_as"]] if not stored and "same_as" in p else p
+            return home["start_ns"] + offset
+        return t_ns
+
+    @property
+    def run_end_ns(self) -> float:
+        """The end of the run: its last event, or of the executions after it that were not stored."""
+        spans = self.unstored_spans
+        return max(self.end_ns, spans[-1][1] if spans else 0.0)
 
     def run_total(self, column: str, track: int | None = None) -> float:
         """Sum of an event column (``flops``, ``bytes``) over the whole run, on one track or all,

@@ -52,8 +52,9 @@ METRICS_2024 = {"latency_ms_p50": "latency_ms", "throughput_per_s": "throughput"
                 "tpot_ms_p50": "tpot_ms", "per_token_ms_p50": "tpot_ms", "train_seq_per_s_cluster": "train_per_s"}
 METRICS_2025 = {"median_tpot_ms": "tpot_ms", "median_ttft_ms": "ttft_ms", "ttft_ms_p99": "ttft_ms",
                 "sync_ttft_ms": "ttft_ms", "sync_itl_ms": "tpot_ms", "e2e_latency_s_p99": "e2e_s",
-                "output_throughput": "serving", "request_output_throughput_p99": "request_tok_s",
-                "throughput_output_tok_s": "serving", "throughput_itl_ms": "serving"}
+                "output_throughput": "output_tok_s", "request_output_throughput_p99": "request_tok_s",
+                "throughput_output_tok_s": "output_tok_s", "throughput_itl_ms": "tpot_ms"}
+SERVING_METRICS = ("output_tok_s",)  # figures only a serving run (many requests on one server) has
 MODEL_NAMES = {"distilbert-base": "distilbert", "llama-3.1-8b-instruct": "llama-3.1-8b"}
 
 
@@ -213,18 +214,29 @@ def _row_2025(r: dict[str, str], setups: list[dict]) -> Row:
                   seq=f"{r['input_len'].split()[0]}/{r['output_len'].split()[0]}", published_metric=r["metric"])
     skip = ""
     if " + " in published_model:
-        skip = "speculative decoding is not modelled yet"
-    elif metric == "serving":
-        skip = "many users on a continuously batched graph (a serving simulation) is not modelled yet"
+        skip = ("speculation's acceptance rate is what this run measured, not a setting it states (and an "
+                "EAGLE draft head is not a model of its own)")
     elif setup is None:
         skip = "no setup stated for this source in setups-2025-2026.toml"
     elif model not in preset_names():
         skip = f"no preset for {published_model}"
     if skip:
         return Row(**common, config=None, skip=skip, independent=metric != "request_tok_s")
-    cfg = RunConfig(model=model, instance=setup["instance"], mode="decode", batch=setup["batch"], seq=setup["seq"],
-                    new_tokens=setup["new_tokens"], cores=setup["tp"], concurrency=setup["concurrency"],
-                    max_seq=setup["max_seq"], bucketing=setup["bucketing"], prefill_chunk=setup["prefill_chunk"])
+    # the users the row states ("32 compiled, 128 users"), else its source's
+    users = re.search(r"(\d+) users?\b", r["batch"])
+    concurrency = int(users.group(1)) if users else setup["concurrency"]
+    # one user alone is what decode mode simulates; several users, or a server's rates, a serving run
+    serving = concurrency > 1 or metric in SERVING_METRICS
+    spreads = {}
+    if serving:  # the spread of the lengths the row states ("1500 (+-150, guidellm emulated)")
+        spreads = {key: _int(m.group(1)) for key, text in (("seq_spread", r["input_len"]),
+                                                          ("new_tokens_spread", r["output_len"]))
+                   if (m := re.search(r"\+-\s*(\d+)", text))}
+    cfg = RunConfig(model=model, instance=setup["instance"], mode="serve" if serving else "decode",
+                    batch=setup["batch"], seq=setup["seq"], new_tokens=setup["new_tokens"], cores=setup["tp"],
+                    concurrency=concurrency, max_seq=setup["max_seq"], bucketing=setup["bucketing"],
+                    prefill_chunk=setup["prefill_chunk"], requests=setup.get("requests") if serving else None,
+                    **spreads)
     return Row(**common, config=cfg, independent=metric != "request_tok_s")
 
 
@@ -254,6 +266,8 @@ def simulated_value(row: Row, met: RunMetrics) -> float:
         return met.latency_s
     if m == "request_tok_s":
         return row.config.new_tokens / met.latency_s
+    if m == "output_tok_s":  # the server's, one copy
+        return met.serving["output_tokens_per_s"]
     return met.throughput_per_s
 
 

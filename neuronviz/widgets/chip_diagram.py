@@ -49,6 +49,7 @@ class ChipState:
     requests_done: int = 0
     requests_total: int = 1
     request_items: int = 1  # inferences one request serves (its batch)
+    tokens_done: int | None = None  # a serving run: the tokens its copy has generated
 
 
 def _pen(color: QColor, width: float = 1.0, style: Qt.PenStyle = Qt.PenStyle.SolidLine) -> QPen:
@@ -106,7 +107,8 @@ class ChipDiagram(QWidget):
         if counter_h:
             st = self.state
             text = (f"requests done {st.requests_done:,} of {st.requests_total:,}"
-                    + (f" ({st.requests_done * st.request_items:,} inferences)" if st.request_items > 1 else ""))
+                    + (f" ({st.requests_done * st.request_items:,} inferences)" if st.request_items > 1 else "")
+                    + (f" · {st.tokens_done:,} tokens" if st.tokens_done is not None else ""))
             p.setPen(fg)
             p.drawText(QRectF(6, max(6, h - gauges_h), w, counter_h), Qt.AlignmentFlag.AlignLeft
                        | Qt.AlignmentFlag.AlignVCenter, text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cached_property
 
 import numpy as np
 import pyqtgraph as pg
@@ -25,6 +26,7 @@ from sim.trace import Counter
 COUNTER_BAND_HEIGHT = 70
 AREA_COLOR = (0, 114, 178, 40)  # the selected window: translucent blue over the tracks
 AREA_EDGE_COLOR = (0, 114, 178, 160)
+UNSTORED_COLOR = (128, 128, 128, 45)  # executions that ran but were not stored as events: grey over the rows
 LEGEND_VEIL_ALPHA = 210  # counter legends sit on the background at this opacity, over the curves
 LEGEND_MARGIN_PX = 8  # a counter legend keeps this far inside its plot
 COUNTER_BAND_MIN_HEIGHT = 48  # below this a counter band's tick labels crowd: it is left out instead
@@ -91,7 +93,7 @@ def _under_load(met: RunMetrics, meta: Mapping) -> str:
     """What a request takes with every running copy busy, when that differs from alone (they
     share the chip's memory bandwidth); the throughput is measured that way."""
     n = meta.get("copies", 1)
-    decode = meta.get("mode") == "decode"
+    decode = meta.get("mode") in ("decode", "serve")
     alone, loaded = (met.per_token_s, met.per_token_under_load_s) if decode else (met.latency_s,
                                                                                    met.latency_under_load_s)
     if n <= 1 or loaded is None or alone is None or loaded <= alone * (1 + 1e-6):
@@ -112,10 +114,19 @@ def header_html(run: Run, baseline: Run | None) -> str:
         model += f" · {m['grad_accum']} micro-batches per step"
     if m.get("requests", 1) > 1 and m.get("mode") == "inference":
         model += f" · {m['requests']:,} requests back to back"
+    if m.get("mode") == "serve":
+        users = f"arriving at {m['rate']:g}/s" if m.get("rate") else f"from {m.get('concurrency', 1)} users"
+        model += f" · {m.get('requests', 1):,} requests {users}"
     if m.get("dtype"):
         model += f" · {m['dtype']}"
     busy = _under_load(met, m)
-    if m.get("mode") == "decode":
+    if m.get("mode") == "serve" and met.serving:
+        s = met.serving
+        lat = (f"TTFT p50 {s['ttft_p50_s'] * 1e3:,.1f} ms, p99 {s['ttft_p99_s'] * 1e3:,.1f} · TPOT p50 "
+               f"{s['tpot_p50_s'] * 1e3:.2f} ms, p99 {s['tpot_p99_s'] * 1e3:.2f} · "
+               f"{s['output_tokens_per_s']:,.0f} tok/s per copy{busy}")
+        unit = "tok/s"
+    elif m.get("mode") == "decode":
         lat = f"TTFT {met.time_to_first_token_s * 1e3:.2f} ms · {met.per_token_s * 1e3:.2f} ms/token{busy}"
         unit = "tok/s"
     elif m.get("mode") == "training":  # one optimizer step of every micro-batch
@@ -247,6 +258,7 @@ class ComparisonPane(QWidget):
                 _cache_tree(legend)
             self._show_bands(len(self.bands))
             self.counters.getViewBox().sigResized.connect(self._fit_legends)
+        self._mark_unstored()
         self.area_items = []
         for plot in self.plots:
             region = pg.LinearRegionItem(movable=False, brush=pg.mkBrush(AREA_COLOR),
@@ -263,6 +275,30 @@ class ComparisonPane(QWidget):
         scene = self.graphics.scene()
         scene.sigMouseMoved.connect(self._hover)
         scene.sigMouseClicked.connect(self._click)
+
+    def _mark_unstored(self) -> None:
+        """Grey the stretches whose executions ran but were not kept as events (a long decode or
+        serving run past the events a trace keeps), so empty rows there do not read as idle; the
+        widest says so. The chip diagram shows an identical stored execution there."""
+        spans = self.run.trace.unstored_spans
+        widest = max(range(len(spans)), key=lambda i: spans[i][1] - spans[i][0], default=-1)
+        total = sum(n for _, _, n in spans)
+        self.unstored_items: list[tuple[pg.GraphicsObject, float, float]] = []
+        for i, (start, end, _) in enumerate(spans):
+            for plot in self.plots:
+                region = pg.LinearRegionItem((start, end), movable=False, brush=pg.mkBrush(UNSTORED_COLOR),
+                                             pen=pg.mkPen(None))
+                region.setZValue(-6)
+                region.setToolTip(f"{total:,} program executions of this run are not stored as events (a trace "
+                                  "keeps a few million): their time and work count in every figure, and the chip "
+                                  "diagram shows an identical stored execution")
+                plot.addItem(region, ignoreBounds=True)
+                self.unstored_items.append((region, start, end))
+            if i == widest:
+                label = pg.TextItem(f"{total:,} executions not stored as events", color=palette().foreground,
+                                    anchor=(0, 0.5))
+                self.timeline.addItem(label, ignoreBounds=True)
+                self.unstored_items.append((label, start, end))
 
     def _counter_bands(self) -> pg.PlotItem:
         """One plot for all counter plots, stacked as bands (see :mod:`neuronviz.items.bands`)."""
@@ -429,6 +465,11 @@ class ComparisonPane(QWidget):
         self.layers.set_x_scale(scale)
         for item in self.curves:
             item.set_x_scale(scale)
+        for item, start, end in self.unstored_items:
+            if isinstance(item, pg.LinearRegionItem):
+                item.setRegion((start * scale, end * scale))
+            else:
+                item.setPos(start * scale, (len(self.view.rows) - 1) / 2)
         self.show_playhead()
         self.show_area()
         self.show_markers()
@@ -484,8 +525,12 @@ class ComparisonPane(QWidget):
         m = self.run.trace.meta
         chip = self._chip()
         window = ACTIVITY_WINDOW * self.run.duration_ns
-        activity = self.view.activity(t_ns, window)
-        edges = np.array([t_ns - window / 2, t_ns + window / 2])
+        at = self.run.trace.stored_instant(t_ns)  # an unstored execution: its stored twin
+        if at != t_ns:  # a window within that one execution, not across its neighbours
+            p = next(p for p in m["phases"] if p["start_ns"] <= at < p["end_ns"])
+            window = min(window, (p["end_ns"] - p["start_ns"]) / p["repeat"])
+        activity = self.view.activity(at, window)
+        edges = np.array([at - window / 2, at + window / 2])
 
         def mean(name: str) -> float:
             """The counter's mean over the same window as the engines' activity (not its value at one
@@ -508,8 +553,17 @@ class ComparisonPane(QWidget):
         )
 
     def _requests_state(self, t_ns: float) -> dict:
-        """For a stream of requests back to back: how many each copy has finished by ``t_ns``."""
+        """For a stream of requests back to back: how many each copy has finished by ``t_ns``; for
+        a serving run, how many of its requests and how many tokens its copy has produced."""
         m = self.run.trace.meta
+        if m.get("mode") == "serve" and m.get("serving"):
+            finish, first, steps, made = self._served
+            done = int(np.searchsorted(finish, t_ns, side="right"))
+            tokens = int(np.searchsorted(first, t_ns, side="right"))
+            k = int(np.searchsorted(steps, t_ns, side="right"))
+            tokens += int(made[k - 1]) if k else 0
+            return {"requests_done": done, "requests_total": len(finish), "request_items": 1,
+                    "tokens_done": max(tokens, 0)}
         total = int(m.get("requests", 1)) if m.get("mode") == "inference" else 1
         phases = m.get("phases") or []
         if total <= 1 or not phases:
@@ -518,6 +572,14 @@ class ComparisonPane(QWidget):
         period = (end - start) / total if end > start else 1.0
         done = int(min(total, max(0.0, (t_ns - start) / period + 1e-9)))
         return {"requests_done": done, "requests_total": total, "request_items": int(m.get("batch", 1))}
+
+    @cached_property
+    def _served(self) -> tuple[np.ndarray, ...]:
+        """A serving run's finish and first-token times sorted, its token steps' ends and the
+        tokens produced by each (cumulative)."""
+        s = self.run.trace.meta["serving"]
+        return (np.sort(np.asarray(s["finish_ns"], float)), np.sort(np.asarray(s["first_token_ns"], float)),
+                np.asarray(s["step_end_ns"], float), np.cumsum(np.asarray(s["step_tokens"], np.int64)))
 
     def _topology_state(self, chip, mean) -> dict:
         """The instance's chips and links for a run over several chips (or instances), else nothing."""

@@ -61,7 +61,12 @@ class RunPanel(QWidget):
         self.grad_accum.setToolTip("Training: micro-batches of Batch per step, their gradients summed before one "
                                    "all-reduce and optimizer update")
         self.grad_accum.setEnabled(False)
-        self.mode.currentTextChanged.connect(lambda mode: self.grad_accum.setEnabled(mode == "training"))
+        self.users = self._spin(0, 100_000, 0)
+        self.users.setSpecialValueText("batch")
+        self.users.setToolTip("Serve: users each sending a request when their last is done (default: as many as "
+                              "the batch the graphs are compiled for; more wait for a slot)")
+        self.users.setEnabled(False)
+        self.mode.currentTextChanged.connect(self._mode_changed)
         self.dtype = QComboBox()
         self.dtype.addItems(sorted(DTYPE_BYTES))
         self.dtype.setCurrentText("bf16")
@@ -103,6 +108,7 @@ class RunPanel(QWidget):
         form.addRow("Sequence / image", self.seq)
         form.addRow("New tokens", self.new_tokens)
         form.addRow("Micro-batches per step", self.grad_accum)
+        form.addRow("Users (serve)", self.users)
         form.addRow("Data type", self.dtype)
         chip_row = QHBoxLayout()
         for box in self.chips.values():
@@ -128,6 +134,10 @@ class RunPanel(QWidget):
         runner.sig_finished.connect(self._finished)
         runner.sig_failed.connect(self._failed)
 
+    def _mode_changed(self, mode: str) -> None:
+        self.grad_accum.setEnabled(mode == "training")
+        self.users.setEnabled(mode == "serve")
+
     @staticmethod
     def _spin(lo: int, hi: int, value: int) -> QSpinBox:
         box = QSpinBox()
@@ -150,7 +160,8 @@ class RunPanel(QWidget):
                           mode=self.mode.currentText(), batch=self.batch.value(), seq=self.seq.value() or None,
                           new_tokens=self.new_tokens.value(), dtype=self.dtype.currentText(),
                           cores=self.cores.value() or None, copies=self.copies.value() or None,
-                          grad_accum=self.grad_accum.value() if self.grad_accum.isEnabled() else 1)
+                          grad_accum=self.grad_accum.value() if self.grad_accum.isEnabled() else 1,
+                          concurrency=(self.users.value() or None) if self.users.isEnabled() else None)
                 for chip, inst in targets]
 
     def sweep_points(self) -> list[Point]:

@@ -12,13 +12,14 @@ COLUMNS = ("run", "instance", "latency ms", "loaded ms", "throughput /s", "speed
            "Vector %", "Scalar %", "GpSimd %", "HBM read MB", "HBM write MB", "$ per million")
 COLUMN_TIPS = {  # what each number is, on hovering its column's title
     "latency ms": "One request with its model copy alone on the chip, as published latencies are measured; for "
-                  "decode runs the time per generated token (the time to first token is in the pane's header).",
+                  "decode runs the time per generated token (the time to first token is in the pane's header); "
+                  "for serving runs the median time per output token of its requests.",
     "loaded ms": "The same with every copy the instance runs busy at once (they share the chip's memory "
                  "bandwidth): what the throughput is measured with.",
     "MFU %": "Model FLOPs utilization: the model's FLOPs over the TensorE peak of the copy's cores during its "
              "latency.",
     "throughput /s": "Inferences per second of every copy running on the instance "
-                     "(samples for training runs, tokens for decode runs).",
+                     "(samples for training runs, tokens for decode and serving runs).",
     "speed-up": "The baseline run's latency over this run's (whole runs, decode included).",
     **{f"{engine} %": "Busy share of the run's time, the first NeuronCore's engine."
        for engine in ("Tensor", "Vector", "Scalar", "GpSimd")},
@@ -36,7 +37,7 @@ def summary_rows(session: Session) -> list[list[object]]:
     for run in session.runs:
         met, m = run.metrics, run.trace.meta
         u = met.engine_utilization
-        decode = m.get("mode") == "decode"
+        decode = m.get("mode") in ("decode", "serve")
         latency = met.per_token_s if decode else met.latency_s
         loaded = met.per_token_under_load_s if decode else met.latency_under_load_s
         # a trace of another tool says how long it ran, not how many inferences it served

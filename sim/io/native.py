@@ -219,12 +219,18 @@ _PHASE_NUMBERS = ("start_ns", "end_ns", "repeat")  # the metrics count unstored 
 
 def _valid_phases(phases: Any) -> bool:
     """A list of phases, each with finite numbers and, if it says, at least one execution stored
-    (files of simulator 1.0 stored every execution and do not say)."""
-    def valid(p: Any) -> bool:
+    (files of simulator 1.0 stored every execution and do not say), or none and the index of an
+    earlier phase with some stored (``same_as``) standing for them."""
+    def valid(i: int, p: Any) -> bool:
         numbers = [p.get(k) for k in _PHASE_NUMBERS] + [p.get("stored", 1)] if isinstance(p, dict) else [None]
-        return all(type(v) in (int, float) and np.isfinite(v) for v in numbers) and numbers[-1] >= 1
+        if not all(type(v) in (int, float) and np.isfinite(v) for v in numbers):
+            return False
+        if numbers[-1] >= 1:
+            return True
+        j = p.get("same_as")
+        return numbers[-1] == 0 and type(j) is int and 0 <= j < i and phases[j].get("stored", 1) >= 1
 
-    return isinstance(phases, list) and all(valid(p) for p in phases)
+    return isinstance(phases, list) and all(valid(i, p) for i, p in enumerate(phases))
 
 
 def _validate_meta(meta: Any, fail) -> None:

@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor
@@ -457,6 +458,20 @@ def test_run_panel_micro_batches_apply_to_training_only(demo_window):
     panel.instance.setCurrentIndex(0)
 
 
+def test_run_panel_users_apply_to_serving_only(demo_window):
+    panel = demo_window.run_panel
+    assert not panel.users.isEnabled()
+    panel.mode.setCurrentText("serve")
+    panel.batch.setValue(4)
+    panel.users.setValue(12)
+    assert {(c.mode, c.batch, c.concurrency) for c in panel.configs()} == {("serve", 4, 12)}
+    panel.users.setValue(0)  # as many users as the compiled batch
+    assert panel.configs()[0].concurrency is None
+    panel.users.setValue(12)
+    panel.mode.setCurrentText("decode")
+    assert not panel.users.isEnabled() and panel.configs()[0].concurrency is None
+
+
 def test_closing_with_unsaved_simulated_runs_asks_first(demo_window, qtbot, monkeypatch, tmp_path):
     from neuronviz.session import SIMULATED, Run
     from sim.run import RunConfig, simulate
@@ -745,3 +760,32 @@ def test_a_training_panes_header_gives_the_step_time_and_samples_per_second():
     run = Run(simulate(RunConfig(model="distilbert", chip="trn1", mode="training", batch=8)))
     text = header_html(run, None)
     assert f"step {run.metrics.latency_s * 1e3:.3f} ms" in text and "samples/s" in text and "latency" not in text
+
+
+def test_a_serving_pane_counts_requests_and_tokens_and_greys_the_steps_not_stored(demo_window, tmp_path):
+    from sim.io import save_file
+    from sim.run import RunConfig, simulate
+
+    trace = simulate(RunConfig(model="gpt2", chip="trn2", mode="serve", batch=4, concurrency=4, requests=8, seq=128,
+                               new_tokens=64), max_events=60_000)
+    path = tmp_path / "serve.nvtrace"
+    save_file(str(path), [trace])
+    assert demo_window.open_files([str(path)])
+    pane = demo_window.panes[0]
+    assert "8 requests from 4 users" in pane.header.text() and "TTFT p50" in pane.header.text()
+    serving = trace.meta["serving"]
+    end = max(serving["finish_ns"])
+    assert pane.run.duration_ns == pytest.approx(end)  # the axis spans the run, not only its stored events
+    spans = trace.unstored_spans  # split where the server waits for the users' next requests
+    assert spans[-1][1] == pytest.approx(end) and sum(n for *_, n in spans) > 100
+    regions = [item for item, *_ in pane.unstored_items if isinstance(item, pg.LinearRegionItem)]
+    assert regions and regions[0].getRegion() == pytest.approx(spans[0][:2])
+    start, stop, _ = spans[0]
+    # halfway through the unstored stretch: the counters follow the run, the engines an identical stored step
+    t = (start + stop) / 2
+    state = pane.chip_state(t)
+    assert state.requests_done == sum(f <= t for f in serving["finish_ns"]) and state.requests_total == 8
+    first = sum(f <= t for f in serving["first_token_ns"])
+    steps = sum(k for e, k in zip(serving["step_end_ns"], serving["step_tokens"], strict=True) if e <= t)
+    assert state.tokens_done == first + steps > 0
+    assert state.activity["tensor"] > 0.05

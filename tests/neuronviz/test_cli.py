@@ -57,6 +57,22 @@ def test_simulate_decode_json_adds_token_times(capsys):
     assert run["time_to_first_token_ms"] > run["per_token_ms"] > 0
 
 
+def test_simulate_serve_reports_what_serving_benchmarks_do(capsys):
+    code, out, _ = run_cli(capsys, "simulate", "--model", "gpt2", "--chips", "inf2,trn2", "--mode", "serve",
+                           "--batch", "4", "--concurrency", "6", "--requests", "12", "--seq", "256",
+                           "--new-tokens", "16", "--seq-spread", "20", "--json")
+    assert code == 0
+    for run in json.loads(out)["runs"]:
+        assert (run["mode"], run["concurrency"], run["requests"], run["output_tokens"]) == ("serve", 6, 12, 12 * 16)
+        assert run["ttft_p99_ms"] >= run["ttft_p50_ms"] > 0 and run["tpot_p99_ms"] >= run["tpot_p50_ms"] > 0
+        assert run["time_to_first_token_ms"] == run["ttft_p50_ms"] and run["per_token_ms"] == run["tpot_p50_ms"]
+        assert run["output_tokens_per_s"] == pytest.approx(run["requests_per_s"] * 16)
+    code, out, _ = run_cli(capsys, "simulate", "--model", "gpt2", "--chips", "trn2", "--mode", "serve",
+                           "--rate", "50", "--requests", "8", "--seq", "128", "--new-tokens", "8")
+    assert code == 0
+    assert "8 requests arriving at 50/s on each copy" in out and "TTFT p50" in out and "requests/s per copy" in out
+
+
 def test_instance_implies_the_chip(capsys):
     code, out, _ = run_cli(capsys, "simulate", "--model", "bert-base", "--instance", "inf2.48xlarge", "--json")
     assert code == 0
@@ -83,6 +99,9 @@ def test_simulate_table_is_readable(capsys):
     (["--model", "bert-base", "--chips", "inf1", "--copies", "5"], "between 1 and 4 (inf1.xlarge holds 4 copies"),
     (["--model", "resnet50", "--chips", "trn2", "--cores", "2"], "the Neuron SDK has no tensor-parallel CNNs"),
     (["--model", "bert-base", "--chips", "trn1", "--grad-accum", "4"], "gradient accumulation is for training"),
+    (["--model", "gpt2", "--chips", "trn2", "--mode", "serve", "--seed", "-1"], "the seed must be a whole number"),
+    (["--model", "gpt2", "--chips", "trn2", "--mode", "serve", "--seq-spread", "-1"], "the prompt length spread"),
+    (["--model", "gpt2", "--chips", "trn2", "--rate", "2"], "a request rate (and its seed) is for serve mode"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(capsys, argv, message):
     code, out, err = run_cli(capsys, "simulate", *argv)

@@ -198,8 +198,14 @@ def test_metadata_the_metrics_need_is_checked(saved, tmp_path):
         load_traces(path)
 
 
-@pytest.mark.parametrize("phases", ["all", [{"start_ns": 0, "end_ns": 5, "repeat": 8, "stored": 0}],
-                                    [{"start_ns": 0, "end_ns": 5, "repeat": "8", "stored": 1}]])
+_PHASE = {"start_ns": 0, "end_ns": 5, "repeat": 8, "stored": 1}
+
+
+@pytest.mark.parametrize("phases", ["all", [{**_PHASE, "stored": 0}], [{**_PHASE, "repeat": "8"}],
+                                    # no execution stored: an earlier phase with some must stand for them
+                                    [_PHASE, {**_PHASE, "stored": 0, "same_as": 1}],
+                                    [{**_PHASE, "stored": 0}, {**_PHASE, "stored": 0, "same_as": 0}],
+                                    [_PHASE, {**_PHASE, "stored": 0, "same_as": "0"}]])
 def test_phases_the_metrics_count_repeats_from_are_checked(saved, tmp_path, phases):
     path = tmp_path / "bad.nvtrace"
 

@@ -59,7 +59,7 @@ def test_a_chunked_prompt_reads_the_keys_and_values_of_the_chunks_before():
     (dict(concurrency=9), "cannot run on a graph compiled for batch 8"),
     (dict(max_seq=1000), "the graphs are compiled for 1000"),
     (dict(prefill_chunk=-1), "prefill chunk must be a whole number"),
-    (dict(mode="inference", concurrency=1), "are for decode mode"),
+    (dict(mode="inference", concurrency=1), "are for decode and serve modes"),
 ])
 def test_impossible_serving_setups_are_refused(kw, message):
     with pytest.raises(ConfigError, match=message):
@@ -117,7 +117,7 @@ def test_a_good_draft_speeds_decoding_up_and_a_useless_one_slows_it_down():
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(mode="inference", model="bert-base", draft="gpt2"), "is for decode mode"),
+    (dict(mode="inference", model="bert-base", draft="gpt2"), "is for decode and serve modes"),
     (dict(draft=None), "go with --draft MODEL"),
     (dict(spec_k=0), "--spec-k is the tokens the draft proposes"),
     (dict(acceptance=1.5), "--acceptance is a probability"),

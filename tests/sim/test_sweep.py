@@ -56,6 +56,11 @@ def test_a_row_holds_the_simulate_json_fields_and_the_costs():
     decode = run_point(Point("gpt2", "inf2.xlarge", mode="decode", seq=128, new_tokens=32))
     assert decode["cost_per_million_tokens_usd"] == pytest.approx(decode["cost_per_million_usd"])
     assert decode["cost_per_million_inferences_usd"] > 30 * decode["cost_per_million_tokens_usd"]  # 32 tokens a request
+    served = run_point(Point("gpt2", "inf2.xlarge", mode="serve", batch=4, seq=128, new_tokens=16))
+    assert served["cost_per_million_tokens_usd"] == pytest.approx(served["cost_per_million_usd"])
+    assert served["cost_per_million_inferences_usd"] == pytest.approx(  # a request is 16 output tokens
+        16 * served["cost_per_million_tokens_usd"])
+    assert served["ttft_p99_ms"] >= served["ttft_p50_ms"] > 0
     train = run_point(Point("bert-base", "trn1.32xlarge", mode="training", batch=8, nodes=2))
     assert train["cost_per_step_usd"] == pytest.approx(train["price_usd_per_hour"] * 2 * train["step_ms"] / 3.6e6)
 

@@ -110,9 +110,14 @@ def test_serving_rows_follow_the_setup_their_source_states():
         "llama-3.1-8b", 4, 32, 1, 4096, False)
     spec = _row_2025(_parse(HEADER_2025, line.replace("llama-3.1-8b-instruct", '"llama-3.1-8b-instruct + EAGLE3 '
                                                       'draft (k=3, acceptance 74.1%)"')), _setups())
-    assert spec.config is None and "speculative" in spec.skip
-    many = _row_2025(_parse(HEADER_2025, line.replace("sync_itl_ms", "throughput_output_tok_s")), _setups())
-    assert many.config is None and "serving" in many.skip
+    assert spec.config is None and "acceptance rate is what this run measured" in spec.skip
+    assert cfg.mode == "decode" and cfg.seq_spread == 0  # one user alone
+    # 128 users on the graph compiled for 32: a serving run of the row's users and stated spreads
+    many = _row_2025(_parse(HEADER_2025, line.replace("sync_itl_ms", "throughput_output_tok_s")
+                            .replace("1 user", "128 users")), _setups())
+    c = many.config
+    assert (many.metric, c.mode, c.batch, c.concurrency, c.seq_spread, c.new_tokens_spread) == (
+        "output_tok_s", "serve", 32, 128, 150, 20)
 
 
 def test_generation_ratio_compares_measured_and_simulated_ratios():
