@@ -16,6 +16,7 @@ from neuronviz.report import file_summary, run_record, runs_table
 from sim.errors import SimError
 from sim.hardware.chip import all_chips
 from sim.hardware.instances import instances_of
+from sim.quant import QUANTS, SCALES
 from sim.run import ATTENTION, AUTOCAST, DTYPE_BYTES, MODES, RunConfig, simulate
 from sim.trace import Trace
 from sim.workloads import get_model, preset_names
@@ -82,6 +83,7 @@ def simulate_runs(args: argparse.Namespace) -> list[Trace]:
                                concurrency=args.concurrency, max_seq=args.max_seq, ep=args.ep,
                                expert_imbalance=args.expert_imbalance, requests=args.requests, rate=args.rate,
                                seed=args.seed, seq_spread=args.seq_spread, new_tokens_spread=args.new_tokens_spread,
+                               quant=args.quant, quant_scales=args.quant_scales, sparsity=args.sparsity,
                                draft=args.draft, spec_k=args.spec_k, acceptance=args.acceptance,
                                bucketing=not args.no_buckets, prefill_chunk=args.prefill_chunk))
             for chip in chips]
@@ -112,7 +114,15 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=_positive_int, default=1)
     p.add_argument("--seq", type=_positive_int, help="sequence length, prompt length (decode) or image size")
     p.add_argument("--new-tokens", type=_positive_int, default=128, help="tokens to generate in decode mode")
-    p.add_argument("--dtype", choices=sorted(DTYPE_BYTES), default="bf16")
+    p.add_argument("--dtype", choices=sorted(DTYPE_BYTES), default="bf16",
+                   help="what the model runs in (fp8: all of it, activations too; see --quant for FP8 weights)")
+    p.add_argument("--quant", choices=QUANTS,
+                   help="weight matmuls quantized: int8-weights/fp8-weights (weight-only, dequantized on VectorE), "
+                        "fp8 (FP8 weights and matmul inputs), mxfp8/mxfp4 (Trainium3's MX matmuls)")
+    p.add_argument("--quant-scales", choices=SCALES, default="channel",
+                   help="per-tensor or per-channel quantization scales (default channel)")
+    p.add_argument("--sparsity", metavar="M:N",
+                   help="M:N structured sparsity of the weights, e.g. 2:4 or 4:16 (Trainium2, Trainium3)")
     p.add_argument("--autocast", choices=AUTOCAST,
                    help="what of an fp32 model the compiler casts to bf16 (default: the chip's compiler's: "
                         "matmult for neuronx-cc, all for Inferentia1's neuron-cc)")

@@ -24,7 +24,7 @@ from sim.trace import Trace, union_intervals
 BOUND_RESOURCES = {"tensor": ("tensor",), "vector": ("vector",), "scalar": ("scalar",), "gpsimd": ("gpsimd",),
                    "memory": ("dma_read", "dma_write"), "collective": ("collective",)}
 LATENCY_BOUND_BELOW = 0.5  # busiest resource under half of the span: the layer waits on dependencies
-DTYPE_ROOFS = ("fp8", "bf16", "fp32")
+DTYPE_ROOFS = ("mxfp8", "fp8", "bf16", "fp32")  # MX: on the chips whose array multiplies it
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,9 @@ def roofs(trace: Trace) -> Roofs | None:
     ctx = _context(trace)
     if ctx.chip is None or ctx.memory_per_core is None:
         return None
-    compute = {d: ctx.chip.tensor.peak_flops(d) * ctx.shards for d in DTYPE_ROOFS if d in ctx.chip.dtypes}
+    te = ctx.chip.tensor
+    compute = {d: te.peak_flops(d) * ctx.shards for d in DTYPE_ROOFS
+               if d in ctx.chip.dtypes or (te.mx is not None and d in te.rate)}
     return Roofs(compute, ctx.memory_per_core * ctx.shards, ctx.chip.memory_kind)
 
 

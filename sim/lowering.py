@@ -18,7 +18,7 @@ bytes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from sim.cost.collective import Group, collective
@@ -27,6 +27,7 @@ from sim.cost.stream import layout, stream_seconds
 from sim.cost.tensor import MatmulPlan, ceil_div, plan_matmul, plan_transpose
 from sim.hardware.chip import Chip, StreamEngine
 from sim.hardware.instances import Topology
+from sim.quant import Precision, dense
 from sim.workloads.graph import Op, OpKind
 
 # Resources (trace tracks) of one NeuronCore.
@@ -78,7 +79,7 @@ class CoreContext:
 
     chip: Chip
     dtype: str  # data type of activations, and of the Vector/Scalar/GpSimd engines' work
-    matmul_dtype: str  # data type the TensorE multiplies in, and the weights are stored in
+    matmul_dtype: str  # data type the TensorE multiplies in (activations against each other, and by default weights)
     active_cores: int  # physical cores of the chip sharing its memory bandwidth
     ranks_per_chip: int  # shards of one model copy on the same chip
     copies_per_chip: int  # model copies that share a chip (ranks of a data-parallel ring on one chip)
@@ -86,10 +87,11 @@ class CoreContext:
     nodes: int = 1  # instances the data-parallel copies of this rank's stage span (joined by EFA)
     shards: int = 1  # physical cores one copy (one pipeline stage of it) is split over
     node_cores: int = 1  # physical cores of one instance
+    precision: Precision | None = None  # how weights are stored and multiplied (None: in matmul_dtype)
 
     @property
-    def weight_bytes(self) -> int:
-        return dtype_bytes(self.matmul_dtype)
+    def weights(self) -> Precision:
+        return self.precision or dense(self.matmul_dtype, dtype_bytes(self.matmul_dtype))
 
     def op_dtype(self, op: Op) -> str:
         return "fp32" if op.dtype_bytes == 4 else self.dtype
@@ -167,16 +169,37 @@ def _chunks(read_bytes: float, minimum: int) -> int:
     return max(1, min(MAX_CHUNKS, max(ceil_div(int(read_bytes), CHUNK_BYTES), minimum)))
 
 
+def _quant_seconds(ctx: CoreContext, op: Op, prec: Precision) -> float:
+    """VectorE time of a quantized weight matmul's own work: the weights dequantized, the input
+    activations quantized, the outputs scaled per channel (see :mod:`sim.quant`). Operands lie
+    with their contraction dimension on the partitions, outputs with their channels."""
+    vector = ctx.chip.vector
+    secs = 0.0
+    if prec.dequantize_weights:  # at the narrower of the stored and the model's dtype's rates
+        stored = min((prec.stored, ctx.dtype), key=lambda d: vector.elems_per_cycle[d])
+        secs += _stream(ctx, vector, op.hbm_elems, op.k, 1, stored)
+    if prec.input_passes:
+        rate = 1.0 if prec.input_rate is None else vector.elems_per_cycle[ctx.dtype] / prec.input_rate
+        secs += prec.input_passes * rate * _stream(ctx, vector, op.m * op.k * op.count, op.k, 1, ctx.dtype)
+    if prec.scale_outputs:
+        secs += _stream(ctx, vector, op.out_elems, op.n, 1, ctx.dtype)
+    return secs
+
+
 def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     chip, dt = ctx.chip, op.dtype_bytes
     wait = 0.0 if op.fused else chip.efficiency.mm_wait_cycles
-    plan = plan_matmul(chip.tensor, op.m, op.k, op.n, op.count, ctx.matmul_dtype, wait)
+    # weights are stored as the run's precision says (the compiler casts constants ahead of time)
+    # and multiplied in its format; what attention reads from memory (a KV cache) is stored like
+    # the activations and multiplied in the matmul dtype
+    prec = ctx.weights if op.weights else dense(ctx.matmul_dtype, dt)
+    plan = plan_matmul(chip.tensor, op.m, op.k, op.n, op.count, prec.matmul_dtype, wait)
+    if prec.sparse_speedup > 1:
+        plan = replace(plan, cycles=plan.cycles / prec.sparse_speedup)
     budget = chip.sbuf_bytes * chip.efficiency.sbuf_activation_fraction
     act_in = op.m * op.k * op.count * dt + (0 if op.weights else max(0, op.k * op.n * op.count - op.hbm_elems) * dt)
     out = op.out_elems * dt
-    # weights are stored in the matmul's data type (the compiler casts constants ahead of time);
-    # what attention reads from memory (a KV cache) is stored like the activations
-    weights = op.hbm_elems * (ctx.weight_bytes if op.weights else dt)
+    weights = op.hbm_elems * prec.weight_bits / 8
     # weights stream through up to three quarters of SBUF less the activations: as many chunks as
     # fit there run ahead of the matmuls (during a collective, most of a decoder's next matmul).
     # When neither the weights nor the input activations fit, one of them is streamed again for
@@ -196,13 +219,15 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
         act = min(act_in + _held(op, out, chunks), budget)
     # weights are loaded in the compiler's weight descriptors (a row of a weight matrix shorter
     # than one is loaded in its own descriptors)
-    weight_run = min(chip.efficiency.weight_descriptor_bytes, op.n * ctx.weight_bytes) if op.weights else None
+    weight_run = min(chip.efficiency.weight_descriptor_bytes, op.n * prec.weight_bits / 8) if op.weights else None
     read_s = _dma_seconds(ctx, weights + weight_again, weight_run) + _dma_seconds(ctx, spill + act_again)
     read = _dma(ctx, reads, chunks, seconds=read_s) if reads else None
     if read is not None and weights > weight_room:
         buffers = max(STREAM_BUFFERS, int(weight_room // read.nbytes))
         read = Stage(read.resource, read.dur_s, 0.0, read.nbytes, buffers, read.latency_s)
-    compute, psum = _array_stages(ctx, plan, chunks, op.flops, op.act, wait)
+    compute, psum = _array_stages(ctx, plan, chunks, op.flops, op.act, wait, evac_on_scalar=prec.extra_work)
+    if prec.extra_work:  # VectorE's share, ahead of the array (the evacuation then on ScalarE)
+        compute = (Stage(VECTOR, _quant_seconds(ctx, op, prec) / chunks, 0.0, 0.0), *compute)
     return LoweredOp(
         chunks=chunks, read=read, compute=compute, write=_write(ctx, writes, chunks), read_after_deps=False,
         sbuf_bytes=min(weights, weight_room) + act, psum_bytes=psum,
@@ -212,8 +237,8 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     )
 
 
-def _array_stages(ctx: CoreContext, plan: MatmulPlan, chunks: int, flops: float, act: str, wait_cycles: float = 0.0
-                  ) -> tuple[tuple[Stage, Stage], float]:
+def _array_stages(ctx: CoreContext, plan: MatmulPlan, chunks: int, flops: float, act: str, wait_cycles: float = 0.0,
+                  evac_on_scalar: bool = False) -> tuple[tuple[Stage, Stage], float]:
     """The TensorE stage of a planned matmul or transpose and the evacuation of its PSUM tiles.
 
     Two consecutive matmuls may overlap, so each uses at most half of the PSUM banks; a chunk
@@ -234,7 +259,9 @@ def _array_stages(ctx: CoreContext, plan: MatmulPlan, chunks: int, flops: float,
     parts = chip.sbuf_partitions
     scalar_s = stream_seconds(chip.scalar, parts, plan.psum_free, plan.psum_tiles, 1, "fp32")
     vector_s = stream_seconds(chip.vector, parts, plan.psum_free, plan.psum_tiles, 1, "fp32")
-    evac = Stage(SCALAR if act else EVAC, scalar_s / chunks, 0.0, 0.0, alt_dur_s=0.0 if act else vector_s / chunks)
+    on_scalar = bool(act) or evac_on_scalar
+    evac = Stage(SCALAR if on_scalar else EVAC, scalar_s / chunks, 0.0, 0.0,
+                 alt_dur_s=0.0 if on_scalar else vector_s / chunks)
     psum = min(tiles_per_chunk, banks) * chip.psum_bytes / chip.psum_banks
     return (tensor, evac), psum
 

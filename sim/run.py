@@ -13,6 +13,7 @@ from sim.errors import ConfigError
 from sim.hardware.chip import Chip, Efficiency, get_chip
 from sim.hardware.instances import Instance, get_instance
 from sim.lowering import GPSIMD, RESOURCE_NAMES, CoreContext, LoweredOp, lower
+from sim.quant import Precision, dense, precision
 from sim.scheduler import CoreScheduler, copy_span, log_mark, repeat_tail
 from sim.serve import ServeLog, serve, serving_record, serving_summary
 from sim.serve import lengths as serve_lengths
@@ -95,6 +96,12 @@ class RunConfig:
     # ``new_tokens`` by this many tokens (within three spreads), as benchmark tools emulate data
     seq_spread: int = 0
     new_tokens_spread: int = 0
+    # inference: weight matmuls quantized (sim.quant.QUANTS: weight-only int8/fp8, FP8 matmuls,
+    # Trainium3's MX formats) with per-tensor or per-channel scales, and M:N structured sparsity
+    # of the weights ("2:4"); None: weights in the matmul dtype, dense
+    quant: str | None = None
+    quant_scales: str = "channel"
+    sparsity: str | None = None
     # decode: speculative decoding, a draft model proposing ``spec_k`` tokens that the model
     # verifies in one step, each accepted with probability ``acceptance`` (the draft's agreement)
     draft: str | None = None
@@ -205,7 +212,16 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
         fp32 = " (an FP32 model needs --autocast matmult or all)" if cfg.dtype == "fp32" else ""
         raise ConfigError(f"{chip.name} does not run {cfg.dtype} matmuls{fp32}: choose one of "
                           f"{', '.join(chip.dtypes)}")
+    if (cfg.quant or cfg.sparsity) and cfg.mode == "training":
+        raise ConfigError("--quant and --sparsity are for inference; a training run keeps its weights in --dtype")
+    run_precision(cfg, chip)  # refuses formats the chip lacks
     return seq
+
+
+def run_precision(cfg: RunConfig, chip: Chip) -> Precision:
+    """How ``cfg``'s weight matmuls store and multiply their weights on ``chip`` (:mod:`sim.quant`)."""
+    matmul = compute_dtypes(cfg, chip)[1]
+    return precision(chip, dense(matmul, DTYPE_BYTES[matmul]), cfg.quant, cfg.quant_scales, cfg.sparsity)
 
 
 def _validate_speculation(cfg: RunConfig, spec: ModelSpec) -> None:
@@ -428,7 +444,7 @@ def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int)
     if cfg.draft:  # the draft model's weights sit beside the model's
         draft = get_model(cfg.draft)
         params += sum(op.params for op in build_program(draft, Phase(1, 8, 8), dt).ops)
-    weight_bytes = DTYPE_BYTES[compute_dtypes(cfg, chip)[1]]
+    weight_bytes = run_precision(cfg, chip).weight_bits / 8
     # the activations of the widest op live somewhere: its input and output, spilled to device memory
     # when SBUF cannot hold them (what makes a batch no chip could hold refused, not simulated)
     state = 2.0 * max((op.out_elems for op in probe.ops if not op.fused), default=0) * dt
@@ -576,7 +592,7 @@ def _timeline(cfg: RunConfig, dep: Deployment, max_events: int) -> _Timeline:
     chip = dep.chip
     ctx = CoreContext(chip, *compute_dtypes(cfg, chip), dep.active_cores_per_chip, dep.ranks_per_chip,
                       dep.copies_per_chip, dep.instance.topology, min(dep.nodes, dep.data_parallel), dep.shards,
-                      dep.node_cores)
+                      dep.node_cores, run_precision(cfg, chip))
     return _Timeline(ctx, max_events)
 
 
@@ -747,11 +763,11 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
         "chip": chip.key, "chip_name": chip.name, "core_version": chip.core_version,
         "instance": inst.name, "chips_per_instance": inst.chips, "price_usd_per_hour": inst.price_usd_per_hour,
         "model": spec.name, "model_type": spec.model_type, "family": spec.family, "mode": cfg.mode, "batch": cfg.batch,
-        "seq": seq, "dtype": cfg.dtype, "matmul_dtype": compute_dtypes(cfg, chip)[1],
+        "seq": seq, "dtype": cfg.dtype, "matmul_dtype": run_precision(cfg, chip).matmul_dtype,
         "cores_per_copy": dep.cores_per_copy, "lnc": dep.lnc, "memory_per_core_bytes": dep.memory_per_core_bytes,
         "copies": dep.copies, "cores_active": alone.active_cores_per_chip,
         "cores_active_under_load": dep.active_cores_per_chip,
-        "peak_flops_per_core": chip.tensor.peak_flops(compute_dtypes(cfg, chip)[1]),
+        "peak_flops_per_core": chip.tensor.peak_flops(run_precision(cfg, chip).matmul_dtype),
         "launch_overhead_s": chip.efficiency.launch_overhead_s,
         "weight_refetch_bytes": sched.weight_refetch_bytes, "requests": request_count(cfg),
         "units": {"time": "ns", "bytes": "B", "flops": "FLOP"},
@@ -773,6 +789,11 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
                     pipeline=dep.pipeline, zero1=cfg.zero1, checkpoint_activations=cfg.checkpoint_activations)
         if single is not None:
             meta["single_node"] = _times(cfg, single)
+    if cfg.quant or cfg.sparsity:
+        prec = run_precision(cfg, chip)
+        meta["precision"] = {"quant": cfg.quant, "scales": cfg.quant_scales if cfg.quant else None,
+                             "sparsity": cfg.sparsity, "weight_bits": prec.weight_bits,
+                             "sparse_speedup": prec.sparse_speedup}
     if cfg.draft:
         meta["speculation"] = {"draft": cfg.draft, "k": cfg.spec_k, "acceptance": cfg.acceptance,
                                "tokens_per_step": tokens_per_step(cfg)}

@@ -305,7 +305,7 @@ class CoreScheduler:
             settled[i] = max(op_end[i], settled[i - 1]) if i else op_end[i]
             self.log.sbuf.append((min(t[0][0] for t in times), op_end[i], lo.sbuf_bytes))
             if lo.psum_bytes:
-                tensor_at = 1 if lo.read else 0
+                tensor_at = next(k for k, st in enumerate(stages) if st.resource == TENSOR)
                 self.log.psum.append((times[tensor_at][0], times[tensor_at + 1][1], lo.psum_bytes))
             self.weight_refetch_bytes += lo.weight_refetch_bytes
             if lo.compute:

@@ -44,6 +44,25 @@ class Throttle:
 
 
 @dataclass(frozen=True, eq=False)
+class Sparsity:
+    """M:N structured sparsity of the weights (the stationary matrix): ``patterns`` the M:N it
+    takes, the multiply running up to ``max_rate`` times the BF16 rate."""
+
+    max_rate: float
+    patterns: tuple[str, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Microscaling:
+    """OCP MX formats: ``group`` elements along the contraction share one ``scale_bits`` scale;
+    VectorE quantizes ``quantize_elems_per_cycle`` elements a cycle to them."""
+
+    group: int
+    scale_bits: int
+    quantize_elems_per_cycle: float
+
+
+@dataclass(frozen=True, eq=False)
 class TensorEngine:
     """The systolic matmul array: ``rows`` contraction partitions by ``cols`` stationary columns.
 
@@ -62,6 +81,8 @@ class TensorEngine:
     rate: Mapping[str, float]
     k_pack: Mapping[str, int]
     throttle: Throttle | None
+    sparse: Sparsity | None = None  # M:N structured sparsity, where the array takes it
+    mx: Microscaling | None = None  # MX formats (their rates are in ``rate``), where the array takes them
 
     def peak_flops(self, dtype: str) -> float:
         """Dense peak FLOP/s of one core's TensorE for ``dtype``."""
@@ -126,7 +147,6 @@ class Chip:
     aliases: tuple[str, ...]
     memory_kind: str
     dtypes: tuple[str, ...]
-    sparsity: bool
     autocast_default: str  # what the chip's compiler casts of an FP32 model to BF16 by default
     cores: int
     lnc_default: int
@@ -174,11 +194,20 @@ def _tensor(t: Mapping[str, Any]) -> TensorEngine:
         th = t["throttle"]
         throttle = Throttle(**{k: float(sourced(th, k, "tensor.throttle"))
                                for k in ("start_fraction", "ramp_s", "window_s")})
+    sparse = mx = None
+    if "sparse" in t:
+        sp = t["sparse"]
+        sparse = Sparsity(float(sourced(sp, "max_rate", "tensor.sparse")),
+                          tuple(sourced(sp, "patterns", "tensor.sparse")))
+    if "mx" in t:
+        m = t["mx"]
+        mx = Microscaling(int(sourced(m, "group", "tensor.mx")), int(sourced(m, "scale_bits", "tensor.mx")),
+                          float(sourced(m, "quantize_elems_per_cycle", "tensor.mx")))
     return TensorEngine(
         clock_hz=float(sourced(t, "clock_hz", "tensor")),
         rate=_sourced_map(t["rate"], "tensor.rate"),
         k_pack=MappingProxyType({k: int(v) for k, v in _sourced_map(t["k_pack"], "tensor.k_pack").items()}),
-        throttle=throttle,
+        throttle=throttle, sparse=sparse, mx=mx,
         **ints,
     )
 
@@ -195,7 +224,6 @@ def parse_chip(doc: Mapping[str, Any], efficiency: Mapping[str, Any]) -> Chip:
         aliases=tuple(doc.get("aliases", ())),
         memory_kind=doc["memory_kind"],
         dtypes=tuple(doc["dtypes"]),
-        sparsity=bool(doc.get("sparsity", False)),
         autocast_default=doc["autocast_default"],
         cores=int(sourced(c, "cores", "chip")),
         lnc_default=int(sourced(c, "lnc_default", "chip")),
