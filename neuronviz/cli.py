@@ -84,6 +84,7 @@ def simulate_runs(args: argparse.Namespace) -> list[Trace]:
                                expert_imbalance=args.expert_imbalance, requests=args.requests, rate=args.rate,
                                seed=args.seed, seq_spread=args.seq_spread, new_tokens_spread=args.new_tokens_spread,
                                quant=args.quant, quant_scales=args.quant_scales, sparsity=args.sparsity,
+                               lnc=args.lnc,
                                draft=args.draft, spec_k=args.spec_k, acceptance=args.acceptance,
                                bucketing=not args.no_buckets, prefill_chunk=args.prefill_chunk))
             for chip in chips]
@@ -127,6 +128,8 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
                    help="what of an fp32 model the compiler casts to bf16 (default: the chip's compiler's: "
                         "matmult for neuronx-cc, all for Inferentia1's neuron-cc)")
     p.add_argument("--cores", type=_positive_int, help="NeuronCores one model copy spans (tensor parallel)")
+    p.add_argument("--lnc", type=int, choices=(1, 2),
+                   help="physical cores per logical NeuronCore on Trn2/Trn3 (default 2; --cores counts logical ones)")
     p.add_argument("--copies", type=_positive_int,
                    help="model copies running at once (default: every copy the instance holds; 1: one request alone)")
     train = p.add_argument_group("training at scale")

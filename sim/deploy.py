@@ -170,4 +170,5 @@ def _candidates(chip: Chip, nodes: int = 1) -> list[Instance]:
         priced = [i for i in instances_of(chip) if i.price_usd_per_hour is not None]
         if priced:
             default = max(priced, key=lambda i: (i.chips, -i.price_usd_per_hour))
-    return [default] + [i for i in instances_of(chip) if i is not default and i.chips > default.chips]
+    found = [default] + [i for i in instances_of(chip) if i is not default and i.chips > default.chips]
+    return [i if i.chip is chip else replace(i, chip=chip) for i in found]  # a chip run at another LNC

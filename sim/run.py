@@ -102,6 +102,9 @@ class RunConfig:
     quant: str | None = None
     quant_scales: str = "channel"
     sparsity: str | None = None
+    # physical cores per logical NeuronCore (Trn2/Trn3: 1 or 2; None: the chip's default, 2);
+    # --cores counts logical cores
+    lnc: int | None = None
     # decode: speculative decoding, a draft model proposing ``spec_k`` tokens that the model
     # verifies in one step, each accepted with probability ``acceptance`` (the draft's agreement)
     draft: str | None = None
@@ -135,11 +138,20 @@ def _resolve_chip(cfg: RunConfig) -> tuple[Chip, Instance | None]:
     if cfg.chip is None:
         if inst is None:
             raise ConfigError("name a chip (--chips) or an instance (--instance)")
-        return inst.chip, inst
-    chip = get_chip(cfg.chip)
-    if inst is not None and inst.chip.key != chip.key:
-        raise ConfigError(f"instance {inst.name} has {inst.chip.name} chips, not {chip.name}")
-    return chip, inst
+        chip = inst.chip
+    else:
+        chip = get_chip(cfg.chip)
+        if inst is not None and inst.chip.key != chip.key:
+            raise ConfigError(f"instance {inst.name} has {inst.chip.name} chips, not {chip.name}")
+    if cfg.lnc is None or cfg.lnc == chip.lnc_default:
+        return chip, inst
+    if cfg.lnc not in chip.lnc_options:
+        options = " or ".join(map(str, chip.lnc_options))
+        raise ConfigError(f"{chip.name} takes a logical NeuronCore size (LNC) of {options}, not {cfg.lnc}"
+                          + ("" if len(chip.lnc_options) > 1 else " (LNC applies to Trainium2 and Trainium3)"))
+    # the runtime groups cfg.lnc physical cores into each logical core: the chip as the run sees it
+    chip = replace(chip, lnc_default=cfg.lnc)
+    return chip, None if inst is None else replace(inst, chip=chip)
 
 
 def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:

@@ -150,6 +150,7 @@ class Chip:
     autocast_default: str  # what the chip's compiler casts of an FP32 model to BF16 by default
     cores: int
     lnc_default: int
+    lnc_options: tuple[int, ...]  # the logical-core sizes the runtime takes (NEURON_LOGICAL_NC_CONFIG)
     memory_bytes: int
     memory_bytes_per_s: float
     memory_stacks: int
@@ -227,6 +228,8 @@ def parse_chip(doc: Mapping[str, Any], efficiency: Mapping[str, Any]) -> Chip:
         autocast_default=doc["autocast_default"],
         cores=int(sourced(c, "cores", "chip")),
         lnc_default=int(sourced(c, "lnc_default", "chip")),
+        lnc_options=tuple(int(v) for v in sourced(c, "lnc_options", "chip")) if "lnc_options" in c else (
+            int(sourced(c, "lnc_default", "chip")),),
         memory_bytes=int(sourced(c, "memory_bytes", "chip")),
         memory_bytes_per_s=float(sourced(c, "memory_bytes_per_s", "chip")),
         memory_stacks=int(sourced(c, "memory_stacks", "chip")),

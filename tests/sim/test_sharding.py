@@ -80,3 +80,23 @@ def test_vit_patch_embedding_and_head_are_split_over_the_shards_not_repeated(tp)
     # the shards' partial embeddings and logits are summed by one all-reduce each
     reduces = [op.name for op in patch + head if op.kind is OpKind.COLLECTIVE]
     assert reduces == ([] if tp == 1 else ["patch_allreduce", "logits_allreduce"])
+
+
+def test_a_logical_core_of_one_physical_core_halves_what_each_copy_spans():
+    cfg = dict(model="llama-3.1-8b", instance="trn2.3xlarge", mode="decode", cores=4, seq=512, new_tokens=4)
+    two = simulate(RunConfig(**cfg), max_events=0)
+    one = simulate(RunConfig(**cfg, lnc=1), max_events=0)
+    # four logical cores: eight physical at LNC=2 (the chip, one copy), four at LNC=1 (two copies)
+    assert (two.meta["lnc"], two.meta["copies"]) == (2, 1)
+    assert (one.meta["lnc"], one.meta["copies"], one.meta["cores_per_copy"]) == (1, 2, 4)
+    assert compute_metrics(one).per_token_s > 1.5 * compute_metrics(two).per_token_s  # half the HBM bandwidth
+    assert simulate(RunConfig(**cfg, lnc=2), max_events=0).meta["total_ns"] == two.meta["total_ns"]
+
+
+@pytest.mark.parametrize("chip, lnc, message", [
+    ("trn1", 2, "Trainium1 takes a logical NeuronCore size \\(LNC\\) of 1, not 2 \\(LNC applies to Trainium2"),
+    ("trn2", 4, "Trainium2 takes a logical NeuronCore size \\(LNC\\) of 1 or 2, not 4"),
+])
+def test_logical_core_sizes_a_chip_lacks_are_refused(chip, lnc, message):
+    with pytest.raises(ConfigError, match=message):
+        simulate(RunConfig(model="bert-base", chip=chip, lnc=lnc), max_events=0)
