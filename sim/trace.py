@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-TRACE_FORMAT_VERSION = "1.0"
+TRACE_FORMAT_VERSION = "1.1"  # 1.1: each .nvtrace column carries its XXH3 checksum
 
 EVENT_COLUMNS = {
     "track": np.int16, "start_ns": np.float64, "dur_ns": np.float64, "op": np.int32,

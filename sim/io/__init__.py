@@ -13,6 +13,7 @@ from pathlib import Path
 
 from sim.errors import TraceFileError
 from sim.io.chrome import GZIP_MAGIC, load_chrome, save_chrome
+from sim.io.inputs import open_regular
 from sim.io.native import load_traces, read_problem, save_traces
 from sim.trace import Trace
 
@@ -31,7 +32,7 @@ def load_file(path: str | os.PathLike) -> list[Trace]:
     """Every run in a native or Chrome JSON trace file."""
     label = str(path)
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             head = f.read(64)
     except OSError as exc:
         raise TraceFileError(f"{label}: {read_problem(exc)}") from None

@@ -51,12 +51,17 @@ import orjson
 from sim import __version__
 from sim.errors import TraceFileError
 from sim.io.atomic import atomic_file
+from sim.io.inputs import open_regular
 from sim.io.native import _validate_trace, read_problem
 from sim.trace import EVENT_COLUMNS, TRACE_FORMAT_VERSION, Counter, Trace, Track
 
 FORMAT_NAME = "neuronviz-chrome"
 MAX_FILE_BYTES = 4 << 30  # the file as stored (compressed or not)
 MAX_JSON_BYTES = 4 << 30  # the JSON text after decompression: a zip-bomb guard
+# trace JSON compresses 10-20x (names and keys repeat); beyond this ratio a gzip file is a bomb,
+# checked once the text passes MIN_RATIO_CHECK_BYTES (tiny files compress better)
+MAX_GZIP_RATIO = 100
+MIN_RATIO_CHECK_BYTES = 64 << 20
 GZIP_MAGIC = b"\x1f\x8b"
 CHUNK_EVENTS = 1 << 16  # events serialised at a time by save_chrome
 MAX_TRACKS = int(np.iinfo(EVENT_COLUMNS["track"]).max)  # the event table's track column is int16
@@ -297,13 +302,18 @@ class _Fail:
 
 
 def _gunzip(f, fail: _Fail) -> bytearray:
+    """The decompressed text, refused once it outgrows :data:`MAX_JSON_BYTES` or
+    :data:`MAX_GZIP_RATIO` times the compressed file (a bomb stops there, before memory is spent)."""
+    size = os.fstat(f.fileno()).st_size
+    limit = min(MAX_JSON_BYTES, max(MIN_RATIO_CHECK_BYTES, MAX_GZIP_RATIO * size))
     out = bytearray()
     try:
         with gzip.GzipFile(fileobj=f, mode="rb") as gz:
-            while chunk := gz.read(min(_READ_CHUNK, MAX_JSON_BYTES + 1 - len(out))):
+            while chunk := gz.read(min(_READ_CHUNK, limit + 1 - len(out))):
                 out += chunk
-                if len(out) > MAX_JSON_BYTES:
-                    fail(f"decompresses to more than {MAX_JSON_BYTES:,} bytes (refused as a possible zip bomb)")
+                if len(out) > limit:
+                    fail(f"decompresses to more than {limit:,} bytes, {limit / max(size, 1):,.0f} times its size "
+                         "(refused as a possible zip bomb)")
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
         fail(f"damaged or truncated gzip data ({exc})")
     return out
@@ -311,7 +321,7 @@ def _gunzip(f, fail: _Fail) -> bytearray:
 
 def _read(path: str | os.PathLike, fail: _Fail) -> bytes | bytearray:
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             size = os.fstat(f.fileno()).st_size
             if size > MAX_FILE_BYTES:
                 fail(f"the file is implausibly large ({size:,} bytes, the limit is {MAX_FILE_BYTES:,})")

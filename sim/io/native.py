@@ -22,9 +22,11 @@ from typing import Any, BinaryIO, NoReturn
 
 import numpy as np
 import orjson
+import xxhash
 
 from sim.errors import TraceFileError
 from sim.io.atomic import atomic_file
+from sim.io.inputs import NotRegularFileError, open_regular
 from sim.trace import EVENT_COLUMNS, TRACE_FORMAT_VERSION, Counter, Trace, Track
 
 FORMAT_NAME = "nvtrace"
@@ -36,6 +38,11 @@ MAX_MEMBER_BYTES = 4 << 30  # one column of a billion-event trace still fits
 MAX_TOTAL_BYTES = 16 << 30
 MAX_MANIFEST_BYTES = 256 << 20
 MAX_RATIO = 200  # uncompressed/compressed above this is treated as a zip bomb
+# what one file may hold: a comparison is a few runs; a trace's tracks and counters are its
+# engines and queues (a file beyond these is refused before any work grows with them)
+MAX_RUNS = 256
+MAX_TRACKS = 4096
+MAX_COUNTERS = 1024
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
@@ -71,6 +78,8 @@ def read_problem(exc: OSError) -> str:
         return "is a directory, not a trace file"
     if isinstance(exc, PermissionError):
         return "permission denied"
+    if isinstance(exc, NotRegularFileError):
+        return exc.strerror
     return f"cannot read ({exc.strerror or exc})"
 
 
@@ -89,18 +98,20 @@ def _write_aligned(zf: zipfile.ZipFile, name: str, npy: bytes) -> None:
 
 
 def save_traces(path: str | os.PathLike, traces: Sequence[Trace]) -> None:
-    """Write ``traces`` to ``path`` atomically (temporary file, then rename)."""
-    target = Path(path)
-    runs, members = [], {}
-    for i, trace in enumerate(traces):
-        manifest, arrays = _run_manifest(trace, f"run{i}")
-        runs.append(manifest)
-        members.update(arrays)
-    manifest = {"format": FORMAT_NAME, "version": TRACE_FORMAT_VERSION, "runs": runs}
-    with atomic_file(target) as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as zf:
+    """Write ``traces`` to ``path`` atomically (temporary file, then rename). Each column's
+    manifest entry carries the XXH3-64 checksum of its member, which loading verifies."""
+    with atomic_file(Path(path)) as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as zf:
+        runs, members = [], {}
+        for i, trace in enumerate(traces):
+            manifest, arrays = _run_manifest(trace, f"run{i}")
+            for name, array in arrays.items():
+                members[name] = npy = _npy_bytes(array)
+                manifest["arrays"][name]["xxh3"] = xxhash.xxh3_64_hexdigest(npy)
+            runs.append(manifest)
+        manifest = {"format": FORMAT_NAME, "version": TRACE_FORMAT_VERSION, "runs": runs}
         zf.writestr(MANIFEST, json.dumps(manifest, allow_nan=False))
-        for name, array in members.items():
-            _write_aligned(zf, name, _npy_bytes(array))
+        for name, npy in members.items():
+            _write_aligned(zf, name, npy)
 
 
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, then the name and extra field lengths at offset 26
@@ -112,9 +123,11 @@ class _Reader:
 
     Columns are stored uncompressed, so each array is a read-only view into the file's bytes
     (``numpy.frombuffer``): loading costs one read of the file plus the checks on the values.
-    Stored members are not CRC-checked (that alone would double the load time); damage shows up in
-    the structure and value checks. Compressed members (a file re-zipped by another tool) are
-    decompressed, with their CRC checked, by :mod:`zipfile`.
+    Every member is checked against its checksum: the XXH3-64 its manifest entry gives (format
+    1.1), else the zip's CRC-32 (older files); a damaged byte is an error, never different data.
+    Compressed members (a file re-zipped by another tool) are decompressed, with their CRC
+    checked, by :mod:`zipfile`. Each member serves one array of one run: a manifest pointing
+    several runs at the same columns cannot multiply the work.
     """
 
     def __init__(self, f: BinaryIO, label: str) -> None:
@@ -128,6 +141,7 @@ class _Reader:
         if f.readinto(self.data) != size:
             self.fail("the file changed while it was read")
         total = 0
+        self.used: set[str] = set()
         self.infos: dict[str, zipfile.ZipInfo] = {}
         for info in self.zf.infolist():
             name = info.filename
@@ -173,12 +187,22 @@ class _Reader:
 
     def array(self, name: str, spec: dict) -> np.ndarray:
         info = self._info(name)
+        if name in self.used:
+            self.fail(f"member '{name}' is used twice (each column belongs to one run)")
+        self.used.add(name)
+        digest = spec.get("xxh3")
         if info.compress_type == zipfile.ZIP_STORED:
             start, end = self._stored_span(info)
             buffer, offset = self.data, start
+            member = memoryview(self.data[start:end])
+            if digest is None and zlib.crc32(member) != info.CRC:
+                self.fail(f"member '{name}' is damaged (its CRC-32 does not match)")
         else:
             buffer = self.read(name)
             offset, end = 0, len(buffer)
+            member = memoryview(buffer)
+        if digest is not None and (not isinstance(digest, str) or xxhash.xxh3_64_hexdigest(member) != digest):
+            self.fail(f"member '{name}' is damaged (its checksum does not match)")
         try:
             head = io.BytesIO(bytes(buffer[offset:offset + min(end - offset, 1 << 16)]))
             version = np.lib.format.read_magic(head)
@@ -315,6 +339,10 @@ def _run(reader: _Reader, run: Any) -> Trace:
         return reader.array(full, specs[full])
 
     tracks_raw = run.get("tracks")
+    if isinstance(tracks_raw, list) and len(tracks_raw) > MAX_TRACKS:
+        fail(f"a run has {len(tracks_raw):,} tracks (at most {MAX_TRACKS:,})")
+    if isinstance(run.get("counters"), list) and len(run["counters"]) > MAX_COUNTERS:
+        fail(f"a run has {len(run['counters']):,} counters (at most {MAX_COUNTERS:,})")
     if not isinstance(tracks_raw, list) or not all(
             isinstance(t, list) and len(t) == 3 and isinstance(t[0], str) and isinstance(t[1], str)
             and isinstance(t[2], int) for t in tracks_raw):
@@ -349,7 +377,7 @@ def load_traces(path: str | os.PathLike) -> list[Trace]:
     """Read every run of a ``.nvtrace`` file; any problem raises a one-line :class:`TraceFileError`."""
     label = str(path)
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             size = os.fstat(f.fileno()).st_size
             if size > MAX_TOTAL_BYTES:
                 raise TraceFileError(f"{label}: the file is implausibly large ({size:,} bytes)")
@@ -364,6 +392,8 @@ def load_traces(path: str | os.PathLike) -> list[Trace]:
             runs = manifest.get("runs")
             if not isinstance(runs, list) or not runs:
                 reader.fail("the file holds no runs")
+            if len(runs) > MAX_RUNS:
+                reader.fail(f"the file holds {len(runs):,} runs (at most {MAX_RUNS:,})")
             return [_run(reader, r) for r in runs]
     except (zipfile.BadZipFile, EOFError):
         raise TraceFileError(f"{label}: not a neuronviz trace file (damaged or truncated zip)") from None

@@ -14,8 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import ConfigError, UnknownNameError
+from sim.io.inputs import open_regular
 
 PRESET_DIR = Path(__file__).with_name("presets")
+MAX_CONFIG_BYTES = 4 << 20  # a config.json is a few kB; the largest (with tokenizer tables inlined) under 4 MiB
+# sizes beyond any model: a hidden size, vocabulary or expert count is at most this, and a model
+# has at most MAX_LAYERS blocks (the deepest published have under 200)
+MAX_CONFIG_SIZE = 1 << 24
+MAX_LAYERS = 1024
 
 ENCODER, DECODER, VISION_TRANSFORMER, CNN = "encoder", "decoder", "vision-transformer", "cnn"
 
@@ -121,7 +127,7 @@ class ModelSpec:
 
 
 def _positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_CONFIG_SIZE
 
 
 def _size_list(value: Any) -> bool:
@@ -137,9 +143,9 @@ def _need(cfg: Mapping[str, Any], *keys: str, lists: bool = False) -> list[Any]:
     for k in keys:
         v = cfg[k]
         if lists and not (_size_list(v) and v):
-            raise ConfigError(f"config.json: {k} must be a list of positive integers, got {json.dumps(v)}")
+            raise ConfigError(f"config.json: {k} must be a list of positive integers, got {json.dumps(v)[:60]}")
         if not lists and not _positive_int(v):
-            raise ConfigError(f"config.json: {k} must be a positive integer, got {json.dumps(v)}")
+            raise ConfigError(f"config.json: {k} must be a positive integer, got {json.dumps(v)[:60]}")
     return [cfg[k] for k in keys]
 
 
@@ -405,10 +411,16 @@ PARSERS: Mapping[str, Callable[[str, Mapping[str, Any]], ModelSpec]] = {
 def spec_from_config(name: str, cfg: Mapping[str, Any], source: str = "") -> ModelSpec:
     """Build a :class:`ModelSpec` from a parsed ``config.json``."""
     model_type = cfg.get("model_type")
-    if model_type not in PARSERS:
+    if not isinstance(model_type, str) or model_type not in PARSERS:
         supported = ", ".join(sorted(PARSERS))
-        raise ConfigError(f"unsupported model_type '{model_type}' in {name}: supported are {supported}")
-    spec = PARSERS[model_type](name, cfg)
+        shown = f"'{model_type[:60]}'" if isinstance(model_type, str) else json.dumps(model_type)[:60]
+        raise ConfigError(f"unsupported model_type {shown} in {name}: supported are {supported}")
+    try:
+        spec = PARSERS[model_type](name, cfg)
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError, ZeroDivisionError, IndexError) as exc:
+        # a field of the wrong type or range that no check above names: still one line, naming it
+        raise ConfigError(f"{name}: config.json has a field of the wrong type or range ({type(exc).__name__}: "
+                          f"{str(exc)[:80]})") from None
     _check_positive(spec)
     return _with_source(spec, source or cfg.get("_source", ""))
 
@@ -431,9 +443,19 @@ def _check_positive(spec: ModelSpec) -> None:
         numbers.update(image_size=spec.image_size, num_channels=spec.channels)
         if spec.family == VISION_TRANSFORMER:
             numbers["patch_size"] = spec.patch_size
+    if not spec.is_vision and spec.family != CNN:
+        numbers["vocab_size"] = spec.vocab
     bad = [k for k, v in numbers.items() if not _positive_int(v)]
     if bad:
-        raise ConfigError(f"{spec.name}: {', '.join(bad)} must be positive integers")
+        raise ConfigError(f"{spec.name}: {', '.join(bad)} must be positive integers (at most {MAX_CONFIG_SIZE:,})")
+    if not isinstance(spec.act, str):
+        raise ConfigError(f"{spec.name}: the activation (hidden_act) must be a name, got {json.dumps(spec.act)[:60]}")
+    flags = {"gated_mlp": spec.gated_mlp, "tie_word_embeddings": spec.tied_embeddings}
+    bad = [k for k, v in flags.items() if not isinstance(v, bool | int)]
+    counts = {"num_experts": spec.experts, "num_experts_per_tok": spec.experts_per_token}
+    bad += [k for k, v in counts.items() if not (isinstance(v, int) and 0 <= v <= MAX_CONFIG_SIZE)]
+    if bad or not (isinstance(spec.rotary_fraction, int | float) and 0 < spec.rotary_fraction <= 1):
+        raise ConfigError(f"{spec.name}: {', '.join(bad) or 'rotary fraction'} has a value of the wrong type or range")
     if spec.family != CNN and spec.hidden % spec.heads:
         raise ConfigError(f"{spec.name}: hidden size {spec.hidden} is not divisible by {spec.heads} heads")
     if spec.family != CNN and (not isinstance(spec.kv_heads, int) or spec.kv_heads <= 0 or spec.heads % spec.kv_heads):
@@ -456,17 +478,23 @@ def preset_names() -> tuple[str, ...]:
 
 
 def load_config_file(path: Path) -> dict[str, Any]:
-    """Read a ``config.json``: a one-line :class:`ConfigError` for anything unreadable."""
+    """Read a ``config.json`` (a regular file of at most :data:`MAX_CONFIG_BYTES`): a one-line
+    :class:`ConfigError` for anything unreadable."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open_regular(path) as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"cannot read model config {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"model config {path} is larger than any config.json ({MAX_CONFIG_BYTES:,} bytes at most)")
+    try:
+        cfg = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise ConfigError(f"model config {path} is not UTF-8 text") from None
-    try:
-        cfg = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"model config {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except (RecursionError, ValueError) as exc:  # nested too deeply; an integer of thousands of digits
+        raise ConfigError(f"model config {path} is not a model config ({type(exc).__name__})") from None
     if not isinstance(cfg, dict):
         raise ConfigError(f"model config {path} must hold a JSON object")
     return cfg
@@ -485,6 +513,11 @@ def get_model(name: str) -> ModelSpec:
         if not path.exists():
             raise ConfigError(f"model config {path} does not exist")
         cfg = load_config_file(path)
-        return spec_from_config(cfg.get("_name_or_path") or path.parent.name or path.stem, cfg)
+        name = cfg.get("_name_or_path")
+        spec = spec_from_config(name if isinstance(name, str) and name else path.parent.name or path.stem, cfg)
+        if spec.layers > MAX_LAYERS:
+            raise ConfigError(f"model config {path}: {spec.layers:,} layers is more than any model has "
+                              f"(at most {MAX_LAYERS:,})")
+        return spec
     known = ", ".join(preset_names())
     raise UnknownNameError(f"unknown model '{name}': choose one of {known}, or give a config.json path")

@@ -242,7 +242,7 @@ BAD = {
     "newer": (None, "newer neuronviz"),
     "malformed_own": (None, "neuronviz metadata is malformed"),
     "foreign_op": (None, "not in the op table"),
-    "directory": (None, "is a directory"),
+    "directory": (None, "not a regular file \\(a directory\\)"),
 }
 
 
@@ -338,3 +338,16 @@ def test_our_own_json_without_the_metadata_the_metrics_need_is_refused(saved, tm
     path.write_text(json.dumps(doc), encoding="utf-8")
     with pytest.raises(TraceFileError, match="emptymeta.json: run metadata 'mode' is missing"):
         load_chrome(path)
+
+
+def test_a_gzip_bomb_is_refused_at_a_ratio_before_its_text_is_held(traces, tmp_path, monkeypatch):
+    monkeypatch.setattr(chrome, "MIN_RATIO_CHECK_BYTES", 1 << 20)
+    bomb = tmp_path / "bomb.json.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as g:
+        g.write(b"[" + b" " * (64 << 20) + b"]")
+    size = bomb.stat().st_size
+    with pytest.raises(TraceFileError, match=f"decompresses to more than {100 * size:,} bytes, 100 times its size"):
+        load_chrome(bomb)
+    ordinary = tmp_path / "ordinary.json.gz"  # a real trace compresses far less
+    save_chrome(ordinary, traces)
+    assert [t.n_events for t in load_chrome(ordinary)] == [t.n_events for t in traces]

@@ -1,6 +1,7 @@
 """Model presets and user config.json files."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -77,6 +78,36 @@ def test_broken_config_files_give_one_line_errors(tmp_path, text, message):
     with pytest.raises(ConfigError, match=message) as info:
         get_model(str(path))
     assert "\n" not in str(info.value)
+
+
+LLAMA = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "intermediate_size": 512, "vocab_size": 1000}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[" * 100_000 + "]" * 100_000, "is not a model config \\(RecursionError\\)"),
+    (json.dumps({**LLAMA, "num_hidden_layers": 1_000_000}), "1,000,000 layers is more than any model has"),
+    (json.dumps({**LLAMA, "hidden_size": 10**100}), "hidden_size must be a positive integer, got 1000000000"),
+    (json.dumps({**LLAMA, "model_type": ["llama"]}), 'unsupported model_type \\["llama"\\]'),
+    (json.dumps({**LLAMA, "hidden_act": ["silu"]}), "the activation \\(hidden_act\\) must be a name"),
+    (json.dumps({**LLAMA, "tie_word_embeddings": "yes"}), "tie_word_embeddings has a value of the wrong type"),
+    ('{"model_type": "llama", "pad": "' + "x" * (5 << 20) + '"}', "larger than any config.json"),
+])
+def test_hostile_config_files_are_refused_in_one_line_before_any_work(tmp_path, text, message):
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message) as info:
+        get_model(str(path))
+    assert "\n" not in str(info.value)
+
+
+def test_a_config_path_that_is_not_a_regular_file_is_refused_without_reading(tmp_path):
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)  # no writer: opening it for reading would wait forever
+    with pytest.raises(ConfigError, match="not a regular file \\(a pipe\\)"):
+        get_model(str(fifo))
+    with pytest.raises(ConfigError, match="not a regular file \\(a device or socket\\)"):
+        get_model("/dev/zero")
 
 
 def test_unknown_names_and_bad_numbers_are_rejected():

@@ -2,14 +2,17 @@
 
 import io
 import json
+import os
 import random
 import struct
 import zipfile
 
 import numpy as np
 import pytest
+import xxhash
 
 from sim.errors import TraceFileError
+from sim.io import load_file
 from sim.io.native import load_traces, save_traces
 from sim.trace import TRACE_FORMAT_VERSION
 
@@ -59,11 +62,20 @@ def test_failed_save_keeps_the_previous_file(traces, tmp_path, monkeypatch):
 
 
 def _rewrite(src, dst, edit_manifest=None, members=None):
+    """``src`` with its manifest edited and members replaced; a replaced member's checksum is
+    updated (a crafted file: what it holds must still be checked)."""
+    def edit(manifest):
+        for run in manifest["runs"]:
+            for name, spec in run["arrays"].items():
+                if members and name in members:
+                    spec["xxh3"] = xxhash.xxh3_64_hexdigest(members[name])
+        return edit_manifest(manifest) if edit_manifest else manifest
+
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
         for info in zin.infolist():
             data = zin.read(info.filename)
-            if info.filename == "manifest.json" and edit_manifest:
-                data = json.dumps(edit_manifest(json.loads(data))).encode()
+            if info.filename == "manifest.json" and (edit_manifest or members):
+                data = json.dumps(edit(json.loads(data))).encode()
             if members and info.filename in members:
                 data = members[info.filename]
             zout.writestr(info.filename, data)
@@ -81,7 +93,7 @@ def _npy(array):
     ("negative", "negative duration"), ("nan", "not finite"), ("bad_track", "track that does not exist"),
     ("wrong_dtype", "does not match the manifest"), ("pickle", "not a plain array"),
     ("open_header", "not a plain .npy array"),
-    ("traversal", "unsafe member name"), ("directory", "is a directory"),
+    ("traversal", "unsafe member name"), ("directory", "not a regular file \\(a directory\\)"),
 ])
 def test_damaged_files_give_one_line_errors(saved, tmp_path, case, message):
     path = tmp_path / "bad.nvtrace"
@@ -230,3 +242,54 @@ def test_times_under_load_and_on_one_instance_are_checked(saved, tmp_path, key, 
     _rewrite(saved, path, reload)
     with pytest.raises(TraceFileError, match=f"run metadata '{key}' is not a table of total_ns"):
         load_traces(path)
+
+
+def _flip(path, dst, at_fraction=0.7):
+    data = bytearray(path.read_bytes())
+    data[int(len(data) * at_fraction)] ^= 0x10
+    dst.write_bytes(bytes(data))
+
+
+def test_a_flipped_bit_in_a_column_is_an_error_not_different_data(saved, tmp_path):
+    bad = tmp_path / "flipped.nvtrace"
+    _flip(saved, bad)
+    with pytest.raises(TraceFileError, match="is damaged \\(its checksum does not match\\)"):
+        load_traces(bad)
+
+
+def test_files_without_checksums_are_checked_against_the_zip_crc(saved, tmp_path):
+    old = tmp_path / "v1.0.nvtrace"  # format 1.0 wrote no checksums: the zip's CRC-32 stands in
+
+    def strip(manifest):
+        for run in manifest["runs"]:
+            for spec in run["arrays"].values():
+                spec.pop("xxh3")
+        return {**manifest, "version": "1.0"}
+
+    _rewrite(saved, old, strip)
+    assert len(load_traces(old)) == 2
+    bad = tmp_path / "v1.0-flipped.nvtrace"
+    _flip(old, bad)
+    with pytest.raises(TraceFileError, match="is damaged \\(its CRC-32 does not match\\)"):
+        load_traces(bad)
+
+
+def test_runs_sharing_columns_or_beyond_the_caps_are_refused_before_the_work_grows(saved, tmp_path):
+    shared = tmp_path / "shared.nvtrace"
+    _rewrite(saved, shared, lambda m: {**m, "runs": [m["runs"][0]] * 1000})
+    with pytest.raises(TraceFileError, match="holds 1,000 runs \\(at most 256\\)"):
+        load_traces(shared)
+    _rewrite(saved, shared, lambda m: {**m, "runs": [m["runs"][0]] * 2})
+    with pytest.raises(TraceFileError, match="is used twice"):
+        load_traces(shared)
+    tracks = tmp_path / "tracks.nvtrace"
+    _rewrite(saved, tracks, lambda m: {**m, "runs": [{**m["runs"][0], "tracks": [["t", "tensor", 0]] * 30_000}]})
+    with pytest.raises(TraceFileError, match="30,000 tracks \\(at most 4,096\\)"):
+        load_traces(tracks)
+
+
+def test_a_pipe_is_refused_without_waiting_for_a_writer(tmp_path):
+    fifo = tmp_path / "run.nvtrace"
+    os.mkfifo(fifo)
+    with pytest.raises(TraceFileError, match="not a regular file \\(a pipe\\)"):
+        load_file(fifo)
