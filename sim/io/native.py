@@ -287,6 +287,12 @@ def _validate_meta(meta: Any, fail) -> None:
         fail("run metadata 'phases' is not a list of phases with start_ns, end_ns, repeat and stored")
 
 
+def _finite(a: np.ndarray) -> bool:
+    """No NaN or infinity in ``a``: its sum is finite (one pass, no temporary array; the values
+    are times and counts far below where a sum could overflow)."""
+    return a.dtype.kind in "iub" or bool(np.isfinite(a.sum()))
+
+
 def _validate_trace(trace: Trace, fail) -> None:
     _validate_meta(trace.meta, fail)
     kinds = [("op_layer", trace.op_layer, "iu"), ("layer_start_ns", trace.layer_start_ns, "fiu"),
@@ -298,10 +304,13 @@ def _validate_trace(trace: Trace, fail) -> None:
             fail(f"{what} hold {a.dtype} values, not numbers")
     ev = trace.events
     n_tracks, n_ops, n_layers = len(trace.tracks), len(trace.op_names), len(trace.layer_names)
-    if not (np.all(np.isfinite(ev["start_ns"])) and np.all(np.isfinite(ev["dur_ns"]))):
+    if not (_finite(ev["start_ns"]) and _finite(ev["dur_ns"])):
         fail("event times are not finite numbers")
-    if np.any(ev["dur_ns"] < 0):
+    if len(ev["dur_ns"]) and not ev["dur_ns"].min() >= 0:
         fail("an event has a negative duration")
+    for column in ("flops", "bytes"):  # finite and not negative (NaN fails the comparison)
+        if len(ev[column]) and not (ev[column].min() >= 0 and _finite(ev[column])):
+            fail(f"event {column} are not finite, non-negative numbers")
     if len(ev["track"]) and (ev["track"].min() < 0 or ev["track"].max() >= n_tracks):
         fail("an event refers to a track that does not exist")
     if len(ev["op"]) and (ev["op"].min() < 0 or ev["op"].max() >= n_ops):
@@ -311,10 +320,11 @@ def _validate_trace(trace: Trace, fail) -> None:
             fail(f"an {name} refers to a layer that does not exist")
     if len(trace.op_layer) != n_ops or len(trace.layer_start_ns) != n_layers or len(trace.layer_kinds) != n_layers:
         fail("op and layer tables have inconsistent lengths")
-    if not (np.all(np.isfinite(trace.layer_start_ns)) and np.all(trace.layer_end_ns >= trace.layer_start_ns)):
+    if not (_finite(trace.layer_start_ns) and _finite(trace.layer_end_ns)
+            and np.all(trace.layer_end_ns >= trace.layer_start_ns)):
         fail("a layer span is not a valid interval")
     for c in trace.counters.values():
-        if len(c.t_ns) != len(c.value) or not np.all(np.isfinite(c.value)) or np.any(np.diff(c.t_ns) < 0):
+        if len(c.t_ns) != len(c.value) or not (_finite(c.value) and _finite(c.t_ns)) or np.any(np.diff(c.t_ns) < 0):
             fail(f"counter '{c.name}' is not a valid time series")
 
 
