@@ -1,7 +1,8 @@
 """The fuzz harness of tests/sim/test_fuzz.py at scale: thousands of damaged and hostile .nvtrace,
 Chrome JSON and config.json files, with the slowest case per format and the peak memory.
 
-Run: .venv/bin/python bench/bench_fuzz.py [CASES]     (default 2000 per format; target: every
+Run: .venv/bin/python bench/bench_fuzz.py [CASES [SEED]]     (default 2000 per format, seed 0 =
+the cases CI starts with; target: every
 case opens or is refused in one line, each within 5 s, the process under 1 GB)
 """
 
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def main() -> int:
     cases = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
     os.environ["NEURONVIZ_FUZZ_CASES"] = str(cases)
+    os.environ["NEURONVIZ_FUZZ_SEED"] = sys.argv[2] if len(sys.argv) > 2 else "0"
     sys.path.insert(0, str(ROOT))
     start = time.perf_counter()
     code = pytest.main(["-q", "-p", "no:cacheprovider", str(ROOT / "tests/sim/test_fuzz.py")])

@@ -63,6 +63,8 @@ MAX_JSON_BYTES = 4 << 30  # the JSON text after decompression: a zip-bomb guard
 MAX_GZIP_RATIO = 100
 MIN_RATIO_CHECK_BYTES = 64 << 20
 GZIP_MAGIC = b"\x1f\x8b"
+MAX_TIME_US = 1e15  # a timestamp or duration beyond 30 years is damage, not a trace
+MAX_VALUE = 1e30  # any other number: far beyond a byte count or rate, far below overflow
 CHUNK_EVENTS = 1 << 16  # events serialised at a time by save_chrome
 MAX_TRACKS = int(np.iinfo(EVENT_COLUMNS["track"]).max)  # the event table's track column is int16
 _READ_CHUNK = 1 << 24
@@ -390,16 +392,16 @@ def _check_types(values: list, pos: Sequence[int], allowed: set, what: str, fail
     fail(f"event {pos[i]}: {what} is {found}")
 
 
-def _numbers(values: list, pos: Sequence[int], what: str, fail: _Fail) -> np.ndarray:
-    """``values`` as float64 after checking each is a finite JSON number."""
+def _numbers(values: list, pos: Sequence[int], what: str, fail: _Fail, limit: float = MAX_VALUE) -> np.ndarray:
+    """``values`` as float64 after checking each is a finite JSON number of at most ``limit``."""
     _check_types(values, pos, {int, float}, f"'{what}' should be a number but", fail)
     try:
         a = np.array(values, dtype=np.float64)
     except (OverflowError, ValueError, TypeError):
         fail(f"'{what}' holds a number out of range")
-    bad = ~np.isfinite(a)
+    bad = ~(np.abs(a) <= limit)  # NaN and infinities too
     if bad.any():
-        fail(f"event {pos[int(np.argmax(bad))]}: '{what}' is not a finite number")
+        fail(f"event {pos[int(np.argmax(bad))]}: '{what}' is not a finite number of at most {limit:g}")
     return a
 
 
@@ -460,9 +462,9 @@ def _scan_slices(evs: list[dict], pos: np.ndarray, fail: _Fail, durations: bool)
     _check_types(args, pos_l, {dict, type(None)}, "'args' should be an object but", fail)
     if None in args:  # "args": null
         args = [_EMPTY if a is None else a for a in args]
-    ts = _numbers(_field(evs, "ts"), pos_l, "ts", fail)
+    ts = _numbers(_field(evs, "ts"), pos_l, "ts", fail, MAX_TIME_US)
     if durations:
-        dur = _numbers(_field(evs, "dur", 0), pos_l, "dur", fail)
+        dur = _numbers(_field(evs, "dur", 0), pos_l, "dur", fail, MAX_TIME_US)
         if np.any(dur < 0):
             fail(f"event {pos_l[int(np.argmax(dur < 0))]}: negative 'dur'")
     else:
@@ -525,7 +527,7 @@ def _scan_metadata(evs: list[dict], scan: _Scan) -> None:
 def _scan_counters(evs: list[dict], pos: np.ndarray, fail: _Fail, scan: _Scan) -> np.ndarray:
     """Counter series by (pid, name); each key of args is a series. Returns the timestamps."""
     pos_l = pos.tolist()
-    ts = _numbers(_field(evs, "ts"), pos_l, "ts", fail)
+    ts = _numbers(_field(evs, "ts"), pos_l, "ts", fail, MAX_TIME_US)
     pid, name, cid, args = _field(evs, "pid", 0), _field(evs, "name", ""), _field(evs, "id"), _field(evs, "args")
     _check_types(pid, pos_l, _KEY_TYPES, "'pid' should be an integer or string but", fail)
     _check_types(name, pos_l, {str}, "'name' should be a string but", fail)
@@ -544,8 +546,8 @@ def _scan_counters(evs: list[dict], pos: np.ndarray, fail: _Fail, scan: _Scan) -
             for k, x in a.items():
                 if type(x) not in _NUMBER:
                     fail(f"event {i}: counter value '{k}' should be a number but is {_json_type(x)}")
-                if not math.isfinite(x):
-                    fail(f"event {i}: counter value '{k}' is not a finite number")
+                if not abs(x) <= MAX_VALUE:
+                    fail(f"event {i}: counter value '{k}' is not a finite number of at most {MAX_VALUE:g}")
                 keys.append((p, n if k == n or not k else f"{n}.{k}"))
                 v_list.append(float(x))
                 t_list.append(t)
@@ -610,7 +612,7 @@ def _arg_column(args: np.ndarray, key: str, fail: _Fail) -> np.ndarray:
         out = np.array(values, dtype=np.float64)
     except (OverflowError, ValueError):
         fail(f"'{key}' in args holds a number out of range")
-    out[~np.isfinite(out) | (out < 0)] = 0.0
+    out[~(out <= MAX_VALUE) | (out < 0)] = 0.0  # NaN, infinities and absurd sizes too
     return out
 
 

@@ -257,34 +257,82 @@ def _valid_phases(phases: Any) -> bool:
     return isinstance(phases, list) and all(valid(i, p) for i, p in enumerate(phases))
 
 
+# what the metrics, the analysis and the app read of a run's metadata, by type (present or not:
+# the required ones are checked on their own)
+_META_COUNTS = ("batch", "copies", "cores_per_copy", "lnc", "grad_accum", "nodes", "data_parallel", "pipeline",
+                "requests", "concurrency", "new_tokens", "cores_active", "cores_active_under_load")
+_META_NUMBERS_OPTIONAL = ("total_ns", "price_usd_per_hour", "peak_flops_per_core", "request_overhead_s",
+                          "memory_per_core_bytes", "weight_refetch_bytes", "rate", "prefill_ns", "per_token_ns")
+_META_TEXTS = ("chip", "chip_name", "instance", "model", "model_type", "family", "dtype", "matmul_dtype", "source_file")
+_META_TABLES = ("config", "layer_stats", "speculation", "precision", "serving", "under_load", "single_node")
+_META_MAY_BE_NULL = ("price_usd_per_hour", "rate", "peak_flops_per_core")  # no price, no rate, no chip data
+_SERVING_REQUESTS = ("sent_ns", "first_token_ns", "finish_ns", "output_tokens")
+_SERVING_STEPS = ("step_end_ns", "step_tokens")
+
+
+def _number(value: Any) -> bool:
+    return type(value) in (int, float) and bool(np.isfinite(value)) and value >= 0
+
+
+def _numbers(value: Any) -> bool:
+    return isinstance(value, list) and all(_number(v) for v in value)
+
+
 def _validate_meta(meta: Any, fail) -> None:
-    """The metadata every run needs to be shown and measured, with sane types."""
+    """The metadata every run needs to be shown and measured, with sane types: every field a
+    consumer reads is of its type when present, the required ones are there."""
     def number(key: str, required: bool = True) -> None:
         value = meta.get(key)
         if value is None and not required:
             return
-        if type(value) not in (int, float) or not np.isfinite(value) or value < 0:
+        if not _number(value):
             fail(f"run metadata '{key}' is {'missing' if value is None else 'not a non-negative number'}")
 
     if not isinstance(meta.get("mode"), str):
         fail("run metadata 'mode' is missing")
     for key in _META_NUMBERS:
         number(key)
-    for key in ("total_ns", "lnc", "price_usd_per_hour", "grad_accum", "peak_flops_per_core", "request_overhead_s"):
-        number(key, required=False)
+    for key in _META_NUMBERS_OPTIONAL:  # present means a number (or null where null has a meaning)
+        if key in meta and not (meta[key] is None and key in _META_MAY_BE_NULL):
+            number(key)
+    for key in _META_COUNTS:
+        if key in meta and (type(meta[key]) is not int or meta[key] < 1):
+            fail(f"run metadata '{key}' is not a positive whole number")
+    for key in _META_TEXTS:
+        if key in meta and not isinstance(meta[key], str):
+            fail(f"run metadata '{key}' is not text")
+    for key in _META_TABLES:
+        if key in meta and not isinstance(meta[key], dict) and not (meta[key] is None and key in _META_MAY_BE_NULL):
+            fail(f"run metadata '{key}' is not a table")
     if meta["mode"] == "decode":
         for key in _DECODE_NUMBERS:
             number(key)
     wanted = ("total_ns", *(_DECODE_NUMBERS if meta["mode"] == "decode" else ()))
     for key in ("under_load", "single_node"):  # the same run's times with every copy busy, on one instance
-        times = meta.get(key, {})
-        if not isinstance(times, dict) or (times and not all(
-                type(times.get(k)) in (int, float) and np.isfinite(times[k]) and times[k] >= 0 for k in wanted)):
+        times = meta.get(key) or {}
+        if times and not all(_number(times.get(k)) for k in wanted):
             fail(f"run metadata '{key}' is not a table of {', '.join(wanted)}")
-    for key in ("nodes", "data_parallel"):
-        number(key, required=False)
+    if meta["mode"] == "serve":
+        _validate_serving(meta.get("serving"), fail)
+    stats = meta.get("layer_stats") or {}
+    if not all(_numbers(v) for v in stats.values()):
+        fail("run metadata 'layer_stats' is not a table of lists of numbers")
     if not _valid_phases(meta.get("phases", [])):
         fail("run metadata 'phases' is not a list of phases with start_ns, end_ns, repeat and stored")
+
+
+def _validate_serving(serving: Any, fail) -> None:
+    """A serving run's record: per request and per step, lists of numbers of one length each."""
+    problem = "run metadata 'serving' is not a record of requests and steps"
+    if not isinstance(serving, dict):
+        fail(problem)
+    for names in (_SERVING_REQUESTS, _SERVING_STEPS):
+        columns = [serving.get(k) for k in names]
+        if not all(_numbers(c) for c in columns) or len({len(c) for c in columns}) != 1:
+            fail(problem)
+    if not serving["finish_ns"] or not isinstance(serving.get("itl_ns"), dict) or not all(
+            _number(v) for v in serving["itl_ns"].values()):
+        fail(problem)
 
 
 def _finite(a: np.ndarray) -> bool:
@@ -320,6 +368,8 @@ def _validate_trace(trace: Trace, fail) -> None:
             fail(f"an {name} refers to a layer that does not exist")
     if len(trace.op_layer) != n_ops or len(trace.layer_start_ns) != n_layers or len(trace.layer_kinds) != n_layers:
         fail("op and layer tables have inconsistent lengths")
+    if any(len(v) != n_layers for v in (trace.meta.get("layer_stats") or {}).values()):
+        fail("run metadata 'layer_stats' does not have one value per layer")
     if not (_finite(trace.layer_start_ns) and _finite(trace.layer_end_ns)
             and np.all(trace.layer_end_ns >= trace.layer_start_ns)):
         fail("a layer span is not a valid interval")

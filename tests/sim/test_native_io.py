@@ -240,7 +240,7 @@ def test_times_under_load_and_on_one_instance_are_checked(saved, tmp_path, key, 
         return {**m, "runs": [{**run, "meta": {**run["meta"], key: times}}]}
 
     _rewrite(saved, path, reload)
-    with pytest.raises(TraceFileError, match=f"run metadata '{key}' is not a table of total_ns"):
+    with pytest.raises(TraceFileError, match=f"run metadata '{key}' is not a table"):
         load_traces(path)
 
 
@@ -293,3 +293,22 @@ def test_a_pipe_is_refused_without_waiting_for_a_writer(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(TraceFileError, match="not a regular file \\(a pipe\\)"):
         load_file(fifo)
+
+
+ODD = (None, "12", [3], {"a": 1}, -5, 1.5)
+WRONG_METADATA = [(k, v) for k in ("total_ns", "lnc", "new_tokens", "cores_active", "chip", "layer_stats") for v in ODD
+                  if (k, v) not in (("total_ns", 1.5), ("chip", "12"))]  # those two are what the fields hold
+
+
+@pytest.mark.parametrize("key, value", WRONG_METADATA)
+def test_run_metadata_of_the_wrong_type_is_refused_in_one_line(saved, tmp_path, key, value):
+    bad = tmp_path / "bad.nvtrace"
+
+    def edit(m):
+        run = m["runs"][0]
+        return {**m, "runs": [{**run, "meta": {**run["meta"], key: value}}]}
+
+    _rewrite(saved, bad, edit)
+    with pytest.raises(TraceFileError, match=f"run metadata '{key}'") as info:
+        load_traces(bad)
+    assert "\n" not in str(info.value)
