@@ -27,12 +27,15 @@ from neuronviz.session import Session
 from sim.errors import SimError
 from sim.hardware.chip import all_chips
 from sim.hardware.instances import all_instances, default_instance
+from sim.quant import QUANTS
 from sim.run import DTYPE_BYTES, MODES, RunConfig
 from sim.sweep import Point, grid
 from sim.workloads import preset_names
 
 DEFAULT_CHIPS = ("inf1", "inf2", "trn1", "trn2")
 DEFAULT_INSTANCE = "default for each chip"
+NO_QUANT = "none (weights in the data type)"
+DEFAULT_LNC = "chip default"
 SWEEP_BATCHES = (1, 2, 4, 8, 16, 32)  # the Sweep button's batch sizes
 
 
@@ -70,6 +73,13 @@ class RunPanel(QWidget):
         self.dtype = QComboBox()
         self.dtype.addItems(sorted(DTYPE_BYTES))
         self.dtype.setCurrentText("bf16")
+        self.quant = QComboBox()
+        self.quant.addItems([NO_QUANT, *QUANTS])
+        self.quant.setToolTip("Weight matmuls quantized: weight-only int8/fp8 (dequantized on VectorE), fp8 "
+                              "(FP8 weights and inputs), mxfp8/mxfp4 (Trainium3's MX matmuls)")
+        self.lnc = QComboBox()
+        self.lnc.addItems([DEFAULT_LNC, "1", "2"])
+        self.lnc.setToolTip("Physical cores per logical NeuronCore on Trainium2/3 (the chip's default is 2)")
         self.chips = {key: QCheckBox(key) for key in all_chips()}
         for key, box in self.chips.items():
             box.setChecked(key in DEFAULT_CHIPS)
@@ -110,6 +120,8 @@ class RunPanel(QWidget):
         form.addRow("Micro-batches per step", self.grad_accum)
         form.addRow("Users (serve)", self.users)
         form.addRow("Data type", self.dtype)
+        form.addRow("Quantization", self.quant)
+        form.addRow("Logical core size", self.lnc)
         chip_row = QHBoxLayout()
         for box in self.chips.values():
             chip_row.addWidget(box)
@@ -161,7 +173,9 @@ class RunPanel(QWidget):
                           new_tokens=self.new_tokens.value(), dtype=self.dtype.currentText(),
                           cores=self.cores.value() or None, copies=self.copies.value() or None,
                           grad_accum=self.grad_accum.value() if self.grad_accum.isEnabled() else 1,
-                          concurrency=(self.users.value() or None) if self.users.isEnabled() else None)
+                          concurrency=(self.users.value() or None) if self.users.isEnabled() else None,
+                          quant=None if self.quant.currentText() == NO_QUANT else self.quant.currentText(),
+                          lnc=None if self.lnc.currentText() == DEFAULT_LNC else int(self.lnc.currentText()))
                 for chip, inst in targets]
 
     def sweep_points(self) -> list[Point]:

@@ -458,6 +458,16 @@ def test_run_panel_micro_batches_apply_to_training_only(demo_window):
     panel.instance.setCurrentIndex(0)
 
 
+def test_run_panel_quantization_and_logical_core_size_reach_the_runs(demo_window):
+    panel = demo_window.run_panel
+    assert {(c.quant, c.lnc) for c in panel.configs()} == {(None, None)}
+    panel.quant.setCurrentText("fp8")
+    panel.lnc.setCurrentText("1")
+    assert {(c.quant, c.lnc) for c in panel.configs()} == {("fp8", 1)}
+    panel.quant.setCurrentIndex(0)
+    panel.lnc.setCurrentIndex(0)
+
+
 def test_run_panel_users_apply_to_serving_only(demo_window):
     panel = demo_window.run_panel
     assert not panel.users.isEnabled()
