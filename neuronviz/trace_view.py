@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.metrics import BusyIntegral, CounterIntegral, IntegralStack
+from sim.metrics import BusyIntegral, CounterIntegral, IntegralStack, replayed
 from sim.trace import Trace, union_intervals
 
 NESTED_LOOKBACK = 64  # events checked backwards for an enclosing slice under the pointer
@@ -46,7 +46,9 @@ class TraceView:
             idx = idx[np.argsort(ev["start_ns"][idx], kind="stable")]
             self._idx.append(idx)
             self._starts.append(ev["start_ns"][idx])
-            self.integrals.append(BusyIntegral(*union_intervals(ev["start_ns"][idx], ev["dur_ns"][idx])))
+            # executions not stored as events are filled in from their stored twins
+            self.integrals.append(replayed(BusyIntegral(*union_intervals(ev["start_ns"][idx], ev["dur_ns"][idx])),
+                                           trace))
         self.row_stack = IntegralStack(self.integrals)  # all rows at once, for drawing
 
     def find_layers(self, text: str) -> np.ndarray:

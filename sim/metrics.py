@@ -295,6 +295,52 @@ class BusyIntegral(_Integral):
         return np.clip(_window_rates(edges, self.busy(edges)), 0.0, 1.0)
 
 
+class ReplayedIntegral(_Integral):
+    """``base`` with the executions a trace ran but did not store as events filled in from their
+    stored twins (:attr:`Trace.replays`): the integral the fully stored run would have. Inside a
+    replayed stretch the ``j``-th execution adds what the twin's does by the same offset, after
+    ``j`` whole ones; later times add every replayed execution before them."""
+
+    def __init__(self, base: _Integral, replays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> None:
+        self.base = base
+        self.start, self.end, self.period, self.home = replays
+        home_at = base.at(self.home)
+        self.per_run = base.at(self.home + self.period) - home_at  # what one execution adds
+        self.home_at = home_at
+        runs = np.rint((self.end - self.start) / self.period)
+        self.before = np.concatenate([[0.0], np.cumsum(runs * self.per_run)])  # whole stretches before each
+        self.n_points = base.n_points + len(self.start)
+        self.lo = min(base.lo, float(self.start[0])) if len(self.start) else base.lo
+        self.hi = max(base.hi, float(self.end.max())) if len(self.start) else base.hi
+        self.slope_after = base.slope_after
+
+    def at(self, t: np.ndarray) -> np.ndarray:
+        t = np.asarray(t, dtype=np.float64)
+        out = self.base.at(t)
+        if not len(self.start):
+            return out
+        i = np.searchsorted(self.start, t, side="right") - 1
+        ic = np.clip(i, 0, None)
+        inside = (i >= 0) & (t < self.end[ic])
+        j = np.floor((t - self.start[ic]) / self.period[ic])
+        offset = t - self.start[ic] - j * self.period[ic]
+        partial = j * self.per_run[ic] + self.base.at(self.home[ic] + offset) - self.home_at[ic]
+        extra = np.where(inside, self.before[ic] + partial, self.before[np.where(i >= 0, i + 1, 0)])
+        return out + np.where(i >= 0, extra, 0.0)
+
+    def fractions(self, edges: np.ndarray) -> np.ndarray:
+        """Busy fraction of each window between consecutive ``edges`` (clipped to [0, 1])."""
+        return np.clip(_window_rates(edges, self.at(edges)), 0.0, 1.0)
+
+    def means(self, edges: np.ndarray) -> np.ndarray:
+        return _window_rates(edges, self.at(edges))
+
+
+def replayed(base: _Integral, trace: Trace) -> _Integral:
+    """``base``, with ``trace``'s unstored executions filled in when it has any."""
+    return ReplayedIntegral(base, trace.replays) if len(trace.replays[0]) else base
+
+
 class CounterIntegral(_Integral):
     """Time integral of a counter (a step function), for its mean over arbitrary windows.
 

@@ -170,22 +170,23 @@ class Trace:
                 out.append((start, p["end_ns"], int(repeat - stored)))
         return out
 
-    def stored_instant(self, t_ns: float) -> float:
-        """``t_ns``, or when it falls in an execution that was not stored as events, the same
-        instant of the stored execution of that program that stands for it."""
+    @cached_property
+    def replays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The executions that ran but were not stored as events, as stretches of identical ones:
+        ``(start_ns, end_ns, period_ns, home_ns)``, time-ordered, where ``home_ns`` starts the
+        stored execution of the same program that stands for each of them (its phase's first,
+        or for a phase with none stored, the first of the phase it names in ``same_as``)."""
         phases = self.meta.get("phases", ())
+        rows = []
         for p in phases:
             repeat, stored = p["repeat"], p.get("stored", p["repeat"])
-            if stored >= repeat or not p["start_ns"] <= t_ns < p["end_ns"]:
+            if stored >= repeat or p["end_ns"] <= p["start_ns"]:
                 continue
             period = (p["end_ns"] - p["start_ns"]) / repeat
-            k = int((t_ns - p["start_ns"]) // period)
-            if k < stored:
-                return t_ns
-            offset = t_ns - p["start_ns"] - k * period
-            home = phases[p["same_as"]] if not stored and "same_as" in p else p
-            return home["start_ns"] + offset
-        return t_ns
+            home = phases[p["same_as"]]["start_ns"] if not stored and "same_as" in p else p["start_ns"]
+            rows.append((p["start_ns"] + stored * period, p["end_ns"], period, home))
+        a = np.array(sorted(rows), np.float64).reshape(-1, 4)
+        return a[:, 0].copy(), a[:, 1].copy(), a[:, 2].copy(), a[:, 3].copy()
 
     @property
     def run_end_ns(self) -> float:

@@ -20,13 +20,13 @@ from neuronviz.session import Run, Session
 from neuronviz.theme import ENGINE_COLORS, ENGINE_LABELS, engine_color, palette
 from neuronviz.trace_view import ENGINE_ORDER
 from neuronviz.widgets.chip_diagram import CORE_ENGINES, ChipDiagram, ChipState
-from sim.metrics import CounterIntegral, IntegralStack, RunMetrics
+from sim.metrics import CounterIntegral, IntegralStack, RunMetrics, replayed
 from sim.trace import Counter
 
 COUNTER_BAND_HEIGHT = 70
 AREA_COLOR = (0, 114, 178, 40)  # the selected window: translucent blue over the tracks
 AREA_EDGE_COLOR = (0, 114, 178, 160)
-UNSTORED_COLOR = (128, 128, 128, 45)  # executions that ran but were not stored as events: grey over the rows
+UNSTORED_COLOR = (128, 128, 128, 28)  # executions not stored as events, drawn from their twins: a light shade
 LEGEND_VEIL_ALPHA = 210  # counter legends sit on the background at this opacity, over the curves
 LEGEND_MARGIN_PX = 8  # a counter legend keeps this far inside its plot
 COUNTER_BAND_MIN_HEIGHT = 48  # below this a counter band's tick labels crowd: it is left out instead
@@ -175,7 +175,9 @@ class ComparisonPane(QWidget):
         self.view = run.view
         self.marker_lines: list[pg.InfiniteLine] = []
         counters = run.trace.counters
-        self._counter_integrals = {name: CounterIntegral(counters[name].t_ns, counters[name].value)
+        # executions not stored as events are drawn from their stored twins (sim.metrics.ReplayedIntegral)
+        self._counter_integrals = {name: replayed(CounterIntegral(counters[name].t_ns, counters[name].value),
+                                                  run.trace)
                                    for name in SIMULATOR_COUNTERS if name in counters and len(counters[name].t_ns)}
         self.header = QLabel()
         self.header.setTextFormat(Qt.TextFormat.RichText)
@@ -277,9 +279,9 @@ class ComparisonPane(QWidget):
         scene.sigMouseClicked.connect(self._click)
 
     def _mark_unstored(self) -> None:
-        """Grey the stretches whose executions ran but were not kept as events (a long decode or
-        serving run past the events a trace keeps), so empty rows there do not read as idle; the
-        widest says so. The chip diagram shows an identical stored execution there."""
+        """Shade the stretches whose executions ran but were not kept as events (a long decode or
+        serving run past the events a trace keeps): their rows, curves and chip diagram are drawn
+        from an identical stored execution, and hovering there names no event; the widest says so."""
         spans = self.run.trace.unstored_spans
         widest = max(range(len(spans)), key=lambda i: spans[i][1] - spans[i][0], default=-1)
         total = sum(n for _, _, n in spans)
@@ -290,12 +292,12 @@ class ComparisonPane(QWidget):
                                              pen=pg.mkPen(None))
                 region.setZValue(-6)
                 region.setToolTip(f"{total:,} program executions of this run are not stored as events (a trace "
-                                  "keeps a few million): their time and work count in every figure, and the chip "
-                                  "diagram shows an identical stored execution")
+                                  "keeps a few million): they are drawn from an identical stored execution, and "
+                                  "their time and work count in every figure")
                 plot.addItem(region, ignoreBounds=True)
                 self.unstored_items.append((region, start, end))
             if i == widest:
-                label = pg.TextItem(f"{total:,} executions not stored as events", color=palette().foreground,
+                label = pg.TextItem(f"{total:,} executions drawn from stored twins", color=palette().foreground,
                                     anchor=(0, 0.5))
                 self.timeline.addItem(label, ignoreBounds=True)
                 self.unstored_items.append((label, start, end))
@@ -345,7 +347,7 @@ class ComparisonPane(QWidget):
         bands are evaluated together, in one stack made once the bands are (``_build_plots``)."""
         k = len(self._plotted_counters)
         self._plotted_counters.append(self._counter_integrals.get(counter.name)
-                                      or CounterIntegral(counter.t_ns, counter.value))
+                                      or replayed(CounterIntegral(counter.t_ns, counter.value), self.run.trace))
         return lambda e, tol: scale * self._counter_stack.means(e, tol)[k]
 
     def _engine_band(self) -> None:
@@ -525,12 +527,8 @@ class ComparisonPane(QWidget):
         m = self.run.trace.meta
         chip = self._chip()
         window = ACTIVITY_WINDOW * self.run.duration_ns
-        at = self.run.trace.stored_instant(t_ns)  # an unstored execution: its stored twin
-        if at != t_ns:  # a window within that one execution, not across its neighbours
-            p = next(p for p in m["phases"] if p["start_ns"] <= at < p["end_ns"])
-            window = min(window, (p["end_ns"] - p["start_ns"]) / p["repeat"])
-        activity = self.view.activity(at, window)
-        edges = np.array([at - window / 2, at + window / 2])
+        activity = self.view.activity(t_ns, window)
+        edges = np.array([t_ns - window / 2, t_ns + window / 2])
 
         def mean(name: str) -> float:
             """The counter's mean over the same window as the engines' activity (not its value at one

@@ -140,3 +140,23 @@ def test_impossible_serving_runs_are_refused(kw, message):
                 max_seq=512)
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         simulate(RunConfig(**{**base, **kw}), max_events=0)
+
+
+def test_executions_not_stored_are_drawn_exactly_as_if_they_were():
+    from sim.metrics import BusyIntegral, CounterIntegral, replayed
+    from sim.trace import union_intervals
+
+    cfg = RunConfig(model="gpt2", chip="trn2", mode="serve", batch=2, concurrency=3, seq=64, new_tokens=12,
+                    requests=6)
+    full, part = simulate(cfg), simulate(cfg, max_events=30_000)
+    assert part.n_events < full.n_events / 3 and len(part.replays[0]) > 0 and not len(full.replays[0])
+    edges = np.linspace(0.0, full.meta["total_ns"], 997)
+    for kind in ("tensor", "vector", "dma_read"):
+        busy = []
+        for trace in (full, part):
+            ev, sel = trace.events, trace.events["track"] == trace.track_index(kind)
+            busy.append(replayed(BusyIntegral(*union_intervals(ev["start_ns"][sel], ev["dur_ns"][sel])), trace))
+        assert busy[1].at(edges) == pytest.approx(busy[0].at(edges), rel=1e-6, abs=1e-3), kind
+    counters = [replayed(CounterIntegral(t.counters["hbm_read_bytes_per_s"].t_ns,
+                                         t.counters["hbm_read_bytes_per_s"].value), t) for t in (full, part)]
+    assert counters[1].at(edges) == pytest.approx(counters[0].at(edges), rel=1e-6, abs=1.0)
