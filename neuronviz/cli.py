@@ -473,7 +473,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.scheduler and engine != "dask":
         raise UserError("--scheduler is a Dask scheduler's address: it goes with --engine dask")
     points = grid(args.model, args.instances, args.batch, args.seq or [None], args.cores or [None], args.dtype,
-                  args.mode, args.nodes, args.new_tokens)
+                  args.mode, args.nodes, args.new_tokens, [None if q == "none" else q for q in args.quant])
     try:
         new, total = sweep(points, args.output, args.resume, engine, args.scheduler or args.address, args.workers,
                            _SweepProgress())
@@ -498,6 +498,8 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", type=_name_list, default=["bf16"], help="comma-separated data types (default bf16)")
     p.add_argument("--mode", type=_name_list, default=["inference"], help="comma-separated modes (default inference)")
     p.add_argument("--nodes", type=_int_list, default=[1], help="comma-separated instance counts (training)")
+    p.add_argument("--quant", type=_name_list, default=["none"],
+                   help="comma-separated weight quantizations: none, " + ", ".join(QUANTS) + " (default none)")
     p.add_argument("--new-tokens", type=_positive_int, default=128, help="tokens generated in decode mode")
     p.add_argument("-o", "--output", required=True, help="results file: .parquet, or .csv")
     p.add_argument("--resume", action="store_true", help="keep the rows already in the file and run the rest")

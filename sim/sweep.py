@@ -25,6 +25,7 @@ from sim.errors import ConfigError, SimError
 from sim.hardware.instances import get_instance
 from sim.io.atomic import atomic_file
 from sim.metrics import compute_metrics
+from sim.quant import QUANTS
 from sim.record import run_record
 from sim.run import RunConfig, simulate
 from sim.workloads import get_model
@@ -48,21 +49,25 @@ class Point:
     cores: int | None = None  # None: the fewest that hold the model
     dtype: str = "bf16"
     nodes: int = 1
+    quant: str | None = None  # weight matmuls quantized (sim.quant.QUANTS); None: in dtype
 
     @property
     def key(self) -> str:
-        """Identifies the configuration in a results file (``resume`` skips the keys it holds)."""
-        return "|".join("" if getattr(self, f) is None else str(getattr(self, f)) for f in KEY_FIELDS)
+        """Identifies the configuration in a results file (``resume`` skips the keys it holds);
+        a quantization is appended only when there is one, so older files' keys still match."""
+        key = "|".join("" if getattr(self, f) is None else str(getattr(self, f)) for f in KEY_FIELDS)
+        return key if self.quant is None else f"{key}|quant={self.quant}"
 
     def config(self) -> RunConfig:
         return RunConfig(model=self.model, instance=self.instance, mode=self.mode, batch=self.batch, seq=self.seq,
-                         new_tokens=self.new_tokens, cores=self.cores, dtype=self.dtype, nodes=self.nodes)
+                         new_tokens=self.new_tokens, cores=self.cores, dtype=self.dtype, nodes=self.nodes,
+                         quant=self.quant)
 
 
 def grid(models: Sequence[str], instances: Sequence[str], batches: Sequence[int] = (1,),
          seqs: Sequence[int | None] = (None,), cores: Sequence[int | None] = (None,),
          dtypes: Sequence[str] = ("bf16",), modes: Sequence[str] = ("inference",), nodes: Sequence[int] = (1,),
-         new_tokens: int = 128) -> list[Point]:
+         new_tokens: int = 128, quants: Sequence[str | None] = (None,)) -> list[Point]:
     """Every combination, in a stable order (models outermost, node counts innermost)."""
     if not models or not instances:
         raise ConfigError("a sweep needs at least one model and one instance")
@@ -74,12 +79,15 @@ def grid(models: Sequence[str], instances: Sequence[str], batches: Sequence[int]
         get_model(name)  # an unknown model or a bad config.json is one error, not a row per configuration
     for name in instances:
         get_instance(name)
-    count = math.prod(map(len, (models, instances, batches, seqs, cores, dtypes, modes, nodes)))
+    bad = [q for q in quants if q is not None and q not in QUANTS]
+    if bad:
+        raise ConfigError(f"unknown quantization '{bad[0]}': choose none or one of {', '.join(QUANTS)}")
+    count = math.prod(map(len, (models, instances, batches, seqs, cores, dtypes, modes, nodes, quants)))
     if count > MAX_ROWS:
         raise ConfigError(f"the sweep has {count:,} configurations, more than {MAX_ROWS:,}: shorten a list")
-    return [Point(m, i, mode, b, s, new_tokens, c, d, n)
-            for m, i, mode, b, s, c, d, n in itertools.product(models, instances, modes, batches, seqs, cores,
-                                                                dtypes, nodes)]
+    return [Point(m, i, mode, b, s, new_tokens, c, d, n, q)
+            for m, i, mode, b, s, c, d, n, q in itertools.product(models, instances, modes, batches, seqs, cores,
+                                                                   dtypes, nodes, quants)]
 
 
 def _flatten(record: dict[str, Any]) -> dict[str, Any]:

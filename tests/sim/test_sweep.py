@@ -45,6 +45,19 @@ def test_a_configuration_that_cannot_run_is_a_row_with_its_reason():
     assert row["status"] == "error" and "fp8" in row["reason"]
 
 
+def test_quantizations_are_a_dimension_whose_keys_leave_older_files_matching():
+    points = grid(["gpt2"], ["trn2.48xlarge", "trn3-ultraserver-gen1"], quants=[None, "mxfp4"])
+    assert [p.quant for p in points] == [None, "mxfp4", None, "mxfp4"]
+    assert points[0].key == "gpt2|trn2.48xlarge|inference|1||128||bf16|1"  # as files written before quant
+    assert points[1].key.endswith("|quant=mxfp4")
+    rows = [run_point(p) for p in points]
+    assert [r["status"] for r in rows] == ["ok", "error", "ok", "ok"]
+    assert "Trainium2 has no MX matmuls" in rows[1]["reason"]
+    assert rows[3]["latency_ms"] < rows[2]["latency_ms"]
+    with pytest.raises(ConfigError, match="unknown quantization 'int3'"):
+        grid(["gpt2"], ["trn2.48xlarge"], quants=["int3"])
+
+
 def test_a_row_holds_the_simulate_json_fields_and_the_costs():
     row = run_point(Point("bert-base", "inf2.xlarge", batch=4))
     assert row["status"] == "ok" and row["reason"] == ""
