@@ -17,7 +17,7 @@ from sim.errors import SimError
 from sim.hardware.chip import all_chips
 from sim.hardware.instances import instances_of
 from sim.quant import QUANTS, SCALES
-from sim.run import ATTENTION, AUTOCAST, DTYPE_BYTES, MODES, RunConfig, simulate
+from sim.run import ATTENTION, AUTOCAST, DTYPE_BYTES, KV_CACHE_DTYPES, MODES, RunConfig, simulate
 from sim.trace import Trace
 from sim.workloads import get_model, preset_names
 
@@ -84,7 +84,7 @@ def simulate_runs(args: argparse.Namespace) -> list[Trace]:
                                expert_imbalance=args.expert_imbalance, requests=args.requests, rate=args.rate,
                                seed=args.seed, seq_spread=args.seq_spread, new_tokens_spread=args.new_tokens_spread,
                                quant=args.quant, quant_scales=args.quant_scales, sparsity=args.sparsity,
-                               lnc=args.lnc,
+                               lnc=args.lnc, kv_cache=args.kv_cache,
                                draft=args.draft, spec_k=args.spec_k, acceptance=args.acceptance,
                                bucketing=not args.no_buckets, prefill_chunk=args.prefill_chunk))
             for chip in chips]
@@ -122,6 +122,8 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
                         "fp8 (FP8 weights and matmul inputs), mxfp8/mxfp4 (Trainium3's MX matmuls)")
     p.add_argument("--quant-scales", choices=SCALES, default="channel",
                    help="per-tensor or per-channel quantization scales (default channel)")
+    p.add_argument("--kv-cache", choices=KV_CACHE_DTYPES,
+                   help="decode/serve: the KV cache stored in fp8 (NxD kv_cache_quant), dequantized before use")
     p.add_argument("--sparsity", metavar="M:N",
                    help="M:N structured sparsity of the weights, e.g. 2:4 or 4:16 (Trainium2, Trainium3)")
     p.add_argument("--autocast", choices=AUTOCAST,

@@ -88,6 +88,7 @@ class CoreContext:
     shards: int = 1  # physical cores one copy (one pipeline stage of it) is split over
     node_cores: int = 1  # physical cores of one instance
     precision: Precision | None = None  # how weights are stored and multiplied (None: in matmul_dtype)
+    kv_cache: str | None = None  # the KV cache's stored dtype when quantized (NxD kv_cache_quant: fp8)
 
     @property
     def weights(self) -> Precision:
@@ -192,7 +193,13 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     # weights are stored as the run's precision says (the compiler casts constants ahead of time)
     # and multiplied in its format; what attention reads from memory (a KV cache) is stored like
     # the activations and multiplied in the matmul dtype
-    prec = ctx.weights if op.weights else dense(ctx.matmul_dtype, dt)
+    if op.weights:
+        prec = ctx.weights
+    elif ctx.kv_cache and op.hbm_elems:  # a quantized KV cache, read small and dequantized on VectorE
+        prec = Precision(8.0 * dtype_bytes(ctx.kv_cache), ctx.matmul_dtype, dequantize_weights=True,
+                         stored=ctx.kv_cache)
+    else:
+        prec = dense(ctx.matmul_dtype, dt)
     plan = plan_matmul(chip.tensor, op.m, op.k, op.n, op.count, prec.matmul_dtype, wait)
     if prec.sparse_speedup > 1:
         plan = replace(plan, cycles=plan.cycles / prec.sparse_speedup)

@@ -30,6 +30,7 @@ DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp32": 4}
 # neuronx-cc --auto-cast: an FP32 model has its matmuls cast to BF16 (the compiler's default),
 # every operation, or nothing
 AUTOCAST = ("matmult", "all", "none")
+KV_CACHE_DTYPES = ("fp8",)  # NxD Inference's kv_cache_quant stores the cache in float8_e4m3fn
 ATTENTION = ("flash", "compiler")
 MIN_DECODE_BUCKET = 128  # NxD Inference token-generation buckets: powers of two from 128
 # Repeated decode steps are stored as events until the trace holds this many; later steps are
@@ -102,6 +103,9 @@ class RunConfig:
     quant: str | None = None
     quant_scales: str = "channel"
     sparsity: str | None = None
+    # decode and serve: the KV cache stored in fp8 (NxD Inference's kv_cache_quant), dequantized
+    # on VectorE before attention reads it; None: in the model's dtype
+    kv_cache: str | None = None
     # physical cores per logical NeuronCore (Trn2/Trn3: 1 or 2; None: the chip's default, 2);
     # --cores counts logical cores
     lnc: int | None = None
@@ -227,6 +231,13 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
     if (cfg.quant or cfg.sparsity) and cfg.mode == "training":
         raise ConfigError("--quant and --sparsity are for inference; a training run keeps its weights in --dtype")
     run_precision(cfg, chip)  # refuses formats the chip lacks
+    if cfg.kv_cache is not None:
+        if cfg.kv_cache not in KV_CACHE_DTYPES:
+            raise ConfigError(f"unknown KV cache format '{cfg.kv_cache}': choose {', '.join(KV_CACHE_DTYPES)}")
+        if cfg.mode not in GENERATING:
+            raise ConfigError("a quantized KV cache is for decode and serve modes")
+        if cfg.kv_cache not in chip.vector.elems_per_cycle:
+            raise ConfigError(f"{chip.name}'s engines do not read {cfg.kv_cache}: its KV cache cannot be quantized")
     return seq
 
 
@@ -462,7 +473,8 @@ def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int)
     state = 2.0 * max((op.out_elems for op in probe.ops if not op.fused), default=0) * dt
     if cfg.mode in GENERATING:
         positions = compiled_length(cfg, seq)
-        state += float(spec.kv_cache_elems(positions)) * cfg.batch * dt
+        kv_bytes = DTYPE_BYTES[cfg.kv_cache] if cfg.kv_cache else dt
+        state += float(spec.kv_cache_elems(positions)) * cfg.batch * kv_bytes
     elif cfg.mode == "training":
         outputs = [sum(op.out_elems for op in probe.ops[la.first_op:la.first_op + la.n_ops] if not op.fused)
                    for la in probe.layers]  # a fused attention kernel keeps none of its tiles
@@ -604,7 +616,7 @@ def _timeline(cfg: RunConfig, dep: Deployment, max_events: int) -> _Timeline:
     chip = dep.chip
     ctx = CoreContext(chip, *compute_dtypes(cfg, chip), dep.active_cores_per_chip, dep.ranks_per_chip,
                       dep.copies_per_chip, dep.instance.topology, min(dep.nodes, dep.data_parallel), dep.shards,
-                      dep.node_cores, run_precision(cfg, chip))
+                      dep.node_cores, run_precision(cfg, chip), cfg.kv_cache)
     return _Timeline(ctx, max_events)
 
 
@@ -801,6 +813,8 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
                     pipeline=dep.pipeline, zero1=cfg.zero1, checkpoint_activations=cfg.checkpoint_activations)
         if single is not None:
             meta["single_node"] = _times(cfg, single)
+    if cfg.kv_cache:
+        meta["kv_cache"] = cfg.kv_cache
     if cfg.quant or cfg.sparsity:
         prec = run_precision(cfg, chip)
         meta["precision"] = {"quant": cfg.quant, "scales": cfg.quant_scales if cfg.quant else None,

@@ -1,5 +1,6 @@
 """Quantized and sparse weights: what they store, what the engines do with them, where they run."""
 
+import numpy as np
 import pytest
 
 from sim.errors import ConfigError, DoesNotFitError
@@ -110,3 +111,22 @@ def test_quantized_weights_halve_what_a_decode_step_reads_and_fit_where_bf16_doe
 def test_formats_a_chip_lacks_are_refused(chip, kw, message):
     with pytest.raises(ConfigError, match=message):
         simulate(RunConfig(**{"model": "bert-base", "chip": chip, **kw}), max_events=0)
+
+
+def test_an_fp8_kv_cache_halves_what_attention_reads_and_holds_and_is_cast_on_vector_engine():
+    cfg = dict(model="llama-3-8b", chip="trn2", mode="decode", batch=8, seq=2000, new_tokens=2, cores=4)
+    base, fp8 = (simulate(RunConfig(**cfg, kv_cache=kv)) for kv in (None, "fp8"))
+
+    def attention_reads(trace):
+        ev, dma = trace.events, trace.track_index("dma_read")
+        names = np.array(trace.op_names)[ev["op"]]
+        decode = np.array([trace.layer_names[la].startswith("decode") for la in ev["layer"]])
+        sel = (ev["track"] == dma) & np.isin(names, ["scores", "context"]) & decode
+        return ev["bytes"][sel].sum()
+
+    assert attention_reads(fp8) == pytest.approx(attention_reads(base) / 2, rel=1e-6)
+    kv_bytes = get_model("llama-3-8b").kv_cache_elems(2002) * 8 * 2 / 2  # bf16 cache, halved
+    assert base.meta["memory_per_core_bytes"] - fp8.meta["memory_per_core_bytes"] == pytest.approx(kv_bytes / 8)
+    assert fp8.run_busy_ns(fp8.track_index("vector")) > base.run_busy_ns(base.track_index("vector"))
+    with pytest.raises(ConfigError, match="a quantized KV cache is for decode and serve modes"):
+        simulate(RunConfig(model="bert-base", chip="trn2", kv_cache="fp8"), max_events=0)
