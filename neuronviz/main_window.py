@@ -33,6 +33,7 @@ from neuronviz.widgets.operators import OperatorsView
 from neuronviz.widgets.pane import ComparisonPane
 from neuronviz.widgets.playback import PlaybackBar
 from neuronviz.widgets.regions import RegionsView
+from neuronviz.widgets.requests import RequestsView
 from neuronviz.widgets.roofline import RooflineView
 from neuronviz.widgets.run_panel import RunPanel
 from neuronviz.widgets.scaling import ScalingView
@@ -111,12 +112,14 @@ class MainWindow(QMainWindow):
         self.roofline = RooflineView(session)
         self.operators = OperatorsView(session)
         self.regions = RegionsView(session)
+        self.requests = RequestsView(session)
         self.operators.sig_show_span.connect(self.show_span)
         previous = selection
         for title, view, height in (("Scaling", self.scaling, SCALING_HEIGHT), ("Sweep", self.sweep, SCALING_HEIGHT),
                                     ("Roofline", self.roofline, ROOFLINE_HEIGHT),
                                     ("Operators", self.operators, SCALING_HEIGHT),
-                                    ("Regions", self.regions, SCALING_HEIGHT)):
+                                    ("Regions", self.regions, SCALING_HEIGHT),
+                                    ("Requests", self.requests, SCALING_HEIGHT)):
             previous = self._tab(title, view, previous, height)
         sweep = self.findChild(QDockWidget, "Sweep")
         self.run_panel.sig_sweep.connect(lambda points: (sweep.raise_(), self.sweep.start_sweep(points, "Run panel")))

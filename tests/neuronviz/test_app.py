@@ -7,7 +7,7 @@ import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QApplication, QDockWidget, QMessageBox
 
 from neuronviz.theme import ENGINE_COLORS
 from neuronviz.trace_view import window_stats
@@ -555,10 +555,10 @@ def test_the_progress_dialog_of_a_slow_open_shows_itself(demo_window, qtbot, mon
 
     monkeypatch.setattr(mw, "BACKGROUND_OPEN_BYTES", 0)
     real = demo_window.loader._open_runs
-    demo_window.loader._open_runs = lambda path: (time.sleep(3.0), real(path))[1]
+    demo_window.loader._open_runs = lambda path: (time.sleep(5.0), real(path))[1]
     demo_window.open_files([str(Path(__file__).parents[1] / "data" / "bert-base-trn1-inf2.nvtrace")])
     # the open is still running while the dialog is awaited (a loaded machine may be slow to show it)
-    qtbot.waitUntil(lambda: demo_window.opening is not None and demo_window.opening.isVisible(), timeout=2800)
+    qtbot.waitUntil(lambda: demo_window.opening is not None and demo_window.opening.isVisible(), timeout=4800)
     qtbot.waitUntil(lambda: len(demo_window.panes) == 2, timeout=10_000)
     assert demo_window.opening is None
 
@@ -799,3 +799,30 @@ def test_a_serving_pane_counts_requests_and_tokens_and_greys_the_steps_not_store
     steps = sum(k for e, k in zip(serving["step_end_ns"], serving["step_tokens"], strict=True) if e <= t)
     assert state.tokens_done == first + steps > 0
     assert state.activity["tensor"] > 0.05
+
+
+def test_the_requests_tab_draws_every_request_of_a_serving_run_and_their_distributions(demo_window, tmp_path):
+    from sim.io import save_file
+    from sim.run import RunConfig, simulate
+
+    requests_dock = demo_window.findChild(QDockWidget, "Requests")
+    view = demo_window.requests
+    requests_dock.raise_()
+    QApplication.processEvents()
+    assert view.message.isVisible() and "serving runs" in view.message.text()  # the demo serves none
+    traces = [simulate(RunConfig(model="gpt2", chip=c, mode="serve", batch=2, concurrency=4, requests=6, seq=64,
+                                 new_tokens=8), max_events=0) for c in ("inf2", "trn2")]
+    path = tmp_path / "serve.nvtrace"
+    save_file(str(path), traces)
+    assert demo_window.open_files([str(path)])
+    QApplication.processEvents()
+    assert not view.message.isVisible() and len(view.gantts) == 2
+    bars = [item for item in view.gantts[1].getPlotItem().items if isinstance(item, pg.BarGraphItem)]
+    served = traces[1].meta["serving"]
+    waiting, decoding = (np.asarray(b.opts["x1"]) - np.asarray(b.opts["x0"]) for b in bars)
+    sent, first, finish = (np.asarray(served[k]) / 1e6 for k in ("sent_ns", "first_token_ns", "finish_ns"))
+    assert waiting == pytest.approx(first - sent) and decoding == pytest.approx(finish - first)  # ms
+    curves = view.cdf["TTFT"].getPlotItem().listDataItems()
+    assert len(curves) == 2 and curves[1].yData[-1] == pytest.approx(1.0)
+    assert curves[1].xData.max() == pytest.approx(max(np.asarray(served["first_token_ns"]) -
+                                                      np.asarray(served["sent_ns"])) / 1e6)
