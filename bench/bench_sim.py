@@ -1,4 +1,5 @@
-"""Simulator speed: events per second, bert-large on four generations, llama-3-8b decode, a 671B MoE.
+"""Simulator speed: events per second, bert-large on four generations, llama-3-8b decode, a 671B MoE,
+a serving run.
 
 Run: .venv/bin/python bench/bench_sim.py        (targets: < 1 s for the four generations,
 >= 1,000,000 scheduled events per second)
@@ -48,6 +49,18 @@ def main() -> None:
                                    new_tokens=1), repeats=1)
     print(f"deepseek-v3 (671B MoE) prompt and one decode step on trn2.48xlarge: {secs:.3f} s, {events} events "
           f"(target < 5 s, ratio {secs / 5:.2f})")
+    # a serving run: each distinct step scheduled once, the others replayed (kept as events up to
+    # the trace's limit) or only counted
+    cfg = RunConfig(model="llama-3.1-8b", instance="trn2.48xlarge", cores=8, mode="serve", batch=8, concurrency=16,
+                    seq=1024, seq_spread=100, new_tokens=128, new_tokens_spread=16, requests=64)
+    for label, kept in (("events kept", None), ("metrics only", 0)):
+        _lower_cached.cache_clear()
+        t = time.perf_counter()
+        trace = simulate(cfg) if kept is None else simulate(cfg, max_events=kept)
+        secs = time.perf_counter() - t
+        steps = sum(p["repeat"] for p in trace.meta["phases"])
+        print(f"llama-3.1-8b serving 64 requests on trn2.48xlarge ({label}): {secs:.3f} s, {steps:,} steps, "
+              f"{trace.n_events:,} events")
 
 
 if __name__ == "__main__":

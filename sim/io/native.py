@@ -275,7 +275,17 @@ def _number(value: Any) -> bool:
 
 
 def _numbers(value: Any) -> bool:
-    return isinstance(value, list) and all(_number(v) for v in value)
+    """A list of finite, non-negative numbers (checked as one array: these lists run to a value
+    per layer or per request)."""
+    if not isinstance(value, list):
+        return False
+    if not value:
+        return True
+    try:
+        a = np.array(value)
+    except (ValueError, OverflowError):  # ragged nesting
+        return False
+    return a.ndim == 1 and a.dtype.kind in "iuf" and bool(a.min() >= 0) and _finite(a)
 
 
 def _validate_meta(meta: Any, fail) -> None:
