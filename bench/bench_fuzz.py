@@ -27,12 +27,14 @@ def main() -> int:
     start = time.perf_counter()
     code = pytest.main(["-q", "-p", "no:cacheprovider", str(ROOT / "tests/sim/test_fuzz.py")])
     took = time.perf_counter() - start
-    from tests.sim.test_fuzz import SLOWEST
+    from tests.sim.test_fuzz import OUTCOMES, SLOWEST
 
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"{cases:,} cases per format in {took:.1f} s ({'all passed' if code == 0 else 'FAILURES'})")
     for fmt, secs in sorted(SLOWEST.items()):
-        print(f"  slowest {fmt:12s} case: {secs:6.3f} s (target 5 s, ratio {secs / 5:.2f})")
+        counts = OUTCOMES.get(fmt, {})
+        print(f"  {fmt:12s} opened {counts.get('opened', 0):5,}, refused in one line {counts.get('refused', 0):5,};"
+              f" slowest case {secs:6.3f} s (target 5 s, ratio {secs / 5:.2f})")
     print(f"peak memory of the process: {peak_mb:,.0f} MB (target 1,024 MB, ratio {peak_mb / 1024:.2f})")
     return int(code)
 

@@ -27,6 +27,7 @@ from sim.workloads.models import PRESET_DIR
 CASES = int(os.environ.get("NEURONVIZ_FUZZ_CASES", 150))  # per format; bench/bench_fuzz.py runs thousands
 SEED = int(os.environ.get("NEURONVIZ_FUZZ_SEED", 0))  # CI's cases are fixed; the bench may draw others
 SLOWEST: dict[str, float] = {}  # per format: the slowest case's seconds (bench/bench_fuzz.py prints them)
+OUTCOMES: dict[str, dict[str, int]] = {}  # per format: cases opened and refused (printed by the bench too)
 # values a hostile field may hold instead of its own
 ODD_VALUES = (None, "", "x", [], {}, [1, 2], {"a": 1}, True, -1, 0, 10**30, -(10**30), 1e308, 0.5, "NaN", [None])
 
@@ -88,7 +89,7 @@ def _mutated_manifest(rng, data):
 
 def test_damaged_and_hostile_nvtrace_files_open_or_give_one_line_errors(native, tmp_path):
     rng = random.Random(20261125 + SEED)
-    outcomes = {"opened": 0, "refused": 0}
+    outcomes = OUTCOMES["nvtrace"] = {"opened": 0, "refused": 0}
     for case in range(CASES):
         kind = case % 3
         if kind == 0:  # bytes flipped anywhere
@@ -114,7 +115,7 @@ def chrome_doc():
 
 def test_damaged_and_hostile_chrome_json_opens_or_gives_one_line_errors(chrome_doc, tmp_path):
     rng = random.Random(7 + SEED)
-    outcomes = {"opened": 0, "refused": 0}
+    outcomes = OUTCOMES["chrome"] = {"opened": 0, "refused": 0}
     events = chrome_doc["traceEvents"]
     for case in range(CASES):
         doc = copy.deepcopy(chrome_doc) if case % 4 == 0 else {**chrome_doc, "traceEvents": list(events)}
@@ -137,7 +138,7 @@ def test_damaged_and_hostile_chrome_json_opens_or_gives_one_line_errors(chrome_d
 def test_hostile_config_json_simulates_or_gives_one_line_errors(tmp_path):
     rng = random.Random(3 + SEED)
     presets = sorted(PRESET_DIR.glob("*.json"))
-    refused = 0
+    outcomes = OUTCOMES["config.json"] = {"opened": 0, "refused": 0}
     for case in range(CASES):
         cfg = json.loads(rng.choice(presets).read_text())
         for _ in range(rng.randint(1, 3)):
@@ -151,11 +152,12 @@ def test_hostile_config_json_simulates_or_gives_one_line_errors(tmp_path):
             mode = "decode" if spec.family == "decoder" else "inference"
             simulate(RunConfig(model=str(path), chip="trn2", mode=mode, seq=32 if not spec.is_vision else None,
                                new_tokens=2), max_events=0)
+            outcomes["opened"] += 1
         except SimError as exc:
             assert "\n" not in str(exc) and str(exc)
-            refused += 1
+            outcomes["refused"] += 1
         SLOWEST["config.json"] = max(SLOWEST.get("config.json", 0.0), time.perf_counter() - start)
-    assert refused > 0
+    assert outcomes["refused"] > 0 and sum(outcomes.values()) == CASES
 
 
 def test_non_finite_numbers_in_event_columns_are_refused(native, tmp_path):
