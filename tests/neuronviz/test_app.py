@@ -105,6 +105,60 @@ def test_corrupt_file_shows_the_reason_and_keeps_the_open_panes(demo_window, tmp
     assert demo_window.panes == panes
 
 
+def test_hostile_files_opened_in_the_app_each_give_one_warning_and_keep_the_open_panes(demo_window, tmp_path,
+                                                                                        monkeypatch):
+    import gzip
+    import json
+    import os
+    import zipfile
+
+    from sim.io import save_file
+    from sim.run import RunConfig, simulate
+
+    good = tmp_path / "good.nvtrace"
+    save_file(str(good), [simulate(RunConfig(model="distilbert", chip="inf2", seq=64), max_events=0)])
+    flipped = tmp_path / "flipped.nvtrace"
+    data = bytearray(good.read_bytes())
+    data[len(data) * 2 // 3] ^= 0x04
+    flipped.write_bytes(bytes(data))
+    meta = tmp_path / "meta.nvtrace"
+    with zipfile.ZipFile(good) as zin, zipfile.ZipFile(meta, "w") as zout:
+        for info in zin.infolist():
+            body = zin.read(info.filename)
+            if info.filename == "manifest.json":
+                manifest = json.loads(body)
+                manifest["runs"][0]["meta"]["cores_active"] = [1, 2]
+                body = json.dumps(manifest).encode()
+            zout.writestr(info.filename, body)
+    shared = tmp_path / "shared.nvtrace"
+    with zipfile.ZipFile(good) as zin, zipfile.ZipFile(shared, "w") as zout:
+        for info in zin.infolist():
+            body = zin.read(info.filename)
+            if info.filename == "manifest.json":
+                manifest = json.loads(body)
+                manifest["runs"] = manifest["runs"] * 1000
+                body = json.dumps(manifest).encode()
+            zout.writestr(info.filename, body)
+    fifo = tmp_path / "pipe.nvtrace"
+    os.mkfifo(fifo)
+    bomb = tmp_path / "bomb.json.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as g:
+        g.write(b"[" + b" " * (80 << 20) + b"]")
+    nan = tmp_path / "nan.json"
+    nan.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1e20, "dur": 1, "pid": 1, "tid": 1}]}')
+    shown = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: shown.append(text))
+    panes = list(demo_window.panes)
+    expected = {flipped: "checksum does not match", meta: "run metadata 'cores_active'",
+                shared: "holds 1,000 runs", fifo: "not a regular file (a pipe)", bomb: "zip bomb",
+                nan: "'ts' is not a finite number of at most"}
+    for path, reason in expected.items():
+        assert demo_window.open_files([str(path)]) is False
+        assert reason in shown[-1] and path.name in shown[-1] and "\n" not in shown[-1], shown[-1]
+        assert demo_window.panes == panes
+    assert len(shown) == len(expected)
+
+
 def test_save_then_open_round_trips_the_comparison(demo_window, tmp_path):
     path = str(tmp_path / "cmp.nvtrace")
     assert demo_window.save_to(path)
