@@ -782,16 +782,17 @@ def _times(cfg: RunConfig, phases: list) -> dict[str, float]:
 def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Deployment, sched: CoreScheduler,
           phases: list, loaded: list | dict | None, single: list | None, served: dict | None) -> dict:
     chip, inst = dep.chip, dep.instance
+    prec = run_precision(cfg, chip)
     meta = {
         "simulator_version": __version__, "config": asdict(cfg) | {"seq": seq},
         "chip": chip.key, "chip_name": chip.name, "core_version": chip.core_version,
         "instance": inst.name, "chips_per_instance": inst.chips, "price_usd_per_hour": inst.price_usd_per_hour,
         "model": spec.name, "model_type": spec.model_type, "family": spec.family, "mode": cfg.mode, "batch": cfg.batch,
-        "seq": seq, "dtype": cfg.dtype, "matmul_dtype": run_precision(cfg, chip).matmul_dtype,
+        "seq": seq, "dtype": cfg.dtype, "matmul_dtype": prec.matmul_dtype,
         "cores_per_copy": dep.cores_per_copy, "lnc": dep.lnc, "memory_per_core_bytes": dep.memory_per_core_bytes,
         "copies": dep.copies, "cores_active": alone.active_cores_per_chip,
         "cores_active_under_load": dep.active_cores_per_chip,
-        "peak_flops_per_core": chip.tensor.peak_flops(run_precision(cfg, chip).matmul_dtype),
+        "peak_flops_per_core": chip.tensor.peak_flops(prec.matmul_dtype),
         "launch_overhead_s": chip.efficiency.launch_overhead_s,
         "weight_refetch_bytes": sched.weight_refetch_bytes, "requests": request_count(cfg),
         "units": {"time": "ns", "bytes": "B", "flops": "FLOP"},
@@ -816,7 +817,6 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
     if cfg.kv_cache:
         meta["kv_cache"] = cfg.kv_cache
     if cfg.quant or cfg.sparsity:
-        prec = run_precision(cfg, chip)
         meta["precision"] = {"quant": cfg.quant, "scales": cfg.quant_scales if cfg.quant else None,
                              "sparsity": cfg.sparsity, "weight_bits": prec.weight_bits,
                              "sparse_speedup": prec.sparse_speedup}

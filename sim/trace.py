@@ -155,19 +155,15 @@ class Trace:
 
     @cached_property
     def unstored_spans(self) -> list[tuple[float, float, int]]:
-        """``(start_ns, end_ns, executions)`` of the stretches whose program executions ran but
-        were not kept as events (``meta["phases"]``: a phase's executions after its stored ones),
-        adjacent stretches merged: the view marks them, the figures count them."""
+        """``(start_ns, end_ns, executions)`` of the stretches of :attr:`replays`, adjacent ones
+        merged: the view marks them, the figures count them."""
         out: list[tuple[float, float, int]] = []
-        for p in self.meta.get("phases", ()):
-            repeat, stored = p["repeat"], p.get("stored", p["repeat"])
-            if stored >= repeat or p["end_ns"] <= p["start_ns"]:
-                continue
-            start = p["start_ns"] + (p["end_ns"] - p["start_ns"]) * stored / repeat
+        for start, end, period, _ in zip(*self.replays, strict=True):
+            runs = int(round((end - start) / period))
             if out and start - out[-1][1] <= 1e-6 * max(1.0, start):
-                out[-1] = (out[-1][0], p["end_ns"], out[-1][2] + int(repeat - stored))
+                out[-1] = (out[-1][0], float(end), out[-1][2] + runs)
             else:
-                out.append((start, p["end_ns"], int(repeat - stored)))
+                out.append((float(start), float(end), runs))
         return out
 
     @cached_property

@@ -121,24 +121,22 @@ def test_hostile_files_opened_in_the_app_each_give_one_warning_and_keep_the_open
     data = bytearray(good.read_bytes())
     data[len(data) * 2 // 3] ^= 0x04
     flipped.write_bytes(bytes(data))
-    meta = tmp_path / "meta.nvtrace"
-    with zipfile.ZipFile(good) as zin, zipfile.ZipFile(meta, "w") as zout:
-        for info in zin.infolist():
-            body = zin.read(info.filename)
-            if info.filename == "manifest.json":
-                manifest = json.loads(body)
-                manifest["runs"][0]["meta"]["cores_active"] = [1, 2]
-                body = json.dumps(manifest).encode()
-            zout.writestr(info.filename, body)
-    shared = tmp_path / "shared.nvtrace"
-    with zipfile.ZipFile(good) as zin, zipfile.ZipFile(shared, "w") as zout:
-        for info in zin.infolist():
-            body = zin.read(info.filename)
-            if info.filename == "manifest.json":
-                manifest = json.loads(body)
-                manifest["runs"] = manifest["runs"] * 1000
-                body = json.dumps(manifest).encode()
-            zout.writestr(info.filename, body)
+
+    def with_manifest(name, edit):
+        """``good`` with its manifest edited (what a hand-made or damaged file holds)."""
+        path = tmp_path / name
+        with zipfile.ZipFile(good) as zin, zipfile.ZipFile(path, "w") as zout:
+            for info in zin.infolist():
+                body = zin.read(info.filename)
+                if info.filename == "manifest.json":
+                    manifest = json.loads(body)
+                    edit(manifest)
+                    body = json.dumps(manifest).encode()
+                zout.writestr(info.filename, body)
+        return path
+
+    meta = with_manifest("meta.nvtrace", lambda m: m["runs"][0]["meta"].update(cores_active=[1, 2]))
+    shared = with_manifest("shared.nvtrace", lambda m: m.update(runs=m["runs"] * 1000))
     fifo = tmp_path / "pipe.nvtrace"
     os.mkfifo(fifo)
     bomb = tmp_path / "bomb.json.gz"
