@@ -26,8 +26,11 @@ bracket is accepted, as the format allows). Phases X, B/E, i/I, C and M are unde
   that is not a finite number, a negative duration, oversize data) raises a one-line
   :class:`TraceFileError` naming the file; the file and its decompressed content are capped.
 
-Both directions are vectorised with NumPy where they can be, and pause the cyclic garbage collector
-while millions of small dicts are made; orjson serialises and parses the JSON text.
+Both directions are vectorised with NumPy where they can be and pause the cyclic garbage collector.
+Export makes the event dicts a chunk at a time and orjson serialises them. Import streams: msgspec
+decodes the event array a piece at a time into typed events (no dict per event), and each piece
+becomes NumPy columns before the next is decoded, so memory holds the text, the columns and one
+piece (a million events: about 2 s and 0.5 GB, see ``bench/bench_io.py``).
 """
 
 from __future__ import annotations
@@ -38,13 +41,15 @@ import math
 import os
 import re
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import repeat
+from operator import attrgetter
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Union
 
+import msgspec
 import numpy as np
 import orjson
 
@@ -66,8 +71,9 @@ GZIP_MAGIC = b"\x1f\x8b"
 MAX_TIME_US = 1e15  # a timestamp or duration beyond 30 years is damage, not a trace
 MAX_VALUE = 1e30  # any other number: far beyond a byte count or rate, far below overflow
 CHUNK_EVENTS = 1 << 16  # events serialised at a time by save_chrome
+CHUNK_BYTES = 1 << 20  # JSON text decoded at a time by load_chrome (larger pieces only take more memory)
 MAX_TRACKS = int(np.iinfo(EVENT_COLUMNS["track"]).max)  # the event table's track column is int16
-_READ_CHUNK = 1 << 24
+_READ_CHUNK = 1 << 20  # bytes read (or decompressed) at a time
 _KINDS_RE = re.compile(
     r"(?<![a-z])(tensor|vector|scalar|gpsimd|dma[ _-]?read|dma[ _-]?write|collective)(?![a-z])", re.IGNORECASE)
 _NUMBER = (int, float)
@@ -303,63 +309,341 @@ class _Fail:
         raise TraceFileError(text[:500])
 
 
-def _gunzip(f, fail: _Fail) -> bytearray:
-    """The decompressed text, refused once it outgrows :data:`MAX_JSON_BYTES` or
-    :data:`MAX_GZIP_RATIO` times the compressed file (a bomb stops there, before memory is spent)."""
-    size = os.fstat(f.fileno()).st_size
-    limit = min(MAX_JSON_BYTES, max(MIN_RATIO_CHECK_BYTES, MAX_GZIP_RATIO * size))
-    out = bytearray()
-    try:
-        with gzip.GzipFile(fileobj=f, mode="rb") as gz:
-            while chunk := gz.read(min(_READ_CHUNK, limit + 1 - len(out))):
-                out += chunk
-                if len(out) > limit:
-                    fail(f"decompresses to more than {limit:,} bytes, {limit / max(size, 1):,.0f} times its size "
-                         "(refused as a possible zip bomb)")
-    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
-        fail(f"damaged or truncated gzip data ({exc})")
-    return out
+class _Text:
+    """A document's text, read as it is decoded: holds only what has not been decoded yet.
+    Positions are the text's (the decompressed text's for gzip); reads stop with a one-line
+    error once the text outgrows ``limit``."""
+
+    def __init__(self, read: Callable[[int], bytes], limit: int, too_big: str, fail: _Fail) -> None:
+        self._read, self._limit, self._too_big, self._fail = read, limit, too_big, fail
+        self.buf = bytearray()
+        self.base = 0  # the position of buf[0]
+        self.eof = False
+
+    def more(self) -> bool:
+        """Reads on; False at the end of the text."""
+        if self.eof:
+            return False
+        try:
+            chunk = self._read(_READ_CHUNK)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            self._fail(f"damaged or truncated gzip data ({exc})")
+        except OSError as exc:
+            self._fail(read_problem(exc))
+        if not chunk:
+            self.eof = True
+            return False
+        self.buf += chunk
+        if self.base + len(self.buf) > self._limit:
+            self._fail(self._too_big)
+        return True
+
+    def search(self, pattern: re.Pattern, at: int) -> re.Match | None:
+        """The first match at or after ``at`` (reading as far as it takes), or None; its positions
+        are the text's minus :attr:`base`."""
+        while True:
+            m = pattern.search(self.buf, max(at - self.base, 0))
+            if m is not None or not self.more():
+                return m
+
+    def take(self, start: int, end: int | None = None) -> bytes:
+        """The text from ``start`` to ``end`` (to the end of the text when None)."""
+        if end is None:
+            while self.more():
+                pass
+            end = self.base + len(self.buf)
+        return bytes(self.buf[start - self.base:end - self.base])
+
+    def drop(self, upto: int) -> None:
+        """Forgets the text before ``upto``."""
+        del self.buf[:upto - self.base]
+        self.base = upto
 
 
-def _read(path: str | os.PathLike, fail: _Fail) -> bytes | bytearray:
+@contextmanager
+def _text_of(path: str | os.PathLike, fail: _Fail) -> Iterator[_Text]:
+    """The text of a plain or gzip file, read on demand. A gzip file is refused once it decompresses
+    beyond :data:`MAX_JSON_BYTES` or :data:`MAX_GZIP_RATIO` times its size (a bomb stops there,
+    before memory is spent)."""
     try:
         with open_regular(path) as f:
             size = os.fstat(f.fileno()).st_size
             if size > MAX_FILE_BYTES:
                 fail(f"the file is implausibly large ({size:,} bytes, the limit is {MAX_FILE_BYTES:,})")
-            if f.read(2) == GZIP_MAGIC:
-                f.seek(0)
-                return _gunzip(f, fail)
+            gzipped = f.read(2) == GZIP_MAGIC
             f.seek(0)
-            data = f.read()
-            if len(data) > MAX_FILE_BYTES:  # grew while being read
-                fail(f"the file is implausibly large (the limit is {MAX_FILE_BYTES:,} bytes)")
-            return data
+            if not gzipped:
+                yield _Text(f.read, MAX_FILE_BYTES, f"the file is implausibly large (the limit is {MAX_FILE_BYTES:,} "
+                            "bytes)", fail)
+                return
+            limit = min(MAX_JSON_BYTES, max(MIN_RATIO_CHECK_BYTES, MAX_GZIP_RATIO * size))
+            with gzip.GzipFile(fileobj=f, mode="rb") as gz:
+                yield _Text(gz.read, limit, f"decompresses to more than {limit:,} bytes, {limit / max(size, 1):,.0f} "
+                            "times its size (refused as a possible zip bomb)", fail)
     except OSError as exc:
         fail(read_problem(exc))
 
 
-def _parse(data: bytes | bytearray, fail: _Fail) -> Any:
-    if not data or data.isspace():
-        fail("the file is empty")
-    if data[:3] == b"\xef\xbb\xbf":
-        data = data[3:]
-    try:
-        return orjson.loads(data)
-    except RecursionError:
+# The array of events is decoded a piece of about CHUNK_BYTES at a time, straight into the typed
+# shapes below (no dict per event), and each piece is reduced to NumPy columns before the next is
+# decoded: memory holds the columns and one piece. The decoder checks the fields' types as it goes;
+# a piece it refuses (a wrong type, a phase the format does not define) is decoded again into the
+# loose twins of these shapes, every field Any, whose types are then checked column by column with
+# messages naming the event.
+
+
+class _SliceArgs(msgspec.Struct):
+    """The args import reads from a slice; any others are skipped while decoding."""
+
+    layer: Any = None
+    flops: float | None = None
+    bytes: float | None = None
+    op: int | None = None
+    layer_index: int | None = None
+
+
+class _Slice(msgspec.Struct, tag_field="ph", tag="X"):
+    ts: float
+    name: str = ""
+    cat: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    dur: float = 0.0
+    args: _SliceArgs | None = None
+
+
+class _Instant(_Slice, tag="i"):
+    pass
+
+
+class _InstantOld(_Slice, tag="I"):  # the deprecated spelling of an instant event
+    pass
+
+
+class _Begin(msgspec.Struct, tag_field="ph", tag="B"):
+    ts: float
+    name: str = ""
+    cat: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    args: dict | None = None  # a B's args and its E's are merged: kept whole
+
+
+class _End(_Begin, tag="E"):
+    pass
+
+
+class _CounterEvent(msgspec.Struct, tag_field="ph", tag="C"):
+    ts: float
+    args: dict[str, float]
+    name: str = ""
+    pid: int | str = 0
+    id: int | str | None = None
+
+
+class _Metadata(msgspec.Struct, tag_field="ph", tag="M"):  # only decoration: unusable fields are skipped
+    name: Any = None
+    pid: Any = 0
+    tid: Any = 0
+    args: Any = None
+
+
+class _Skipped(msgspec.Struct):
+    """An event of a phase import does not read (flows, async, samples, object snapshots...)."""
+
+
+def _loose(cls: type, **types: Any) -> type:
+    """The twin of ``cls`` whose fields are Any (or ``types``), a required one None when missing."""
+    fields = [(f.name, types.get(f.name, Any), None if f.required else f.default) for f in msgspec.structs.fields(cls)]
+    return msgspec.defstruct(f"_Loose{cls.__name__}", fields, tag_field="ph", tag=cls.__struct_config__.tag)
+
+
+_LooseSliceArgs = msgspec.defstruct("_LooseSliceArgs",
+                                    [(f.name, Any, None) for f in msgspec.structs.fields(_SliceArgs)])
+_NO_ARGS = _LooseSliceArgs()
+# the other phases of the Trace Event Format: decoded without any field, then counted as skipped
+_SKIPPED_PHASES = tuple(msgspec.defstruct(f"_Skipped_{ord(p)}", [], bases=(_Skipped,), tag_field="ph", tag=p)
+                        for p in "bneSTpFstfPNODVvRc()")
+_STRICT = (_Slice, _Instant, _InstantOld, _Begin, _End, _CounterEvent)
+_LOOSE = tuple(_loose(cls, args=_LooseSliceArgs | None) if issubclass(cls, _Slice) else _loose(cls) for cls in _STRICT)
+_PHASE_TYPE = {cls.__struct_config__.tag: cls for cls in (*_LOOSE, _Metadata, *_SKIPPED_PHASES)}
+_SLICE, _INSTANT, _BEGIN_END, _COUNTER, _METADATA = 1, 2, 3, 4, 5
+_CODE = {cls: code for family in (_STRICT, _LOOSE) for cls, code in zip(
+    family, (_SLICE, _INSTANT, _INSTANT, _BEGIN_END, _BEGIN_END, _COUNTER), strict=True)} | {_Metadata: _METADATA}
+_BEGINS = (_Begin, _LOOSE[3])
+_EventType = Union[(*_STRICT, _Metadata, *_SKIPPED_PHASES)]  # noqa: UP007 (a union built from a tuple)
+
+
+class _Tail(msgspec.Struct):
+    """The last piece of an object document: its last events and any keys after the array."""
+
+    traceEvents: list[_EventType] = msgspec.field(default_factory=list)  # noqa: N815 (the format's key)
+    otherData: Any = None  # noqa: N815
+
+
+_DECODE_PIECE = msgspec.json.Decoder(list[_EventType])
+_DECODE_TAIL = msgspec.json.Decoder(_Tail)
+_NOT_JSON = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)  # ValidationError is a DecodeError too
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_GAP = re.compile(rb"\}\s*,\s*\{")  # between two events, unless inside a string or a nested object
+_OPENING = re.compile(rb"[^\s\xef\xbb\xbf]")  # the first byte after blanks and a UTF-8 byte order mark
+_SPLIT_TRIES = 8
+
+
+def _not_json(exc: BaseException, fail: _Fail, offset: int = 0, first: int = 0) -> NoReturn:
+    """The one-line error of text that does not decode; positions in it are made the file's:
+    ``offset`` is the file's byte at the text's first, ``first`` the text's first event."""
+    if isinstance(exc, RecursionError) or "recursion" in str(exc):
         fail("not valid JSON (nested too deeply)")
-    except MemoryError:
-        fail("too large to load into memory")
-    except ValueError as exc:  # json.JSONDecodeError, orjson.JSONDecodeError, UnicodeDecodeError
-        error = exc
-    # the JSON Array Format allows the closing bracket to be missing (a trace cut off while written)
-    tail = data.rstrip()
-    if data[:64].lstrip()[:1] == b"[" and tail.endswith((b"}", b"},")):
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    text = re.sub(r"\(byte (\d+)\)", lambda m: f"(byte {int(m[1]) + offset:,})", text)
+    text = re.sub(r" - at `\$(?:\.traceEvents)?\[(\d+)\].*`", lambda m: f" in event {int(m[1]) + first}", text)
+    text = re.sub(r" - at `.*`", "", text)  # a place without an event's index
+    fail(f"not valid JSON ({text})")
+
+
+def _typed(events: Any, first: int, fail: _Fail) -> list:
+    """Events of an untyped decode as the typed shapes, one by one, with a message for the first
+    that cannot be: the slow path for pieces the typed decoder refused (a phase the format does not
+    define, args that are not an object...)."""
+    if not isinstance(events, list):
+        fail("not a Chrome trace ('traceEvents' is not a list)")
+    out = []
+    for i, ev in enumerate(events, first):
+        if type(ev) is not dict:
+            fail(f"not a Chrome trace (event {i} is {_json_type(ev)}, not an object)")
+        ph = ev.get("ph")
+        if type(ph) is not str:
+            fail(f"event {i}: 'ph' should be a string but is {'missing' if ph is None else _json_type(ph)}")
+        cls = _PHASE_TYPE.get(ph, _Skipped)
+        if cls is _Skipped:
+            out.append(_Skipped())
+            continue
+        args = ev.get("args")
+        if cls in _CODE and _CODE[cls] != _COUNTER and _CODE[cls] != _METADATA and not isinstance(args, dict | None):
+            fail(f"event {i}: 'args' should be an object but is {_json_type(args)}")
         try:
-            return orjson.loads(tail.rstrip(b",") + b"]")
-        except (ValueError, RecursionError):
-            pass
-    fail(f"not valid JSON ({str(error).splitlines()[0] if str(error) else type(error).__name__})")
+            out.append(msgspec.convert(ev, cls))
+        except msgspec.ValidationError as exc:
+            fail(f"event {i}: {exc}")
+    return out
+
+
+def _decode_piece(text: bytes, first: int, fail: _Fail) -> tuple[list, bool]:
+    """A piece of the event array (``[...]``) as typed events, and whether their types are checked
+    (the loose twins' are not); raises one of :data:`_NOT_JSON` when the piece is not JSON."""
+    try:
+        return _DECODE_PIECE.decode(text), True
+    except msgspec.ValidationError as exc:
+        if _out_of_range(exc):
+            raise
+        return _typed(msgspec.json.decode(text), first, fail), False
+
+
+def _out_of_range(exc: msgspec.ValidationError) -> bool:
+    """Whether the typed decoder refused a number no float holds: the text's error, not its shape."""
+    return str(exc).startswith("Number out of range")
+
+
+def _whole(text: _Text, start: int, fail: _Fail) -> tuple[list, dict]:
+    """The events and otherData of a document decoded at once (one that does not open as a trace
+    usually does: its error is the file's)."""
+    try:
+        doc = msgspec.json.decode(text.take(start))
+    except _NOT_JSON as exc:
+        _not_json(exc, fail, start)
+    events, other = _events_of(doc, fail)
+    return _typed(events, 0, fail), other
+
+
+def _head(text: _Text, start: int) -> tuple[int, dict] | None:
+    """Where the event array of an object document starts, and the document's otherData when it
+    comes before the array; None when no "traceEvents" key proves to be the document's own."""
+    at = start
+    for _ in range(_SPLIT_TRIES):
+        m = text.search(_EVENTS_KEY, at)
+        if m is None:
+            return None
+        key, at = text.base + m.start(), text.base + m.end()
+        try:  # the text before the key closes into an object only if the key is at the top level
+            head = msgspec.json.decode(text.take(start, key) + b'"traceEvents":[]}')
+        except _NOT_JSON:
+            continue
+        if isinstance(head, dict):
+            other = head.get("otherData")
+            return at, other if isinstance(other, dict) else {}
+    return None
+
+
+def _event_pieces(text: _Text, fail: _Fail, other: dict) -> Iterator[tuple[list, bool]]:
+    """The typed events of a Chrome trace document, a piece at a time, each with whether the
+    decoder checked their types; the document's otherData goes to ``other``.
+
+    A piece ends at a ``}, {`` found past :data:`CHUNK_BYTES`; it is a real boundary between events
+    exactly when the piece decodes (JSON is read the same way from the same starting state), so a
+    gap inside a string or a nested object only makes the piece longer. The last piece is closed
+    as the document closes; the JSON Array Format's missing ``]`` is accepted."""
+    start = text.search(_OPENING, 0)
+    if start is None:
+        fail("the file is empty")
+    start = text.base + start.start()
+    bare = text.buf[start - text.base] == ord("[")
+    found = (start + 1, {}) if bare else _head(text, start)
+    if found is None:
+        events, found_other = _whole(text, start, fail)
+        other.update(found_other)
+        yield events, False
+        return
+    a, head_other = found
+    other.update(head_other)
+    first = 0
+    while True:
+        text.drop(a)
+        m = text.search(_GAP, a + CHUNK_BYTES)
+        for _ in range(_SPLIT_TRIES):
+            if m is None:
+                break
+            try:
+                events, checked = _decode_piece(b"[" + text.take(a, text.base + m.start() + 1) + b"]", first, fail)
+                break
+            except _NOT_JSON:
+                m = text.search(_GAP, text.base + m.end())
+        else:
+            m = None  # no gap proved to be one: the rest is one piece, and its errors are the file's
+        if m is None:
+            yield _last_piece(text.take(a), a, first, bare, fail, other)
+            return
+        yield events, checked
+        first += len(events)
+        a = text.base + m.end() - 1
+
+
+def _last_piece(rest: bytes, at: int, first: int, bare: bool, fail: _Fail, other: dict) -> tuple[list, bool]:
+    """The events of the text from ``at`` to its end, the rest of the array and of the document,
+    and whether the decoder checked their types."""
+    opening = b"[" if bare else b'{"traceEvents":['
+    text = opening + rest
+    try:
+        if bare:
+            return _decode_piece(text, first, fail)
+        try:
+            tail, checked = _DECODE_TAIL.decode(text), True
+        except msgspec.ValidationError as exc:
+            if _out_of_range(exc):
+                raise
+            doc = msgspec.json.decode(text)
+            tail, checked = _Tail(_typed(doc["traceEvents"], first, fail), doc.get("otherData")), False
+        if isinstance(tail.otherData, dict):
+            other.update(tail.otherData)
+        return tail.traceEvents, checked
+    except _NOT_JSON as exc:
+        end = text.rstrip()
+        if bare and end.endswith((b"}", b"},")):  # a trace cut off while written
+            try:
+                return _decode_piece(end.rstrip(b",") + b"]", first, fail)
+            except _NOT_JSON:
+                pass
+        _not_json(exc, fail, at - len(opening), first)
 
 
 def _events_of(doc: Any, fail: _Fail) -> tuple[list, dict]:
@@ -392,9 +676,12 @@ def _check_types(values: list, pos: Sequence[int], allowed: set, what: str, fail
     fail(f"event {pos[i]}: {what} is {found}")
 
 
-def _numbers(values: list, pos: Sequence[int], what: str, fail: _Fail, limit: float = MAX_VALUE) -> np.ndarray:
-    """``values`` as float64 after checking each is a finite JSON number of at most ``limit``."""
-    _check_types(values, pos, {int, float}, f"'{what}' should be a number but", fail)
+def _numbers(values: list, pos: Sequence[int], what: str, fail: _Fail, limit: float = MAX_VALUE,
+             typed: bool = False) -> np.ndarray:
+    """``values`` as float64 after checking each is a JSON number (unless ``typed``: the decoder
+    did) and finite, of at most ``limit``."""
+    if not typed:
+        _check_types(values, pos, {int, float}, f"'{what}' should be a number but", fail)
     try:
         a = np.array(values, dtype=np.float64)
     except (OverflowError, ValueError, TypeError):
@@ -405,10 +692,19 @@ def _numbers(values: list, pos: Sequence[int], what: str, fail: _Fail, limit: fl
     return a
 
 
+def _arg_column(values: list, key: str, fail: _Fail) -> np.ndarray:
+    """A numeric arg of every event; missing, non-numeric, negative or non-finite values count as 0."""
+    if not set(map(type, values)) <= {int, float}:
+        values = [v if type(v) is float or type(v) is int else 0.0 for v in values]
+    try:
+        out = np.array(values, dtype=np.float64)
+    except (OverflowError, ValueError):
+        fail(f"'{key}' in args holds a number out of range")
+    out[~(out <= MAX_VALUE) | (out < 0)] = 0.0  # NaN, infinities and absurd sizes too
+    return out
+
+
 _KEY_TYPES = {int, str}
-_EMPTY: dict = {}  # the args of an event without any; never modified
-_PHASES = {"X": 1, "i": 2, "I": 2, "B": 3, "E": 3, "C": 4, "M": 5}
-_SLICE, _INSTANT, _BEGIN_END, _COUNTER, _METADATA = 1, 2, 3, 4, 5
 
 
 class _Index(dict):
@@ -419,27 +715,73 @@ class _Index(dict):
         return value
 
 
-def _field(evs: list[dict], key: str, default: Any = None) -> list:
-    """``ev.get(key, default)`` of every event, without a Python-level loop."""
-    return list(map(dict.get, evs, repeat(key), repeat(default)))
+def _attr(events: list, name: str) -> list:
+    """One field of every event, without a Python-level loop."""
+    return list(map(attrgetter(name), events))
 
 
 def _pick(events: list, pos: np.ndarray) -> list:
     return list(map(events.__getitem__, pos.tolist()))
 
 
+def _no_ints() -> np.ndarray:
+    return np.zeros(0, np.int64)
+
+
+# why an arg could not be used: its JSON type (or a number too big for an index)
+_WHY = {type(None): 1, str: 2, bool: 3, float: 4, list: 5, dict: 6}
+_WHY_TEXT = ("", "missing", "a string", "a boolean", "a number", "an array", "an object", "a number out of range")
+
+
+def _int_arg(values: list) -> tuple[np.ndarray, np.ndarray]:
+    """An integer arg of every event, and why it is unusable where it is (0 where it is not)."""
+    n = len(values)
+    kinds = set(map(type, values))
+    if kinds == {int}:
+        try:
+            return np.array(values, np.int64), np.zeros(n, np.int8)
+        except OverflowError:
+            pass
+    if kinds == {type(None)}:
+        return np.zeros(n, np.int64), np.ones(n, np.int8)
+    out, why = np.zeros(n, np.int64), np.zeros(n, np.int8)
+    for i, v in enumerate(values):
+        if type(v) is int and -(1 << 63) <= v < 1 << 63:
+            out[i] = v
+        else:
+            why[i] = _WHY.get(type(v), len(_WHY_TEXT) - 1)
+    return out, why
+
+
+def _first_seen(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``ids`` renumbered in order of first appearance, and the original id of each new number."""
+    unique, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[inverse.reshape(-1)], unique[order]
+
+
 @dataclass
 class _Scan:
-    """Everything one pass over the events finds, with types checked."""
+    """What the pass over the events finds, types checked: one row per slice, columns as arrays."""
 
     keys: list[tuple] = field(default_factory=list)  # unique (pid, tid) of slices, first seen first
-    key: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per slice: index into keys
-    pos: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per slice: index in the file
-    name: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
-    cat: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
-    args: np.ndarray = field(default_factory=lambda: np.zeros(0, object))  # dicts ({} when none)
+    strings: list[str] = field(default_factory=list)  # every distinct name, category and layer
+    key: np.ndarray = field(default_factory=_no_ints)  # per slice: index into keys
+    pos: np.ndarray = field(default_factory=_no_ints)  # per slice: index in the file
+    name: np.ndarray = field(default_factory=_no_ints)  # index into strings
+    cat: np.ndarray = field(default_factory=_no_ints)
     ts: np.ndarray = field(default_factory=lambda: np.zeros(0))  # microseconds as in the file
     dur: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # args: the layer (index into strings), op and layer_index as found, each with the JSON type
+    # that made it unusable (a _WHY code, 0 when usable)
+    layer: np.ndarray = field(default_factory=_no_ints)
+    op: np.ndarray = field(default_factory=_no_ints)
+    layer_index: np.ndarray = field(default_factory=_no_ints)
+    why: dict[str, np.ndarray] = field(default_factory=dict)
+    flops: np.ndarray = field(default_factory=lambda: np.zeros(0))  # args: 0 when absent or unusable
+    bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))
     counters: dict[tuple, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # (pid, name) -> (ts, value)
     process_names: dict = field(default_factory=dict)
     thread_names: dict = field(default_factory=dict)
@@ -450,69 +792,96 @@ class _Scan:
     unmatched_end: int = 0
 
 
-def _scan_slices(evs: list[dict], pos: np.ndarray, fail: _Fail, durations: bool) -> tuple:
-    """Checked columns of complete, instant or begin/end events."""
-    pos_l = pos.tolist()
-    pid, tid = _field(evs, "pid", 0), _field(evs, "tid", 0)
-    name, cat, args = _field(evs, "name", ""), _field(evs, "cat", ""), _field(evs, "args", _EMPTY)
-    _check_types(pid, pos_l, _KEY_TYPES, "'pid' should be an integer or string but", fail)
-    _check_types(tid, pos_l, _KEY_TYPES, "'tid' should be an integer or string but", fail)
-    _check_types(name, pos_l, {str}, "'name' should be a string but", fail)
-    _check_types(cat, pos_l, {str}, "'cat' should be a string but", fail)
-    _check_types(args, pos_l, {dict, type(None)}, "'args' should be an object but", fail)
-    if None in args:  # "args": null
-        args = [_EMPTY if a is None else a for a in args]
-    ts = _numbers(_field(evs, "ts"), pos_l, "ts", fail, MAX_TIME_US)
-    if durations:
-        dur = _numbers(_field(evs, "dur", 0), pos_l, "dur", fail, MAX_TIME_US)
+_SLICE_COLUMNS = ("key", "pos", "name", "cat", "ts", "dur", "layer", "op", "layer_index", "flops", "bytes",
+                  "why_layer", "why_op", "why_layer_index")
+
+
+class _Scanner:
+    """Reduces the events, a piece at a time, to the columns of a :class:`_Scan`."""
+
+    def __init__(self, fail: _Fail) -> None:
+        self.fail = fail
+        self.scan = _Scan()
+        self.keys = _Index()  # (pid, tid) of slices
+        self.series = _Index()  # (pid, name) of counter series
+        self.parts: dict[str, list] = {c: [] for c in _SLICE_COLUMNS}
+        self.counter_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.begin_end: list[tuple[int, Any]] = []
+        self.checked = False  # whether the decoder checked the types of the piece being added
+        self.strings = _Index()  # every distinct name, category and layer
+        self.end = -math.inf  # the last time any event reaches
+
+    def add(self, events: list, first: int, checked: bool) -> None:
+        """Adds a piece of events, the first the ``first`` of the file; ``checked`` when the decoder
+        has checked the types of their fields."""
+        self.checked = checked
+        code = np.fromiter(map(_CODE.get, map(type, events), repeat(0)), np.int8, count=len(events))
+        self.scan.skipped += int(np.count_nonzero(code == 0))
+        pos = np.flatnonzero((code == _SLICE) | (code == _INSTANT))
+        if len(pos):
+            self._slices(_pick(events, pos), pos + first, code[pos] == _INSTANT)
+        pos = np.flatnonzero(code == _BEGIN_END)
+        self.begin_end += zip((pos + first).tolist(), _pick(events, pos), strict=True)
+        for ev in _pick(events, np.flatnonzero(code == _METADATA)):
+            self._metadata(ev)
+        pos = np.flatnonzero(code == _COUNTER)
+        if len(pos):
+            self._counters(_pick(events, pos), pos + first)
+
+    def _ids(self, strings: list[str]) -> np.ndarray:
+        return np.fromiter(map(self.strings.__getitem__, strings), np.int64, count=len(strings))
+
+    def _identity(self, events: list, pos_l: list[int]) -> tuple[list, list, list]:
+        """The checked (pid, tid), name and category of slices or begin/end events."""
+        fail = self.fail
+        pid, tid, name, cat = _attr(events, "pid"), _attr(events, "tid"), _attr(events, "name"), _attr(events, "cat")
+        if self.checked:
+            return list(zip(pid, tid, strict=True)), name, cat
+        _check_types(pid, pos_l, _KEY_TYPES, "'pid' should be an integer or string but", fail)
+        _check_types(tid, pos_l, _KEY_TYPES, "'tid' should be an integer or string but", fail)
+        _check_types(name, pos_l, {str}, "'name' should be a string but", fail)
+        _check_types(cat, pos_l, {str}, "'cat' should be a string but", fail)
+        return list(zip(pid, tid, strict=True)), name, cat
+
+    def _slices(self, events: list, pos: np.ndarray, instant: np.ndarray) -> None:
+        pos_l = pos.tolist()
+        keys, name, cat = self._identity(events, pos_l)
+        ts = _numbers(_attr(events, "ts"), pos_l, "ts", self.fail, MAX_TIME_US, self.checked)
+        dur = _numbers(_attr(events, "dur"), pos_l, "dur", self.fail, MAX_TIME_US, self.checked)
         if np.any(dur < 0):
-            fail(f"event {pos_l[int(np.argmax(dur < 0))]}: negative 'dur'")
-    else:
-        dur = np.zeros(len(evs))
-    return list(zip(pid, tid, strict=True)), name, cat, args, ts, dur
+            self.fail(f"event {pos_l[int(np.argmax(dur < 0))]}: negative 'dur'")
+        dur[instant] = 0.0
+        args = _attr(events, "args")
+        if None in args:
+            args = [_NO_ARGS if a is None else a for a in args]
+        self._add(keys, pos, name, cat, ts, dur, args)
 
+    def _add(self, keys: list, pos: np.ndarray, name: list, cat: list, ts: np.ndarray, dur: np.ndarray,
+             args: list[_SliceArgs]) -> None:
+        layer = _attr(args, "layer")
+        if set(map(type, layer)) == {str}:
+            layer_id, why_layer = self._ids(layer), np.zeros(len(layer), np.int8)
+        else:
+            layer_id = np.array([self.strings[x] if type(x) is str else -1 for x in layer], np.int64)
+            why_layer = np.array([0 if type(x) is str else _WHY.get(type(x), len(_WHY_TEXT) - 1) for x in layer],
+                                 np.int8)
+        op, why_op = _int_arg(_attr(args, "op"))
+        layer_index, why_layer_index = _int_arg(_attr(args, "layer_index"))
+        columns = {"key": np.fromiter(map(self.keys.__getitem__, keys), np.int64, count=len(keys)), "pos": pos,
+                   "name": self._ids(name), "cat": self._ids(cat), "ts": ts, "dur": dur, "layer": layer_id,
+                   "op": op, "layer_index": layer_index,
+                   "flops": _arg_column(_attr(args, "flops"), "flops", self.fail),
+                   "bytes": _arg_column(_attr(args, "bytes"), "bytes", self.fail),
+                   "why_layer": why_layer, "why_op": why_op, "why_layer_index": why_layer_index}
+        for c, values in columns.items():
+            self.parts[c].append(values)
+        if len(ts):
+            self.end = max(self.end, float((ts + dur).max()))
 
-def _match_begin_end(evs: list[dict], pos: np.ndarray, keys: list[tuple], ts: np.ndarray,
-                     end_of_trace: float, scan: _Scan) -> tuple:
-    """Pairs of B and E events per thread, innermost first; a B without E ends at ``end_of_trace``."""
-    threads: dict[tuple, list] = {}
-    for j, (key, t) in enumerate(zip(keys, ts.tolist(), strict=True)):
-        threads.setdefault(key, []).append((t, j))
-    out_keys, out_pos, name, cat, args, start, dur = [], [], [], [], [], [], []
-
-    def emit(key, b, e, t0, t1):
-        eb = evs[b]
-        ee = evs[e] if e is not None else _EMPTY
-        out_keys.append(key)
-        out_pos.append(int(pos[b]))
-        name.append(eb.get("name") or ee.get("name") or "")
-        cat.append(eb.get("cat") or ee.get("cat") or "")
-        args.append({**(eb.get("args") or _EMPTY), **(ee.get("args") or _EMPTY)})
-        start.append(t0)
-        dur.append(max(t1 - t0, 0.0))
-
-    for key, rows in threads.items():
-        rows.sort(key=lambda r: r[0])  # stable: equal times keep file order
-        stack: list[tuple[float, int]] = []
-        for t, j in rows:
-            if evs[j]["ph"] == "B":
-                stack.append((t, j))
-            elif stack:
-                t0, b = stack.pop()
-                emit(key, b, j, t0, t)
-            else:
-                scan.unmatched_end += 1
-        for t0, b in reversed(stack):
-            emit(key, b, None, t0, end_of_trace)
-            scan.unclosed += 1
-    return out_keys, out_pos, name, cat, args, start, dur
-
-
-def _scan_metadata(evs: list[dict], scan: _Scan) -> None:
-    for ev in evs:
-        pid, tid, what, args = ev.get("pid", 0), ev.get("tid", 0), ev.get("name"), ev.get("args")
+    def _metadata(self, ev: _Metadata) -> None:
+        scan, pid, tid, what, args = self.scan, ev.pid, ev.tid, ev.name, ev.args
         if type(pid) not in _KEY_TYPES or type(tid) not in _KEY_TYPES or not isinstance(args, dict):
-            continue  # metadata is only decoration: skip what cannot be used
+            return  # metadata is only decoration: skip what cannot be used
         value = args.get("name") if what in ("process_name", "thread_name") else args.get("sort_index")
         if what == "process_name" and isinstance(value, str):
             scan.process_names[pid] = value
@@ -523,97 +892,97 @@ def _scan_metadata(evs: list[dict], scan: _Scan) -> None:
         elif what == "thread_sort_index" and type(value) is int:
             scan.thread_sort[(pid, tid)] = value
 
+    def _counters(self, events: list, pos: np.ndarray) -> None:
+        """Counter samples by (pid, name); each key of args is a series."""
+        fail, pos_l = self.fail, pos.tolist()
+        ts = _numbers(_attr(events, "ts"), pos_l, "ts", fail, MAX_TIME_US, self.checked)
+        pid, name, cid, args = _attr(events, "pid"), _attr(events, "name"), _attr(events, "id"), _attr(events, "args")
+        if not self.checked:
+            _check_types(pid, pos_l, _KEY_TYPES, "'pid' should be an integer or string but", fail)
+            _check_types(name, pos_l, {str}, "'name' should be a string but", fail)
+            _check_types(cid, pos_l, _KEY_TYPES | {type(None)}, "'id' should be an integer or string but", fail)
+            _check_types(args, pos_l, {dict}, "counter 'args' should be an object of numbers but", fail)
+        if set(map(type, cid)) != {type(None)}:
+            name = [n if i is None else f"{n} {i}" for n, i in zip(name, cid, strict=True)]
+        values = list(map(dict.get, args, name))
+        if set(map(len, args)) == {1} and set(map(type, values)) <= {int, float}:
+            # the common shape, ours included: {"ph": "C", "name": N, "args": {N: value}}
+            v, t_for = _numbers(values, pos_l, "args", fail), ts
+            keys = list(zip(pid, name, strict=True))
+        else:
+            keys, v_list, t_list = [], [], []
+            for i, t, p, n, a in zip(pos_l, ts.tolist(), pid, name, args, strict=True):
+                for k, x in a.items():
+                    if type(x) not in _NUMBER:
+                        fail(f"event {i}: counter value '{k}' should be a number but is {_json_type(x)}")
+                    if not abs(x) <= MAX_VALUE:
+                        fail(f"event {i}: counter value '{k}' is not a finite number of at most {MAX_VALUE:g}")
+                    keys.append((p, n if k == n or not k else f"{n}.{k}"))
+                    v_list.append(float(x))
+                    t_list.append(t)
+            v, t_for = np.array(v_list, np.float64), np.array(t_list, np.float64)
+        self.counter_parts.append((np.array(list(map(self.series.__getitem__, keys)), np.int64), t_for, v))
+        self.end = max(self.end, float(ts.max()))
 
-def _scan_counters(evs: list[dict], pos: np.ndarray, fail: _Fail, scan: _Scan) -> np.ndarray:
-    """Counter series by (pid, name); each key of args is a series. Returns the timestamps."""
-    pos_l = pos.tolist()
-    ts = _numbers(_field(evs, "ts"), pos_l, "ts", fail, MAX_TIME_US)
-    pid, name, cid, args = _field(evs, "pid", 0), _field(evs, "name", ""), _field(evs, "id"), _field(evs, "args")
-    _check_types(pid, pos_l, _KEY_TYPES, "'pid' should be an integer or string but", fail)
-    _check_types(name, pos_l, {str}, "'name' should be a string but", fail)
-    _check_types(cid, pos_l, _KEY_TYPES | {type(None)}, "'id' should be an integer or string but", fail)
-    _check_types(args, pos_l, {dict}, "counter 'args' should be an object of numbers but", fail)
-    if set(map(type, cid)) != {type(None)}:
-        name = [n if i is None else f"{n} {i}" for n, i in zip(name, cid, strict=True)]
-    values = list(map(dict.get, args, name))
-    if len(evs) and set(map(len, args)) == {1} and set(map(type, values)) <= {int, float}:
-        # the common shape, ours included: {"ph": "C", "name": N, "args": {N: value}}
-        v, t_for = _numbers(values, pos_l, "args", fail), ts
-        keys = list(zip(pid, name, strict=True))
-    else:
-        keys, v_list, t_list = [], [], []
-        for i, t, p, n, a in zip(pos_l, ts.tolist(), pid, name, args, strict=True):
-            for k, x in a.items():
-                if type(x) not in _NUMBER:
-                    fail(f"event {i}: counter value '{k}' should be a number but is {_json_type(x)}")
-                if not abs(x) <= MAX_VALUE:
-                    fail(f"event {i}: counter value '{k}' is not a finite number of at most {MAX_VALUE:g}")
-                keys.append((p, n if k == n or not k else f"{n}.{k}"))
-                v_list.append(float(x))
-                t_list.append(t)
-        v, t_for = np.array(v_list, np.float64), np.array(t_list, np.float64)
-    index = _Index()
-    series = np.array(list(map(index.__getitem__, keys)), np.int64)
-    order = np.argsort(series, kind="stable")
-    bounds = np.searchsorted(series[order], np.arange(len(index) + 1))
-    for k, s in index.items():
-        sel = order[bounds[s]:bounds[s + 1]]
-        scan.counters[k] = (t_for[sel], v[sel])
-    return ts
+    def _match_begin_end(self) -> None:
+        """Pairs of B and E events per thread, innermost first; a B without E ends where the trace does."""
+        if not self.begin_end:
+            return
+        pos_l, events = map(list, zip(*self.begin_end, strict=True))
+        self.checked = False  # pieces of both kinds
+        keys, _, _ = self._identity(events, pos_l)
+        ts = _numbers(_attr(events, "ts"), pos_l, "ts", self.fail, MAX_TIME_US)
+        self.end = max(self.end, float(ts.max()))
+        threads: dict[tuple, list] = {}
+        for j, (key, t) in enumerate(zip(keys, ts.tolist(), strict=True)):
+            threads.setdefault(key, []).append((t, j))
+        pairs = []
+        for rows in threads.values():
+            rows.sort(key=lambda r: r[0])  # stable: equal times keep file order
+            stack: list[tuple[float, int]] = []
+            for t, j in rows:
+                if type(events[j]) in _BEGINS:
+                    stack.append((t, j))
+                elif stack:
+                    t0, b = stack.pop()
+                    pairs.append((b, j, t0, t))
+                else:
+                    self.scan.unmatched_end += 1
+            pairs += [(b, None, t0, self.end) for t0, b in reversed(stack)]
+            self.scan.unclosed += len(stack)
+        begins = [events[b] for b, *_ in pairs]
+        ends = [events[e] if e is not None else _NO_END for _, e, *_ in pairs]
+        self._add([keys[b] for b, *_ in pairs], np.array([pos_l[b] for b, *_ in pairs], np.int64),
+                  [b.name or e.name or "" for b, e in zip(begins, ends, strict=True)],
+                  [b.cat or e.cat or "" for b, e in zip(begins, ends, strict=True)],
+                  np.array([t0 for *_, t0, _ in pairs], np.float64),
+                  np.array([max(t1 - t0, 0.0) for *_, t0, t1 in pairs], np.float64),
+                  [msgspec.convert({**(b.args or _EMPTY), **(e.args or _EMPTY)}, _SliceArgs)
+                   for b, e in zip(begins, ends, strict=True)])
+
+    def finish(self) -> _Scan:
+        self._match_begin_end()
+        scan = self.scan
+        scan.keys, scan.strings = list(self.keys), list(self.strings)
+        for c, parts in self.parts.items():
+            if parts:
+                column = np.concatenate(parts)
+                if c.startswith("why_"):
+                    scan.why[c[4:]] = column
+                else:
+                    setattr(scan, c, column)
+        if self.counter_parts:
+            series, t, v = (np.concatenate(c) for c in zip(*self.counter_parts, strict=True))
+            order = np.argsort(series, kind="stable")
+            bounds = np.searchsorted(series[order], np.arange(len(self.series) + 1))
+            for k, s in self.series.items():
+                sel = order[bounds[s]:bounds[s + 1]]
+                scan.counters[k] = (t[sel], v[sel])
+        return scan
 
 
-def _scan(events: list, fail: _Fail) -> _Scan:
-    scan = _Scan()
-    if set(map(type, events)) - {dict}:
-        i = next(i for i, ev in enumerate(events) if type(ev) is not dict)
-        fail(f"not a Chrome trace (event {i} is {_json_type(events[i])}, not an object)")
-    ph = _field(events, "ph")
-    _check_types(ph, range(len(events)), {str}, "'ph' should be a string but", fail)
-    code = np.fromiter(map(_PHASES.get, ph, repeat(0)), np.int8, count=len(ph))
-    scan.skipped = int(np.count_nonzero(code == 0))
-
-    x_pos = np.flatnonzero((code == _SLICE) | (code == _INSTANT))
-    x_evs = _pick(events, x_pos)
-    keys, name, cat, args, ts, dur = _scan_slices(x_evs, x_pos, fail, durations=True)
-    if np.any(code == _INSTANT):
-        dur[code[x_pos] == _INSTANT] = 0.0
-    be_pos = np.flatnonzero(code == _BEGIN_END)
-    be_evs = _pick(events, be_pos)
-    be_keys, _, _, _, be_ts, _ = _scan_slices(be_evs, be_pos, fail, durations=False)
-    _scan_metadata(_pick(events, np.flatnonzero(code == _METADATA)), scan)
-    c_pos = np.flatnonzero(code == _COUNTER)
-    c_ts = _scan_counters(_pick(events, c_pos), c_pos, fail, scan)
-
-    ends = [float((ts + dur).max()) if len(ts) else -math.inf, float(be_ts.max()) if len(be_ts) else -math.inf,
-            float(c_ts.max()) if len(c_ts) else -math.inf]
-    more = _match_begin_end(be_evs, be_pos, be_keys, be_ts, max(ends), scan)
-    if more[0]:
-        keys += more[0]
-        x_pos = np.concatenate([x_pos, np.array(more[1], np.int64)])
-        name += more[2]
-        cat += more[3]
-        args += more[4]
-        ts = np.concatenate([ts, np.array(more[5], np.float64)])
-        dur = np.concatenate([dur, np.array(more[6], np.float64)])
-    index = _Index()
-    scan.key = np.array(list(map(index.__getitem__, keys)), np.int64)
-    scan.keys = list(index)
-    scan.pos, scan.ts, scan.dur = x_pos, ts, dur
-    scan.name, scan.cat, scan.args = _objects(name), _objects(cat), _objects(args)
-    return scan
-
-
-def _arg_column(args: np.ndarray, key: str, fail: _Fail) -> np.ndarray:
-    """A numeric arg of every event; missing, non-numeric, negative or non-finite values count as 0."""
-    values = _field(args.tolist(), key)
-    if not set(map(type, values)) <= {int, float}:
-        values = [v if type(v) is float or type(v) is int else 0.0 for v in values]
-    try:
-        out = np.array(values, dtype=np.float64)
-    except (OverflowError, ValueError):
-        fail(f"'{key}' in args holds a number out of range")
-    out[~(out <= MAX_VALUE) | (out < 0)] = 0.0  # NaN, infinities and absurd sizes too
-    return out
+_EMPTY: dict = {}  # the args of an event without any; never modified
+_NO_END = _LOOSE[4]()  # the E of a slice that never ends
 
 
 def _layer_spans(layer: np.ndarray, start: np.ndarray, end: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -647,7 +1016,6 @@ def _foreign_trace(scan: _Scan, idx: np.ndarray, counter_keys: list[tuple], labe
     """One generic Trace of the slices ``idx`` and the given counter series of a file of another tool."""
     key = scan.key[idx]
     ts_raw, dur = scan.ts[idx], scan.dur[idx]
-    names, cats = scan.name[idx].tolist(), scan.cat[idx].tolist()
     c_first = [float(scan.counters[k][0].min()) for k in counter_keys if len(scan.counters[k][0])]
     origin = min(float(ts_raw.min()) if len(ts_raw) else math.inf, min(c_first, default=math.inf))
     origin = 0.0 if not math.isfinite(origin) else origin
@@ -667,9 +1035,8 @@ def _foreign_trace(scan: _Scan, idx: np.ndarray, counter_keys: list[tuple], labe
     track_of_key[used] = np.arange(len(used))
     track = track_of_key[key]
 
-    cat_ids = _Index()
-    cat_id = np.array(list(map(cat_ids.__getitem__, cats)), np.int64)
-    cat_names = list(cat_ids)
+    cat_id, cat_strings = _first_seen(scan.cat[idx])
+    cat_names = [scan.strings[c] for c in cat_strings.tolist()]
     track_cat_kinds: dict[int, set] = {}
     for pair in np.unique(track * (len(cat_names) or 1) + cat_id).tolist():
         t, c = divmod(pair, len(cat_names) or 1)
@@ -687,22 +1054,19 @@ def _foreign_trace(scan: _Scan, idx: np.ndarray, counter_keys: list[tuple], labe
             kind = next(iter(cat_kinds)) if len(cat_kinds) == 1 else "other"
         tracks.append(Track(f"{pname} / {tname}", kind, core_of[pid]))
 
-    op_ids = _Index()
-    op = np.array(list(map(op_ids.__getitem__, names)), np.int32)
-    layer_names = _field(scan.args[idx].tolist(), "layer")
-    if set(map(type, layer_names)) != {str}:
-        layer_names = [n if type(n) is str else c for n, c in zip(layer_names, cats, strict=True)]
-    layer_ids = _Index()
-    layer = np.array(list(map(layer_ids.__getitem__, layer_names)), np.int32)
+    op, op_strings = _first_seen(scan.name[idx])
+    op = op.astype(np.int32)
+    layer_string = scan.layer[idx]
+    layer, layer_strings = _first_seen(np.where(layer_string >= 0, layer_string, scan.cat[idx]))  # else its category
+    layer = layer.astype(np.int32)
     start_ns = (ts_raw - origin) * 1e3
     dur_ns = dur * 1e3
-    lstart, lend = _layer_spans(layer, start_ns, start_ns + dur_ns, len(layer_ids))
+    lstart, lend = _layer_spans(layer, start_ns, start_ns + dur_ns, len(layer_strings))
     first = np.unique(op, return_index=True)[1]
     op_layer = layer[first] if len(first) else np.zeros(0, np.int32)
     order = np.lexsort((start_ns, track))
     events = {"track": track[order], "start_ns": start_ns[order], "dur_ns": dur_ns[order], "op": op[order],
-              "layer": layer[order], "flops": _arg_column(scan.args[idx], "flops", fail)[order],
-              "bytes": _arg_column(scan.args[idx], "bytes", fail)[order]}
+              "layer": layer[order], "flops": scan.flops[idx][order], "bytes": scan.bytes[idx][order]}
 
     counters: dict[str, Counter] = {}
     clash = {n for n in {k[1] for k in counter_keys} if sum(k[1] == n for k in counter_keys) > 1}
@@ -730,8 +1094,9 @@ def _foreign_trace(scan: _Scan, idx: np.ndarray, counter_keys: list[tuple], labe
         "units": {"time": "ns", "bytes": "B", "flops": "FLOP"}, "unclosed_slices": scan.unclosed,
         "unmatched_end_events": scan.unmatched_end, "skipped_events": scan.skipped,
     }
-    trace = Trace(meta=meta, tracks=tuple(tracks), events=events, op_names=tuple(op_ids), op_layer=op_layer,
-                  layer_names=tuple(layer_ids), layer_kinds=("other",) * len(layer_ids),
+    trace = Trace(meta=meta, tracks=tuple(tracks), events=events, op_names=tuple(scan.strings[i] for i in op_strings),
+                  op_layer=op_layer, layer_names=tuple(scan.strings[i] for i in layer_strings),
+                  layer_kinds=("other",) * len(layer_strings),
                   layer_start_ns=lstart, layer_end_ns=lend, counters=counters)
     _validate_trace(trace, fail)
     return trace
@@ -807,29 +1172,38 @@ def _own_runs(other: dict, fail: _Fail) -> list[dict] | None:
 def _own_trace(scan: _Scan, idx: np.ndarray, local_track: np.ndarray, run: dict, r: int,
                counter_keys: list[tuple], fail: _Fail) -> Trace:
     """One run of our own export, its events ``idx`` mapped back through the run's tables."""
-    args = scan.args[idx].tolist()
     pos = scan.pos[idx]
-    names = scan.name[idx].tolist()
+
+    def usable(arg: str, what: str) -> None:
+        why = scan.why[arg][idx] if arg in scan.why else np.zeros(0, np.int8)
+        if why.any():
+            i = int(np.argmax(why > 0))
+            fail(f"event {pos[i]}: '{arg}' in args should be {what} but is {_WHY_TEXT[why[i]]}")
+
     op_names, op_layer, layer_names = run["op_names"], run["op_layer"], run["layer_names"]
     if run.get("indexed") is True:
-        op_l, layer_l = _field(args, "op"), _field(args, "layer_index")
-        _check_types(op_l, pos, {int}, "'op' in args should be an integer but", fail)
-        _check_types(layer_l, pos, {int}, "'layer_index' in args should be an integer but", fail)
+        usable("op", "an integer")
+        usable("layer_index", "an integer")
+        op, layer = scan.op[idx], scan.layer_index[idx]
     else:
+        usable("layer", "a string")
         layer_first, op_first = _lookup_tables(op_names, op_layer, layer_names)
-        lnames = _field(args, "layer")
-        _check_types(lnames, pos, {str}, "'layer' in args should be a string but", fail)
-        layer_l = list(map(layer_first.get, lnames, repeat(-1)))
-        op_l = list(map(op_first.get, zip(names, lnames, strict=True), repeat(-1)))
-        if -1 in layer_l:
-            i = layer_l.index(-1)
-            fail(f"event {pos[i]}: layer '{lnames[i]}' is not in the layer table of run {r}")
-        if -1 in op_l:
-            i = op_l.index(-1)
-            fail(f"event {pos[i]}: op '{names[i]}' of layer '{lnames[i]}' is not in the op table of run {r}")
+        strings, name_id, layer_id = scan.strings, scan.name[idx], scan.layer[idx]
+        # each distinct layer, and each distinct (op, layer) pair, looked up once
+        lids, inverse = np.unique(layer_id, return_inverse=True)
+        layer = np.array([layer_first.get(strings[s], -1) for s in lids.tolist()], np.int64)[inverse.reshape(-1)]
+        pairs, inverse = np.unique(name_id * max(len(strings), 1) + layer_id, return_inverse=True)
+        op = np.array([op_first.get((strings[p // max(len(strings), 1)], strings[p % max(len(strings), 1)]), -1)
+                       for p in pairs.tolist()], np.int64)[inverse.reshape(-1)]
+        if (layer < 0).any():
+            i = int(np.argmax(layer < 0))
+            fail(f"event {pos[i]}: layer '{strings[layer_id[i]]}' is not in the layer table of run {r}")
+        if (op < 0).any():
+            i = int(np.argmax(op < 0))
+            fail(f"event {pos[i]}: op '{strings[name_id[i]]}' of layer '{strings[layer_id[i]]}' is not in the op "
+                 f"table of run {r}")
     events = {"track": local_track, "start_ns": scan.ts[idx] * 1e3, "dur_ns": scan.dur[idx] * 1e3,
-              "op": np.array(op_l, np.int64), "layer": np.array(layer_l, np.int64),
-              "flops": _arg_column(scan.args[idx], "flops", fail), "bytes": _arg_column(scan.args[idx], "bytes", fail)}
+              "op": op, "layer": layer, "flops": scan.flops[idx], "bytes": scan.bytes[idx]}
     for k in ("op", "layer"):
         if len(events[k]) and (events[k].min() < 0 or events[k].max() > np.iinfo(np.int32).max):
             fail(f"an event of run {r} refers to an {k} that does not exist")
@@ -890,13 +1264,15 @@ def load_chrome(path: str | os.PathLike) -> list[Trace]:
     :class:`TraceFileError` naming the file."""
     label = str(path)
     fail = _Fail(label)
-    data = _read(path, fail)
     try:
         with _gc_paused():
-            doc = _parse(data, fail)
-            del data
-            events, other = _events_of(doc, fail)
-            return _build(_scan(events, fail), other, label, fail)
+            scanner, other, first = _Scanner(fail), {}, 0
+            with _text_of(path, fail) as text:
+                for events, checked in _event_pieces(text, fail, other):
+                    scanner.add(events, first, checked)
+                    first += len(events)
+            del events
+            return _build(scanner.finish(), other, label, fail)
     except RecursionError:
         fail("not a Chrome trace (nested too deeply)")
     except MemoryError:

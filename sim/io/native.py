@@ -119,11 +119,11 @@ _NPY_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.l
 
 
 class _Reader:
-    """Validated access to the members of one file, read into memory once.
+    """Validated access to the members of one file.
 
-    Columns are stored uncompressed, so each array is a read-only view into the file's bytes
-    (``numpy.frombuffer``): loading costs one read of the file plus the checks on the values.
-    Every member is checked against its checksum: the XXH3-64 its manifest entry gives (format
+    Columns are stored uncompressed, so each array is read straight from the file into an array
+    of its own, as ``numpy.load`` reads a .npy file: loading costs one read of each column plus
+    the checks on the values. Every member is checked against its checksum: the XXH3-64 its manifest entry gives (format
     1.1), else the zip's CRC-32 (older files); a damaged byte is an error, never different data.
     Compressed members (a file re-zipped by another tool) are decompressed, with their CRC
     checked, by :mod:`zipfile`. Each member serves one array of one run: a manifest pointing
@@ -133,13 +133,7 @@ class _Reader:
     def __init__(self, f: BinaryIO, label: str) -> None:
         self.label = label
         self.zf = zipfile.ZipFile(f)
-        # numpy's allocator asks for huge pages: reading into an array is several times faster than
-        # into a bytes object of the same size, whose fresh pages are faulted in one at a time
-        size = os.fstat(f.fileno()).st_size
-        self.data = np.empty(size, np.uint8)
-        f.seek(0)
-        if f.readinto(self.data) != size:
-            self.fail("the file changed while it was read")
+        self.fd = f.fileno()
         total = 0
         self.used: set[str] = set()
         self.infos: dict[str, zipfile.ZipInfo] = {}
@@ -173,17 +167,15 @@ class _Reader:
         except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError, zlib.error) as exc:
             self.fail(f"member '{name}' is damaged ({exc})")
 
-    def _stored_span(self, info: zipfile.ZipInfo) -> tuple[int, int]:
-        """Where the bytes of an uncompressed member lie in the file."""
-        at = info.header_offset
-        head = self.data[at:at + _LOCAL_HEADER.size].tobytes()
+    def _stored_start(self, info: zipfile.ZipInfo) -> int:
+        """Where the bytes of an uncompressed member start in the file."""
+        head = os.pread(self.fd, _LOCAL_HEADER.size, info.header_offset)
         if len(head) < _LOCAL_HEADER.size:
             self.fail(f"member '{info.filename}' is truncated")
         signature, name_len, extra_len = _LOCAL_HEADER.unpack(head)
-        start = at + _LOCAL_HEADER.size + name_len + extra_len
-        if signature != b"PK\x03\x04" or start + info.file_size > len(self.data):
+        if signature != b"PK\x03\x04":
             self.fail(f"member '{info.filename}' is damaged or truncated")
-        return start, start + info.file_size
+        return info.header_offset + _LOCAL_HEADER.size + name_len + extra_len
 
     def array(self, name: str, spec: dict) -> np.ndarray:
         info = self._info(name)
@@ -191,20 +183,17 @@ class _Reader:
             self.fail(f"member '{name}' is used twice (each column belongs to one run)")
         self.used.add(name)
         digest = spec.get("xxh3")
-        if info.compress_type == zipfile.ZIP_STORED:
-            start, end = self._stored_span(info)
-            buffer, offset = self.data, start
-            member = memoryview(self.data[start:end])
-            if digest is None and zlib.crc32(member) != info.CRC:
-                self.fail(f"member '{name}' is damaged (its CRC-32 does not match)")
-        else:
-            buffer = self.read(name)
-            offset, end = 0, len(buffer)
-            member = memoryview(buffer)
-        if digest is not None and (not isinstance(digest, str) or xxhash.xxh3_64_hexdigest(member) != digest):
+        if digest is not None and not isinstance(digest, str):
             self.fail(f"member '{name}' is damaged (its checksum does not match)")
+        stored = info.compress_type == zipfile.ZIP_STORED
+        if stored:
+            start = self._stored_start(info)
+            head_bytes = os.pread(self.fd, min(info.file_size, 1 << 16), start)
+        else:
+            member = self.read(name)
+            head_bytes = member[:1 << 16]
         try:
-            head = io.BytesIO(bytes(buffer[offset:offset + min(end - offset, 1 << 16)]))
+            head = io.BytesIO(head_bytes)
             version = np.lib.format.read_magic(head)
             if version not in _NPY_HEADER_READERS:
                 raise ValueError(f"unsupported .npy version {version}")
@@ -216,12 +205,27 @@ class _Reader:
         count = shape[0] if len(shape) == 1 else -1
         if fortran or dtype.str != spec.get("dtype") or count != spec.get("length"):
             self.fail(f"array '{name}' does not match the manifest (dtype {dtype}, shape {shape})")
-        offset += head.tell()
-        if end - offset != count * dtype.itemsize:
+        offset = head.tell()
+        if info.file_size - offset != count * dtype.itemsize:
             self.fail(f"member '{name}' is truncated or has trailing data")
-        a = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset)
-        # files written before columns were aligned, or by other zip tools: one copy, then full speed
-        return a if a.flags.aligned else np.require(a, requirements="A")
+        if stored:
+            a = np.empty(count, dtype)
+            if os.preadv(self.fd, [a], start + offset) != a.nbytes:
+                self.fail(f"member '{name}' is truncated")
+            parts = (head_bytes[:offset], a)
+        else:
+            # a member compressed by another zip tool: one copy if its column is not aligned
+            a = np.require(np.frombuffer(member, dtype=dtype, count=count, offset=offset), requirements="A")
+            parts = (member,)
+        if digest is not None:
+            h = xxhash.xxh3_64()
+            for part in parts:
+                h.update(part)
+            if h.hexdigest() != digest:
+                self.fail(f"member '{name}' is damaged (its checksum does not match)")
+        elif stored and zlib.crc32(a, zlib.crc32(head_bytes[:offset])) != info.CRC:
+            self.fail(f"member '{name}' is damaged (its CRC-32 does not match)")
+        return a
 
 
 def _check_version(manifest: dict, fail) -> None:
