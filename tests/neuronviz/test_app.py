@@ -157,6 +157,41 @@ def test_hostile_files_opened_in_the_app_each_give_one_warning_and_keep_the_open
     assert len(shown) == len(expected)
 
 
+APP_FUZZ_CASES = 30  # per format: every file that opens builds its panes, so fewer than the loader's harness
+
+
+def test_the_fuzz_corpus_opened_in_the_app_opens_or_warns_in_one_line(demo_window, tmp_path, monkeypatch):
+    from itertools import chain
+
+    from sim.io import save_file
+    from sim.io.chrome import export_chrome
+    from sim.run import RunConfig, simulate
+    from tests.fuzz_corpus import chrome_cases, nvtrace_cases
+
+    traces = [simulate(RunConfig(model="distilbert", chip=c, seq=64), max_events=0) for c in ("inf2", "trn2")]
+    seed = tmp_path / "seed.nvtrace"
+    save_file(str(seed), traces)
+    corpus = chain(((f"n{i}.nvtrace", data) for i, data in enumerate(nvtrace_cases(seed.read_bytes(), 0,
+                                                                                    APP_FUZZ_CASES))),
+                   ((f"c{i}.json", text.encode()) for i, text in enumerate(chrome_cases(export_chrome(traces[:1]), 0,
+                                                                                         APP_FUZZ_CASES))))
+    shown = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: shown.append(text))
+    outcomes = {"opened": 0, "refused": 0}
+    for name, data in corpus:
+        path = tmp_path / name
+        path.write_bytes(data)
+        panes, warned = list(demo_window.panes), len(shown)
+        if demo_window.open_files([str(path)]):
+            outcomes["opened"] += 1
+            assert len(shown) == warned and demo_window.panes and demo_window.panes != panes
+        else:
+            outcomes["refused"] += 1
+            assert len(shown) == warned + 1 and name in shown[-1] and "\n" not in shown[-1], shown[-1]
+            assert demo_window.panes == panes
+    assert outcomes["opened"] >= 5 and outcomes["refused"] >= 20, outcomes
+
+
 def test_save_then_open_round_trips_the_comparison(demo_window, tmp_path):
     path = str(tmp_path / "cmp.nvtrace")
     assert demo_window.save_to(path)

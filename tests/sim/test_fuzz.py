@@ -3,13 +3,10 @@ trace JSON and model config.json. Whatever the damage, loading either gives trac
 consumer (metrics, records, analysis, export) handles, or a one-line error of the tool's own; never
 a traceback. ``bench/bench_fuzz.py`` runs many more cases and reports time and memory."""
 
-import copy
-import io
 import json
 import os
 import random
 import time
-import zipfile
 from dataclasses import replace
 
 import numpy as np
@@ -23,13 +20,12 @@ from sim.record import run_record
 from sim.run import RunConfig, simulate
 from sim.workloads import get_model
 from sim.workloads.models import PRESET_DIR
+from tests.fuzz_corpus import chrome_cases, mutate_value, nvtrace_cases
 
 CASES = int(os.environ.get("NEURONVIZ_FUZZ_CASES", 150))  # per format; bench/bench_fuzz.py runs thousands
 SEED = int(os.environ.get("NEURONVIZ_FUZZ_SEED", 0))  # CI's cases are fixed; the bench may draw others
 SLOWEST: dict[str, float] = {}  # per format: the slowest case's seconds (bench/bench_fuzz.py prints them)
 OUTCOMES: dict[str, dict[str, int]] = {}  # per format: cases opened and refused (printed by the bench too)
-# values a hostile field may hold instead of its own
-ODD_VALUES = (None, "", "x", [], {}, [1, 2], {"a": 1}, True, -1, 0, 10**30, -(10**30), 1e308, 0.5, "NaN", [None])
 
 
 def _use(traces):
@@ -58,49 +54,9 @@ def native(tmp_path_factory):
     return path.read_bytes()
 
 
-def _mutate_value(rng, value):
-    if isinstance(value, dict) and value and rng.random() < 0.7:
-        key = rng.choice(sorted(value, key=str))
-        out = dict(value)
-        if rng.random() < 0.2:
-            del out[key]
-        else:
-            out[key] = _mutate_value(rng, value[key])
-        return out
-    if isinstance(value, list) and value and rng.random() < 0.7:
-        out = list(value)
-        i = rng.randrange(len(out))
-        out[i] = _mutate_value(rng, out[i])
-        return out
-    return rng.choice(ODD_VALUES)
-
-
-def _mutated_manifest(rng, data):
-    with zipfile.ZipFile(io.BytesIO(data)) as zin:
-        manifest = json.loads(zin.read("manifest.json"))
-        manifest = _mutate_value(rng, manifest)
-        out = io.BytesIO()
-        with zipfile.ZipFile(out, "w") as zout:
-            for info in zin.infolist():
-                body = json.dumps(manifest).encode() if info.filename == "manifest.json" else zin.read(info.filename)
-                zout.writestr(info.filename, body)
-    return out.getvalue()
-
-
 def test_damaged_and_hostile_nvtrace_files_open_or_give_one_line_errors(native, tmp_path):
-    rng = random.Random(20261125 + SEED)
     outcomes = OUTCOMES["nvtrace"] = {"opened": 0, "refused": 0}
-    for case in range(CASES):
-        kind = case % 3
-        if kind == 0:  # bytes flipped anywhere
-            data = bytearray(native)
-            for _ in range(rng.randint(1, 8)):
-                data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
-            data = bytes(data)
-        elif kind == 1:  # cut short, or garbage appended
-            data = native[:rng.randrange(len(native))] if rng.random() < 0.7 else native + rng.randbytes(100)
-        else:  # a manifest whose fields hold values of other types and ranges
-            data = _mutated_manifest(rng, native)
+    for case, data in enumerate(nvtrace_cases(native, SEED, CASES)):
         path = tmp_path / f"case{case}.nvtrace"
         path.write_bytes(data)
         _check(path, outcomes, "nvtrace")
@@ -114,21 +70,8 @@ def chrome_doc():
 
 
 def test_damaged_and_hostile_chrome_json_opens_or_gives_one_line_errors(chrome_doc, tmp_path):
-    rng = random.Random(7 + SEED)
     outcomes = OUTCOMES["chrome"] = {"opened": 0, "refused": 0}
-    events = chrome_doc["traceEvents"]
-    for case in range(CASES):
-        doc = copy.deepcopy(chrome_doc) if case % 4 == 0 else {**chrome_doc, "traceEvents": list(events)}
-        if case % 4 == 0:  # the run metadata neuronviz writes, damaged
-            doc = _mutate_value(rng, doc)
-        else:  # events with fields of other types and ranges
-            picked = doc["traceEvents"]
-            for _ in range(rng.randint(1, 5)):
-                i = rng.randrange(len(picked))
-                picked[i] = _mutate_value(rng, picked[i])
-        text = json.dumps(doc)
-        if case % 5 == 0:
-            text = text[:rng.randrange(len(text))]
+    for case, text in enumerate(chrome_cases(chrome_doc, SEED, CASES)):
         path = tmp_path / f"case{case}.json"
         path.write_text(text)
         _check(path, outcomes, "chrome")
@@ -142,7 +85,7 @@ def test_hostile_config_json_simulates_or_gives_one_line_errors(tmp_path):
     for case in range(CASES):
         cfg = json.loads(rng.choice(presets).read_text())
         for _ in range(rng.randint(1, 3)):
-            cfg = _mutate_value(rng, cfg)
+            cfg = mutate_value(rng, cfg)
         path = tmp_path / f"case{case}" / "config.json"
         path.parent.mkdir()
         path.write_text(json.dumps(cfg))
