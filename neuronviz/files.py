@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from neuronviz.session import Run
 from sim.io import load_file, save_file
 from sim.run import RunConfig, simulate
@@ -13,9 +15,10 @@ SAVE_FILTERS = {"neuronviz trace (*.nvtrace)": ".nvtrace", "Chrome trace JSON (*
                 "Chrome trace JSON, gzip (*.json.gz)": ".json.gz"}
 
 
-def open_runs(path: str) -> list[Run]:
-    """The runs in a native or Chrome JSON file; raises :class:`TraceFileError` with a one-line reason."""
-    return [Run(trace, source=str(path)) for trace in load_file(path)]
+def open_runs(path: str, progress: Callable[[float], None] | None = None) -> list[Run]:
+    """The runs in a native or Chrome JSON file; raises :class:`TraceFileError` with a one-line reason.
+    ``progress`` hears the share of the file read (see :func:`sim.io.load_file`)."""
+    return [Run(trace, source=str(path)) for trace in load_file(path, progress)]
 
 
 def save_runs(path: str, runs: list[Run]) -> None:

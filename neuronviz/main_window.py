@@ -47,6 +47,7 @@ ABOUT = ("<b>neuronviz {version}</b><p>A simulator of the AWS Neuron chip genera
          "Neuron measurements (docs/accuracy.md).</p>")
 MAX_RECENT = 10
 BACKGROUND_OPEN_BYTES = 32 << 20  # files bigger than this (together) open in a worker thread
+OPEN_PROGRESS_STEPS = 1000  # the progress bar of a background open; the last step waits for the panes
 SUMMARY_HEIGHT = 150
 SCALING_HEIGHT = 320  # the Scaling and Sweep tabs' plots with readable axes
 ROOFLINE_HEIGHT = 420
@@ -78,6 +79,7 @@ class MainWindow(QMainWindow):
         self.loader = FileLoader(open_runs, self)
         self.loader.sig_finished.connect(self._opened)
         self.loader.sig_failed.connect(self._open_failed)
+        self.loader.sig_progress.connect(self._open_progress)
         self.opening: QProgressDialog | None = None
         self._opening: tuple[int, bool] | None = None  # generation and replace flag of a background open
         self.exports = ExportActions(self, session, settings)
@@ -424,7 +426,7 @@ class MainWindow(QMainWindow):
 
     def _open_in_background(self, paths: list[str], replace: bool) -> None:
         names = ", ".join(Path(p).name for p in paths)
-        progress = QProgressDialog(f"Opening {names}…", "Cancel", 0, 0, self)
+        progress = QProgressDialog(f"Opening {names}…", "Cancel", 0, OPEN_PROGRESS_STEPS, self)
         progress.setWindowTitle("Opening traces")
         progress.setWindowModality(Qt.WindowModality.WindowModal)
         progress.setMinimumDuration(300)
@@ -433,6 +435,10 @@ class MainWindow(QMainWindow):
         progress.setValue(0)  # starts the minimum-duration timer: without a value Qt never shows it
         self.opening = progress
         self._opening = (self.loader.start(list(paths)), replace)
+
+    def _open_progress(self, gen: int, share: float) -> None:
+        if self.opening is not None and self._opening is not None and gen == self._opening[0]:
+            self.opening.setValue(min(round(share * OPEN_PROGRESS_STEPS), OPEN_PROGRESS_STEPS - 1))
 
     def _opened(self, gen: int, runs: list, paths: list) -> None:
         # a result can be on its way when the user cancels: the loader's generation decides

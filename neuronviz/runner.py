@@ -69,10 +69,16 @@ class SimulationRunner(_Worker):
             self.sig_finished.emit(gen, runs)
 
 
+class _Cancelled(Exception):
+    """Raised into a load by its progress callback once the load is no longer wanted."""
+
+
 class FileLoader(_Worker):
     """Opens trace files off the GUI thread (a big Chrome JSON takes seconds to parse) and builds
-    each run's drawing indexes there too; the window stays responsive and can cancel."""
+    each run's drawing indexes there too; the window stays responsive, sees how far the reading
+    has got, and can cancel: a cancelled load stops at its next piece of the file."""
 
+    sig_progress = Signal(int, float)  # generation, share of the files read
     sig_finished = Signal(int, list, list)  # generation, [Run], [path]
     sig_failed = Signal(int, str)  # generation, one-line reason
 
@@ -82,14 +88,22 @@ class FileLoader(_Worker):
 
     def _work(self, gen: int, paths: list[str]) -> None:
         runs = []
+
+        def progress(i: int, share: float) -> None:
+            if not self.current(gen):
+                raise _Cancelled
+            self.sig_progress.emit(gen, (i + share) / len(paths))
+
         try:
-            for path in paths:
-                for run in self._open_runs(path):
+            for i, path in enumerate(paths):
+                for run in self._open_runs(path, lambda share, i=i: progress(i, share)):
                     if not self.current(gen):
                         return
                     run.view  # noqa: B018 - computed here, off the GUI thread
                     run.metrics  # noqa: B018
                     runs.append(run)
+        except _Cancelled:
+            return
         except SimError as exc:
             if self.current(gen):
                 self.sig_failed.emit(gen, str(exc))

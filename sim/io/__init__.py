@@ -8,7 +8,7 @@ writes Chrome JSON, anything else native). Both raise one-line :class:`TraceFile
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sim.errors import TraceFileError
@@ -28,8 +28,9 @@ def format_for(path: str | os.PathLike) -> str:
     return "chrome" if str(path).lower().endswith(CHROME_SUFFIXES) else "nvtrace"
 
 
-def load_file(path: str | os.PathLike) -> list[Trace]:
-    """Every run in a native or Chrome JSON trace file."""
+def load_file(path: str | os.PathLike, progress: Callable[[float], None] | None = None) -> list[Trace]:
+    """Every run in a native or Chrome JSON trace file. ``progress`` hears the share of a Chrome
+    file read as it goes (a native file loads in one go); an exception it raises stops the load."""
     label = str(path)
     try:
         with open_regular(path) as f:
@@ -40,7 +41,7 @@ def load_file(path: str | os.PathLike) -> list[Trace]:
         return load_traces(path)
     text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
     if head.startswith(GZIP_MAGIC) or text[:1] in (b"{", b"["):
-        return load_chrome(path)
+        return load_chrome(path, progress)
     if not head:
         raise TraceFileError(f"{label}: the file is empty")
     raise TraceFileError(f"{label}: not a trace file (expected a {NATIVE_SUFFIX} file or Chrome trace JSON)")

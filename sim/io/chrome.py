@@ -314,8 +314,11 @@ class _Text:
     Positions are the text's (the decompressed text's for gzip); reads stop with a one-line
     error once the text outgrows ``limit``."""
 
-    def __init__(self, read: Callable[[int], bytes], limit: int, too_big: str, fail: _Fail) -> None:
+    def __init__(self, read: Callable[[int], bytes], limit: int, too_big: str, fail: _Fail,
+                 done: Callable[[], float] = lambda: 0.0) -> None:
         self._read, self._limit, self._too_big, self._fail = read, limit, too_big, fail
+        self.done = done  # the share of the file decoded so far
+        self.decoded = 0  # the end of the text decoded so far
         self.buf = bytearray()
         self.base = 0  # the position of buf[0]
         self.eof = False
@@ -372,14 +375,19 @@ def _text_of(path: str | os.PathLike, fail: _Fail) -> Iterator[_Text]:
                 fail(f"the file is implausibly large ({size:,} bytes, the limit is {MAX_FILE_BYTES:,})")
             gzipped = f.read(2) == GZIP_MAGIC
             f.seek(0)
+
             if not gzipped:
-                yield _Text(f.read, MAX_FILE_BYTES, f"the file is implausibly large (the limit is {MAX_FILE_BYTES:,} "
-                            "bytes)", fail)
+                text = _Text(f.read, MAX_FILE_BYTES, f"the file is implausibly large (the limit is "
+                             f"{MAX_FILE_BYTES:,} bytes)", fail)
+                text.done = lambda: min(text.decoded / size, 1.0) if size else 1.0
+                yield text
                 return
             limit = min(MAX_JSON_BYTES, max(MIN_RATIO_CHECK_BYTES, MAX_GZIP_RATIO * size))
             with gzip.GzipFile(fileobj=f, mode="rb") as gz:
+                # the decompressed size is unknown until the end: the compressed bytes consumed
                 yield _Text(gz.read, limit, f"decompresses to more than {limit:,} bytes, {limit / max(size, 1):,.0f} "
-                            "times its size (refused as a possible zip bomb)", fail)
+                            "times its size (refused as a possible zip bomb)", fail,
+                            lambda: min(f.tell() / size, 1.0) if size else 1.0)
     except OSError as exc:
         fail(read_problem(exc))
 
@@ -611,8 +619,11 @@ def _event_pieces(text: _Text, fail: _Fail, other: dict) -> Iterator[tuple[list,
         else:
             m = None  # no gap proved to be one: the rest is one piece, and its errors are the file's
         if m is None:
-            yield _last_piece(text.take(a), a, first, bare, fail, other)
+            rest = text.take(a)
+            text.decoded = a + len(rest)
+            yield _last_piece(rest, a, first, bare, fail, other)
             return
+        text.decoded = text.base + m.start() + 1
         yield events, checked
         first += len(events)
         a = text.base + m.end() - 1
@@ -1258,10 +1269,11 @@ def _build(scan: _Scan, other: dict, label: str, fail: _Fail) -> list[Trace]:
     return traces
 
 
-def load_chrome(path: str | os.PathLike) -> list[Trace]:
+def load_chrome(path: str | os.PathLike, progress: Callable[[float], None] | None = None) -> list[Trace]:
     """The runs of a Chrome Trace Event JSON file (plain or gzip): one Trace per run of our own
     exports, one generic Trace for a file of another tool. Any problem raises a one-line
-    :class:`TraceFileError` naming the file."""
+    :class:`TraceFileError` naming the file. ``progress`` is called with the share of the file read
+    after each piece; an exception it raises (a user's cancel) stops the load and propagates."""
     label = str(path)
     fail = _Fail(label)
     try:
@@ -1271,6 +1283,8 @@ def load_chrome(path: str | os.PathLike) -> list[Trace]:
                 for events, checked in _event_pieces(text, fail, other):
                     scanner.add(events, first, checked)
                     first += len(events)
+                    if progress is not None:
+                        progress(text.done())
             del events
             return _build(scanner.finish(), other, label, fail)
     except RecursionError:

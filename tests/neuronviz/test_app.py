@@ -642,12 +642,48 @@ def test_the_progress_dialog_of_a_slow_open_shows_itself(demo_window, qtbot, mon
 
     monkeypatch.setattr(mw, "BACKGROUND_OPEN_BYTES", 0)
     real = demo_window.loader._open_runs
-    demo_window.loader._open_runs = lambda path: (time.sleep(5.0), real(path))[1]
+    demo_window.loader._open_runs = lambda path, progress: (time.sleep(5.0), real(path, progress))[1]
     demo_window.open_files([str(Path(__file__).parents[1] / "data" / "bert-base-trn1-inf2.nvtrace")])
     # the open is still running while the dialog is awaited (a loaded machine may be slow to show it)
     qtbot.waitUntil(lambda: demo_window.opening is not None and demo_window.opening.isVisible(), timeout=4800)
     qtbot.waitUntil(lambda: len(demo_window.panes) == 2, timeout=10_000)
     assert demo_window.opening is None
+
+
+def test_a_background_open_shows_how_far_it_has_read_and_a_cancel_stops_it(demo_window, qtbot, tmp_path,
+                                                                           monkeypatch):
+    import json
+    import time
+
+    import neuronviz.main_window as mw
+    import sim.io.chrome as chrome
+
+    monkeypatch.setattr(mw, "BACKGROUND_OPEN_BYTES", 0)
+    monkeypatch.setattr(chrome, "CHUNK_BYTES", 2048)  # a small file read in many pieces
+    path = tmp_path / "pieces.json"
+    path.write_text(json.dumps([{"ph": "X", "name": f"op{i % 7}", "pid": 1, "tid": 1 + i % 3, "ts": i, "dur": 1}
+                                for i in range(3000)]))
+    seen = []
+    demo_window.loader.sig_progress.connect(
+        lambda gen, share: seen.append((share, demo_window.opening.value() if demo_window.opening else None)))
+    assert demo_window.open_files([str(path)])
+    qtbot.waitUntil(lambda: len(demo_window.panes) == 1, timeout=10_000)
+    shares = [share for share, _ in seen]
+    assert len(shares) > 20 and shares == sorted(shares) and 0 < shares[0] < 0.1 and shares[-1] == 1.0
+    # the progress bar follows, its last step kept for building the panes
+    assert [value for _, value in seen][len(seen) // 2] == round(shares[len(seen) // 2] * mw.OPEN_PROGRESS_STEPS)
+    assert max(value for _, value in seen) == mw.OPEN_PROGRESS_STEPS - 1
+
+    # slowed to a twentieth of a second a piece the load takes seconds; a cancel stops it at its next piece
+    real = demo_window.loader._open_runs
+    demo_window.loader._open_runs = lambda p, progress: real(p, lambda share: (time.sleep(0.05), progress(share)))
+    seen.clear()
+    before = list(demo_window.session.runs)
+    demo_window.open_files([str(path)])
+    qtbot.waitUntil(lambda: len(seen) >= 2, timeout=5000)
+    demo_window.opening.canceled.emit()  # what the Cancel button does
+    qtbot.waitUntil(lambda: not demo_window.loader.busy, timeout=1000)
+    assert len(seen) < 10 and demo_window.session.runs == before
 
 
 def test_an_unexpected_error_in_a_background_open_is_reported_not_swallowed(demo_window, qtbot, monkeypatch):
@@ -657,7 +693,7 @@ def test_an_unexpected_error_in_a_background_open_is_reported_not_swallowed(demo
     shown = []
     monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: shown.append(text))
 
-    def broken(path):
+    def broken(path, progress):
         raise ZeroDivisionError("float division by zero")
 
     from pathlib import Path

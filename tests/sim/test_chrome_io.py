@@ -434,3 +434,26 @@ def test_our_export_with_its_tables_after_the_events_loads_in_pieces(traces, sav
     path.write_text(json.dumps({"traceEvents": doc["traceEvents"], "otherData": doc["otherData"]}))
     monkeypatch.setattr(chrome, "CHUNK_BYTES", 4096)
     assert_same_runs(traces, load_chrome(path))
+
+
+def test_progress_follows_the_pieces_and_its_exception_stops_the_load(tmp_path, monkeypatch):
+    monkeypatch.setattr(chrome, "CHUNK_BYTES", 1000)
+    text = json.dumps({"traceEvents": _tricky_events(40)})
+    plain, packed = tmp_path / "p.json", tmp_path / "p.json.gz"
+    plain.write_text(text)
+    packed.write_bytes(gzip.compress(text.encode()))
+    for path in (plain, packed):
+        shares = []
+        load_chrome(path, shares.append)
+        assert len(shares) > 5 and shares == sorted(shares) and shares[-1] == 1.0
+        if path is plain:  # where each piece ends in the file (a gzip file: the compressed bytes read)
+            assert 0.02 < shares[0] < 0.2 and len(set(shares)) == len(shares)
+
+    class Stop(Exception):
+        pass
+
+    def stop(share):
+        raise Stop
+
+    with pytest.raises(Stop):  # not a TraceFileError: the caller's own exception, at the first piece
+        load_chrome(plain, stop)
