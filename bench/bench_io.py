@@ -101,19 +101,25 @@ def main() -> None:
         for name, a in arrays.items():
             np.save(raw / f"{name}.npy", a, allow_pickle=False)
         events = [n for n in arrays if n.startswith("event_")]
-        loads = {"native": lambda: load_traces(native),
-                 "events": lambda: {n: np.load(raw / f"{n}.npy", allow_pickle=False) for n in events},
-                 "all": lambda: {n: np.load(raw / f"{n}.npy", allow_pickle=False) for n in arrays}}
-        # taken in turns, so that each finds memory as the others leave it
-        times = {k: [] for k in loads}
-        for _ in range(15):
-            for k, fn in loads.items():
+
+        def in_turns(names: list[str]) -> tuple[float, float]:
+            """Median times of a native load and of numpy.load of ``names``, taken in turns so that
+            each finds memory as the other leaves it (an allocator reusing the blocks another load
+            of the same sizes just freed would flatter whichever came second)."""
+            native_t, numpy_t = [], []
+            for _ in range(15):
                 t = time.perf_counter()
-                fn()
-                times[k].append(time.perf_counter() - t)
-        load_s, numpy_s, all_s = (statistics.median(times[k]) for k in loads)
+                load_traces(native)
+                native_t.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                {n: np.load(raw / f"{n}.npy", allow_pickle=False) for n in names}  # noqa: B018
+                numpy_t.append(time.perf_counter() - t)
+            return statistics.median(native_t), statistics.median(numpy_t)
+
+        load_s, all_s = in_turns(list(arrays))
+        _, numpy_s = in_turns(events)
         raw_mb = sum(os.path.getsize(raw / f"{n}.npy") for n in events) / 1e6
-        print(f"native load:  {load_s:7.3f} s  (median of 15, taken in turns with numpy.load)")
+        print(f"native load:  {load_s:7.3f} s  (median of 15, in turns with numpy.load)")
         print(f"numpy.load of the {len(events)} raw event columns: {numpy_s:7.3f} s  ({raw_mb:,.1f} MB); "
               f"native load / that: {load_s / numpy_s:.2f}x")
         print(f"numpy.load of all {len(arrays)} arrays of the trace (events, counters, layers): {all_s:7.3f} s; "
