@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
-TRACE_FORMAT_VERSION = "1.1"  # 1.1: each .nvtrace column carries its XXH3 checksum
+# the .nvtrace format: 1.1 gave each column its XXH3 checksum; 2.0 stores an op's name as an index
+# into the run's distinct names (files of 1.x still load)
+TRACE_FORMAT_VERSION = "2.0"
 
 EVENT_COLUMNS = {
     "track": np.int16, "start_ns": np.float64, "dur_ns": np.float64, "op": np.int32,

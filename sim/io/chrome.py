@@ -58,9 +58,10 @@ from sim.errors import TraceFileError
 from sim.io.atomic import atomic_file
 from sim.io.inputs import open_regular
 from sim.io.native import _validate_trace, read_problem
-from sim.trace import EVENT_COLUMNS, TRACE_FORMAT_VERSION, Counter, Trace, Track
+from sim.trace import EVENT_COLUMNS, Counter, Trace, Track
 
 FORMAT_NAME = "neuronviz-chrome"
+METADATA_VERSION = "1.1"  # of the neuronviz block an exported file carries (versioned apart from .nvtrace)
 MAX_FILE_BYTES = 4 << 30  # the file as stored (compressed or not)
 MAX_JSON_BYTES = 4 << 30  # the JSON text after decompression: a zip-bomb guard
 # trace JSON compresses 10-20x (names and keys repeat); beyond this ratio a gzip file is a bomb,
@@ -181,7 +182,7 @@ def _other_data(traces: Sequence[Trace], layouts: list[_Layout]) -> dict[str, An
             "layer_start_ns": trace.layer_start_ns.tolist(), "layer_end_ns": trace.layer_end_ns.tolist(),
             "counters": [[c.name, c.unit] for c in trace.counters.values()], "indexed": lay.indexed,
         })
-    return {"neuronviz": {"format": FORMAT_NAME, "version": TRACE_FORMAT_VERSION,
+    return {"neuronviz": {"format": FORMAT_NAME, "version": METADATA_VERSION,
                           "simulator_version": __version__, "runs": runs}}
 
 
@@ -1125,7 +1126,7 @@ def _own_runs(other: dict, fail: _Fail) -> list[dict] | None:
     major = version.split(".")[0]
     if not major.isdigit():
         fail(f"unreadable neuronviz format version '{version}'")
-    ours = int(TRACE_FORMAT_VERSION.split(".")[0])
+    ours = int(METADATA_VERSION.split(".")[0])
     if int(major) > ours:
         fail(f"written by a newer neuronviz (format {version}, this one reads {ours}.x): upgrade neuronviz")
     runs = block.get("runs")

@@ -62,9 +62,19 @@ def _run_manifest(trace: Trace, prefix: str) -> tuple[dict[str, Any], dict[str, 
         arrays[f"{prefix}/counters/{i}/t_ns.npy"] = c.t_ns
         arrays[f"{prefix}/counters/{i}/value.npy"] = c.value
         counters.append({"name": c.name, "unit": c.unit})
+    # an op's name is an index into the run's distinct names (a decoder's tens of thousands of ops
+    # have a few dozen names, which JSON would spell out again for every op)
+    table = list(dict.fromkeys(trace.op_names))
+    index = {name: i for i, name in enumerate(table)}
+    arrays[f"{prefix}/op_name.npy"] = np.array([index[n] for n in trace.op_names], np.int32)
+    # the per-layer counts of the metadata are columns too
+    meta = dict(trace.meta)
+    stats = meta.pop("layer_stats", None) or {}
+    for key, values in stats.items():
+        arrays[f"{prefix}/layer_stats/{key}.npy"] = np.asarray(values, np.float64)
     manifest = {
-        "path": prefix, "meta": dict(trace.meta), "tracks": [[t.name, t.kind, t.core] for t in trace.tracks],
-        "op_names": list(trace.op_names), "layer_names": list(trace.layer_names),
+        "path": prefix, "meta": meta, "tracks": [[t.name, t.kind, t.core] for t in trace.tracks],
+        "op_name_table": table, "layer_stats": list(stats), "layer_names": list(trace.layer_names),
         "layer_kinds": list(trace.layer_kinds), "counters": counters,
         "arrays": {name: {"dtype": a.dtype.str, "length": len(a)} for name, a in arrays.items()},
     }
@@ -241,7 +251,8 @@ class _Reader:
         return a
 
 
-def _check_version(manifest: dict, fail) -> None:
+def _check_version(manifest: dict, fail) -> int:
+    """The file's major format version, one this reader reads."""
     if manifest.get("format") != FORMAT_NAME:
         fail("not a neuronviz trace (no nvtrace manifest)")
     version = str(manifest.get("version", ""))
@@ -251,6 +262,7 @@ def _check_version(manifest: dict, fail) -> None:
     ours = int(TRACE_FORMAT_VERSION.split(".")[0])
     if int(major) > ours:
         fail(f"written by a newer neuronviz (format {version}, this one reads {ours}.x): upgrade neuronviz")
+    return int(major)
 
 
 _META_NUMBERS = ("batch", "copies", "cores_per_copy", "launch_overhead_s")  # what the metrics read
@@ -305,7 +317,7 @@ def _numbers(value: Any) -> bool:
     return a.ndim == 1 and a.dtype.kind in "iuf" and bool(a.min() >= 0) and _finite(a)
 
 
-def _validate_meta(meta: Any, fail) -> None:
+def _validate_meta(meta: Any, fail, stats_checked: bool = False) -> None:
     """The metadata every run needs to be shown and measured, with sane types: every field a
     consumer reads is of its type when present, the required ones are there."""
     def number(key: str, required: bool = True) -> None:
@@ -342,7 +354,7 @@ def _validate_meta(meta: Any, fail) -> None:
     if meta["mode"] == "serve":
         _validate_serving(meta.get("serving"), fail)
     stats = meta.get("layer_stats") or {}
-    if not all(_numbers(v) for v in stats.values()):
+    if not stats_checked and not all(_numbers(v) for v in stats.values()):
         fail("run metadata 'layer_stats' is not a table of lists of numbers")
     if not _valid_phases(meta.get("phases", [])):
         fail("run metadata 'phases' is not a list of phases with start_ns, end_ns, repeat and stored")
@@ -368,9 +380,30 @@ def _finite(a: np.ndarray) -> bool:
     return a.dtype.kind in "iub" or bool(np.isfinite(a.sum()))
 
 
-def _validate_trace(trace: Trace, fail) -> None:
-    _validate_meta(trace.meta, fail)
-    kinds = [("op_layer", trace.op_layer, "iu"), ("layer_start_ns", trace.layer_start_ns, "fiu"),
+_FINITE_BITS = np.uint64(0x7FF0000000000000)  # float64 bit patterns below this: +0.0 up to the largest finite
+
+
+def _non_negative_finite(a: np.ndarray) -> bool:
+    """Every value of a float64 column is a finite number >= 0, in one pass: read as unsigned
+    integers, those are exactly the patterns below +inf's (a negative value has its sign bit set,
+    a NaN lies above inf). -0.0, which that pass refuses, gets the exact two-pass check."""
+    if not len(a) or a.view(np.uint64).max() < _FINITE_BITS:
+        return True
+    return bool(a.min() >= 0) and bool(np.isfinite(a.max()))
+
+
+def _indices_below(a: np.ndarray, n: int) -> bool:
+    """Every value of a signed integer column lies in [0, n), in one pass: read as unsigned, a
+    negative value is at least 2^(bits-1)."""
+    bound = min(n, 1 << (8 * a.itemsize - 1))
+    return not len(a) or int(a.view(a.dtype.str.replace("i", "u")).max()) < bound
+
+
+def _validate_trace(trace: Trace, fail, stats_checked: bool = False) -> None:
+    """Everything a run's consumers rely on (``stats_checked``: its layer statistics were checked
+    as the columns they were read from)."""
+    _validate_meta(trace.meta, fail, stats_checked)
+    kinds = [("op_layer", trace.op_layer, "i"), ("layer_start_ns", trace.layer_start_ns, "fiu"),
              ("layer_end_ns", trace.layer_end_ns, "fiu")]
     for c in trace.counters.values():
         kinds += [(f"counter '{c.name}' times", c.t_ns, "fiu"), (f"counter '{c.name}' values", c.value, "fiu")]
@@ -379,22 +412,19 @@ def _validate_trace(trace: Trace, fail) -> None:
             fail(f"{what} hold {a.dtype} values, not numbers")
     ev = trace.events
     n_tracks, n_ops, n_layers = len(trace.tracks), len(trace.op_names), len(trace.layer_names)
-    # durations, FLOPs and bytes: the least not negative (NaN fails that comparison), the greatest finite
-    lowest = {c: ev[c].min() if len(ev[c]) else 0.0 for c in ("dur_ns", "flops", "bytes")}
-    if not (_finite(ev["start_ns"]) and np.isfinite(lowest["dur_ns"])
-            and (not len(ev["dur_ns"]) or np.isfinite(ev["dur_ns"].max()))):
+    if not _finite(ev["start_ns"]):
         fail("event times are not finite numbers")
-    if not lowest["dur_ns"] >= 0:
-        fail("an event has a negative duration")
+    if not _non_negative_finite(ev["dur_ns"]):
+        fail("an event has a negative duration" if ev["dur_ns"].min() < 0 else "event times are not finite numbers")
     for column in ("flops", "bytes"):
-        if not (lowest[column] >= 0 and (not len(ev[column]) or np.isfinite(ev[column].max()))):
+        if not _non_negative_finite(ev[column]):
             fail(f"event {column} are not finite, non-negative numbers")
-    if len(ev["track"]) and (ev["track"].min() < 0 or ev["track"].max() >= n_tracks):
+    if not _indices_below(ev["track"], n_tracks):
         fail("an event refers to a track that does not exist")
-    if len(ev["op"]) and (ev["op"].min() < 0 or ev["op"].max() >= n_ops):
+    if not _indices_below(ev["op"], n_ops):
         fail("an event refers to an op that does not exist")
     for name, col in (("event", ev["layer"]), ("op", trace.op_layer)):
-        if len(col) and (col.min() < 0 or col.max() >= n_layers):
+        if not _indices_below(col, n_layers):
             fail(f"an {name} refers to a layer that does not exist")
     if len(trace.op_layer) != n_ops or len(trace.layer_start_ns) != n_layers or len(trace.layer_kinds) != n_layers:
         fail("op and layer tables have inconsistent lengths")
@@ -404,18 +434,22 @@ def _validate_trace(trace: Trace, fail) -> None:
             and np.all(trace.layer_end_ns >= trace.layer_start_ns)):
         fail("a layer span is not a valid interval")
     for c in trace.counters.values():
-        in_order = not np.any(c.t_ns[1:] < c.t_ns[:-1])
-        if len(c.t_ns) != len(c.value) or not (_finite(c.value) and _finite(c.t_ns) and in_order):
+        t = c.t_ns  # times that rise from a finite first to a finite last are all finite (NaN fails >=)
+        times = not len(t) or bool(np.isfinite(t[0]) and np.isfinite(t[-1]) and np.all(t[1:] >= t[:-1]))
+        if len(t) != len(c.value) or not (times and _finite(c.value)):
             fail(f"counter '{c.name}' is not a valid time series")
 
 
 def _strings(value: Any, fail, what: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not set(map(type, value)) <= {str}:
+    try:  # str.join takes only strings (and, in C, walks the list faster than a type check would)
+        if not isinstance(value, list) or not isinstance("".join(value), str):
+            raise TypeError
+    except TypeError:
         fail(f"{what} must be a list of strings")
     return tuple(value)
 
 
-def _run(reader: _Reader, run: Any) -> Trace:
+def _run(reader: _Reader, run: Any, major: int) -> Trace:
     fail = reader.fail
     if not isinstance(run, dict) or not isinstance(run.get("arrays"), dict) or not isinstance(run.get("meta"), dict):
         fail("a run entry of the manifest is malformed")
@@ -453,14 +487,33 @@ def _run(reader: _Reader, run: Any) -> Trace:
             fail(f"event column '{k}' has dtype {events[k].dtype}, expected {np.dtype(dtype)}")
     if len({len(v) for v in events.values()}) > 1:
         fail("event columns have different lengths")
+    if major < 2:
+        op_names = _strings(run.get("op_names"), fail, "op names")
+    else:
+        table = _strings(run.get("op_name_table"), fail, "op names")
+        index = arr("op_name")
+        if index.dtype.kind != "i" or not _indices_below(index, len(table)):
+            fail("an op refers to a name that does not exist")
+        op_names = tuple(np.array(table, dtype=object)[index]) if table else ()
+    meta, stats_checked = run["meta"], False
+    if major >= 2 and run.get("layer_stats"):
+        if "layer_stats" in meta:
+            fail("run metadata 'layer_stats' is given twice (as columns and in the metadata)")
+        stats = {}
+        for key in _strings(run["layer_stats"], fail, "layer statistics"):
+            column = arr(f"layer_stats/{key}")
+            if column.dtype != np.float64 or not _non_negative_finite(column):
+                fail("run metadata 'layer_stats' is not a table of lists of numbers")
+            stats[key] = column.tolist()
+        meta, stats_checked = {**meta, "layer_stats": stats}, True
     trace = Trace(
-        meta=run["meta"], tracks=tuple(Track(*t) for t in tracks_raw), events=events,
-        op_names=_strings(run.get("op_names"), fail, "op names"), op_layer=arr("op_layer"),
+        meta=meta, tracks=tuple(Track(*t) for t in tracks_raw), events=events,
+        op_names=op_names, op_layer=arr("op_layer"),
         layer_names=_strings(run.get("layer_names"), fail, "layer names"),
         layer_kinds=_strings(run.get("layer_kinds"), fail, "layer kinds"),
         layer_start_ns=arr("layer_start_ns"), layer_end_ns=arr("layer_end_ns"), counters=counters,
     )
-    _validate_trace(trace, fail)
+    _validate_trace(trace, fail, stats_checked=stats_checked)
     return trace
 
 
@@ -479,13 +532,13 @@ def load_traces(path: str | os.PathLike) -> list[Trace]:
                 reader.fail("the manifest is not valid JSON")
             if not isinstance(manifest, dict):
                 reader.fail("the manifest is not a JSON object")
-            _check_version(manifest, reader.fail)
+            major = _check_version(manifest, reader.fail)
             runs = manifest.get("runs")
             if not isinstance(runs, list) or not runs:
                 reader.fail("the file holds no runs")
             if len(runs) > MAX_RUNS:
                 reader.fail(f"the file holds {len(runs):,} runs (at most {MAX_RUNS:,})")
-            return [_run(reader, r) for r in runs]
+            return [_run(reader, r, major) for r in runs]
     except (zipfile.BadZipFile, EOFError):
         raise TraceFileError(f"{label}: not a neuronviz trace file (damaged or truncated zip)") from None
     except (TypeError, ValueError, KeyError, OverflowError) as exc:

@@ -91,6 +91,9 @@ def _npy(array):
     ("missing", "no such file"), ("empty", "not a neuronviz trace file"), ("random", "not a neuronviz trace file"),
     ("truncated", "not a neuronviz trace file"), ("newer", "newer neuronviz"), ("not_ours", "not a neuronviz trace"),
     ("negative", "negative duration"), ("nan", "not finite"), ("bad_track", "track that does not exist"),
+    ("bad_op_name", "an op refers to a name that does not exist"),
+    ("op_name_table", "op names must be a list of strings"),
+    ("layer_stat_nan", "run metadata 'layer_stats' is not a table of lists of numbers"),
     ("wrong_dtype", "does not match the manifest"), ("pickle", "not a plain array"),
     ("open_header", "not a plain .npy array"),
     ("traversal", "unsafe member name"), ("directory", "not a regular file \\(a directory\\)"),
@@ -106,7 +109,7 @@ def test_damaged_files_give_one_line_errors(saved, tmp_path, case, message):
     elif case == "truncated":
         path.write_bytes(raw[: len(raw) // 2])
     elif case == "newer":
-        _rewrite(saved, path, lambda m: {**m, "version": "2.0"})
+        _rewrite(saved, path, lambda m: {**m, "version": "3.0"})
     elif case == "not_ours":
         _rewrite(saved, path, lambda m: {**m, "format": "something-else"})
     elif case == "negative":
@@ -121,6 +124,16 @@ def test_damaged_files_give_one_line_errors(saved, tmp_path, case, message):
         t = load_traces(saved)[0].events["track"].copy()
         t[0] = 99
         _rewrite(saved, path, members={"run0/events/track.npy": _npy(t)})
+    elif case == "bad_op_name":
+        index = np.zeros(len(load_traces(saved)[0].op_names), np.int32)
+        index[-1] = -1
+        _rewrite(saved, path, members={"run0/op_name.npy": _npy(index)})
+    elif case == "op_name_table":
+        _rewrite(saved, path, lambda m: {**m, "runs": [{**m["runs"][0], "op_name_table": [1, "x"]}, *m["runs"][1:]]})
+    elif case == "layer_stat_nan":
+        spill = np.array(load_traces(saved)[0].meta["layer_stats"]["spill_save_bytes"])
+        spill[0] = np.nan
+        _rewrite(saved, path, members={"run0/layer_stats/spill_save_bytes.npy": _npy(spill)})
     elif case == "wrong_dtype":
         _rewrite(saved, path, members={"run0/events/op.npy": _npy(np.zeros(n, np.float32))})
     elif case == "pickle":
@@ -172,15 +185,26 @@ def test_fuzzed_files_load_or_fail_cleanly(saved, tmp_path):
     assert outcomes["rejected"] > 100
 
 
-def test_golden_file_still_loads():
+def test_golden_file_of_format_1_still_loads():
     from pathlib import Path
 
     golden = Path(__file__).parents[1] / "data" / "bert-base-trn1-inf2.nvtrace"
+    with zipfile.ZipFile(golden) as z:
+        assert json.loads(z.read("manifest.json"))["version"].startswith("1.")
     loaded = load_traces(golden)
     assert [t.meta["chip"] for t in loaded] == ["trn1", "inf2"]
     assert loaded[0].meta["model"] == "bert-base"
     assert loaded[0].n_events > 100
-    assert TRACE_FORMAT_VERSION.split(".")[0] == "1"
+    assert loaded[0].op_names[:2] == ("token_index", "token_gather")
+
+
+def test_op_names_are_stored_once_each(traces, saved):
+    with zipfile.ZipFile(saved) as z:
+        manifest = json.loads(z.read("manifest.json"))
+    assert manifest["version"] == TRACE_FORMAT_VERSION == "2.0"
+    run = manifest["runs"][1]
+    assert "op_names" not in run and run["op_name_table"] == list(dict.fromkeys(traces[1].op_names))
+    assert len(run["op_name_table"]) < len(traces[1].op_names) / 5
 
 
 @pytest.mark.parametrize("member, array, message", [
@@ -259,15 +283,18 @@ def test_a_flipped_bit_in_a_column_is_an_error_not_different_data(saved, tmp_pat
 
 def test_files_without_checksums_are_checked_against_the_zip_crc(saved, tmp_path):
     old = tmp_path / "v1.0.nvtrace"  # format 1.0 wrote no checksums: the zip's CRC-32 stands in
+    names = [t.op_names for t in load_traces(saved)]
 
     def strip(manifest):
-        for run in manifest["runs"]:
+        for run, ops in zip(manifest["runs"], names, strict=True):
             for spec in run["arrays"].values():
                 spec.pop("xxh3")
+            del run["op_name_table"], run["arrays"][f"{run['path']}/op_name.npy"]
+            run["op_names"] = list(ops)  # as format 1 spelled them
         return {**manifest, "version": "1.0"}
 
     _rewrite(saved, old, strip)
-    assert len(load_traces(old)) == 2
+    assert [t.op_names for t in load_traces(old)] == names
     bad = tmp_path / "v1.0-flipped.nvtrace"
     _flip(old, bad)
     with pytest.raises(TraceFileError, match="is damaged \\(its CRC-32 does not match\\)"):
