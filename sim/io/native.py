@@ -393,8 +393,8 @@ def _non_negative_finite(a: np.ndarray) -> bool:
 
 
 def _indices_below(a: np.ndarray, n: int) -> bool:
-    """Every value of a signed integer column lies in [0, n), in one pass: read as unsigned, a
-    negative value is at least 2^(bits-1)."""
+    """Every value of an integer column lies in [0, n), in one pass: a signed column is read as
+    unsigned, where a negative value is at least 2^(bits-1)."""
     bound = min(n, 1 << (8 * a.itemsize - 1))
     return not len(a) or int(a.view(a.dtype.str.replace("i", "u")).max()) < bound
 
@@ -403,7 +403,7 @@ def _validate_trace(trace: Trace, fail, stats_checked: bool = False) -> None:
     """Everything a run's consumers rely on (``stats_checked``: its layer statistics were checked
     as the columns they were read from)."""
     _validate_meta(trace.meta, fail, stats_checked)
-    kinds = [("op_layer", trace.op_layer, "i"), ("layer_start_ns", trace.layer_start_ns, "fiu"),
+    kinds = [("op_layer", trace.op_layer, "iu"), ("layer_start_ns", trace.layer_start_ns, "fiu"),
              ("layer_end_ns", trace.layer_end_ns, "fiu")]
     for c in trace.counters.values():
         kinds += [(f"counter '{c.name}' times", c.t_ns, "fiu"), (f"counter '{c.name}' values", c.value, "fiu")]
@@ -492,7 +492,7 @@ def _run(reader: _Reader, run: Any, major: int) -> Trace:
     else:
         table = _strings(run.get("op_name_table"), fail, "op names")
         index = arr("op_name")
-        if index.dtype.kind != "i" or not _indices_below(index, len(table)):
+        if index.dtype.kind not in "iu" or not _indices_below(index, len(table)):
             fail("an op refers to a name that does not exist")
         op_names = tuple(np.array(table, dtype=object)[index]) if table else ()
     meta, stats_checked = run["meta"], False
