@@ -339,3 +339,22 @@ def test_run_metadata_of_the_wrong_type_is_refused_in_one_line(saved, tmp_path, 
     with pytest.raises(TraceFileError, match=f"run metadata '{key}'") as info:
         load_traces(bad)
     assert "\n" not in str(info.value)
+
+
+def test_negative_zero_durations_and_unsigned_op_layers_still_load(saved, tmp_path):
+    """The one-pass range checks have exact fallbacks: -0.0 (sign bit set) is a duration of zero,
+    and an unsigned op_layer column is read as the numbers it holds."""
+    trace = load_traces(saved)[0]
+    dur = trace.events["dur_ns"].copy()
+    dur[0] = -0.0
+    op_layer = trace.op_layer.astype(np.uint32)
+
+    def retype(m):
+        m["runs"][0]["arrays"]["run0/op_layer.npy"]["dtype"] = op_layer.dtype.str
+        return m
+
+    path = tmp_path / "edge.nvtrace"
+    _rewrite(saved, path, retype, members={"run0/events/dur_ns.npy": _npy(dur), "run0/op_layer.npy": _npy(op_layer)})
+    loaded = load_traces(path)[0]
+    assert loaded.events["dur_ns"][0] == 0.0 and np.signbit(loaded.events["dur_ns"][0])
+    assert loaded.op_layer.dtype == np.uint32 and np.array_equal(loaded.op_layer, trace.op_layer)
