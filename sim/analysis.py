@@ -63,12 +63,18 @@ class Stats:
 
     @property
     def bound(self) -> str:
-        """The most occupied resource, or ``latency`` when none is taken half of the time."""
-        occupied = self.occupied
-        if not occupied:
+        """The most active resource, as Neuron Explorer's active times rank the engines; or
+        ``latency`` when none is occupied half of the time.
+
+        TensorE's semaphore waits decide the second question, not the first: while the array
+        waits on its semaphores its instruction stream is still the one being worked (the layer is
+        not idle), but what it waits for is another engine's work (operands landing through DMA,
+        PSUM banks being evacuated), so a DMA busier than the array's active time bounds the layer.
+        """
+        if not self.busy:
             return "latency"
-        name, value = max(occupied.items(), key=lambda kv: kv[1])
-        return name if value >= LATENCY_BOUND_BELOW else "latency"
+        name, _ = max(self.busy.items(), key=lambda kv: kv[1])
+        return name if max(self.occupied.values()) >= LATENCY_BOUND_BELOW else "latency"
 
     @property
     def achieved_flops_per_s(self) -> float:
@@ -405,6 +411,7 @@ ENGINE_HOTSPOT_SHARE = 0.10  # vector/scalar/gpsimd-bound layers taking this sha
 EXPOSED_COMM_SHARE = 0.10  # collectives that kept the core waiting this share of the run
 LATENCY_BOUND_SHARE = 0.15  # layers waiting on dependencies this share of the run
 THROTTLED_SHARE = 0.05  # TensorE active time lost to the warm-up throttle
+SEMAPHORE_WAIT_SHARE = 0.15  # TensorE waiting on its semaphores this share of the run
 EVACUATION_SHARE = 0.10  # matmul layers whose PSUM evacuation keeps ScalarE/VectorE busier than TensorE
 COMPARE_FACTOR = 1.5  # another run's same layer at least this much faster is worth saying why
 
@@ -518,6 +525,14 @@ def insights(trace: Trace, others: list[Trace] = (), analysis: RunAnalysis | Non
         add(throttled / 100, "throttled",
             f"TensorE throttled: {throttled:.0f}% of its active time runs below full rate while the dI/dt limit "
             "ramps up after idle gaps; keeping the array above half use avoids it.", hit)
+
+    waited = [s for s in layers if s.tensor_wait_ns > 0]
+    share = sum(s.tensor_wait_ns for s in waited) / total if total > 0 else 0.0
+    if share >= SEMAPHORE_WAIT_SHARE:
+        add(share, "semaphore_wait",
+            f"TensorE waits on its semaphores {100 * share:.0f}% of the time ({_names(waited)}): compiled code "
+            "synchronises every matmul instruction with its operands' DMA and the PSUM evacuation; fewer, wider "
+            "instructions (a larger batch) or an NKI kernel pipeline the wait away.", waited)
 
     evac = []
     for s in layers:

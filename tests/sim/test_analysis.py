@@ -63,11 +63,8 @@ def test_layer_times_add_up_to_the_run(cfg):
         assert 0.0 <= min(s.busy.values()) and max(s.busy.values()) <= 1.0
 
 
-# Trainium3 is left out on purpose: with the compiled-code semaphore wait fitted on NeuronCore-v2
-# (455 cycles per TensorE instruction), its HBM share per core outruns the array's instruction
-# stream and the model finds its batch-1 decode TensorE-bound; no Trn3 measurement says otherwise yet
-@pytest.mark.parametrize("chip", ["inf1", "inf2", "trn1", "trn2"])
-def test_a_batch_1_decode_step_is_memory_bound_on_every_measured_chip(chip):
+@pytest.mark.parametrize("chip", ["inf1", "inf2", "trn1", "trn2", "trn3"])
+def test_a_batch_1_decode_step_is_memory_bound_on_every_chip(chip):
     trace = simulate(RunConfig(model="gpt2", chip=chip, mode="decode", seq=128, new_tokens=8))
     steps = [s for s in layer_table(trace) if not s.name.startswith("prefill")]
     assert steps and {s.bound for s in steps} == {"memory"}
@@ -137,6 +134,25 @@ def test_layers_waiting_on_dependencies_are_found():
     idle = built([("a", "mlp", [("tensor", 0, 20, 1e8, 0), ("vector", 40, 20, 1e6, 0), ("scalar", 80, 20, 1e6, 0)])])
     busy = built([("a", "mlp", [("tensor", 0, 70, 1e8, 0), ("vector", 40, 20, 1e6, 0), ("scalar", 80, 20, 1e6, 0)])])
     assert "latency_bound" in keys(idle) and "latency_bound" not in keys(busy)
+
+
+def test_tensore_semaphore_waits_keep_a_layer_busy_but_bound_it_by_what_is_most_active():
+    streaming = [("dma_read", 0, 60, 0, 6e6), ("tensor", 0, 40, 1e9, 0), ("dma_write", 95, 5, 0, 1e5)]
+    resident = [("dma_read", 0, 20, 0, 2e6), ("tensor", 0, 40, 1e9, 0), ("dma_write", 95, 5, 0, 1e5)]
+    waits = {"tensor_waited_ns": [40 * US]}
+    assert layer_table(built([("m", "mlp", streaming)], stats=waits))[0].bound == "memory"
+    assert layer_table(built([("m", "mlp", resident)], stats=waits))[0].bound == "tensor"
+    assert layer_table(built([("m", "mlp", resident)]))[0].bound == "latency"  # nothing occupied half the time
+
+
+def test_tensore_semaphore_waits_are_found_above_fifteen_percent():
+    events = [("tensor", 0, 75, 1e10, 0), ("dma_write", 95, 5, 0, 1e5)]
+    found = insights(built([("m", "mlp", events)], stats={"tensor_waited_ns": [20 * US]}))
+    assert [i.text for i in found if i.key == "semaphore_wait"] == [
+        "TensorE waits on its semaphores 20% of the time (m): compiled code synchronises every matmul instruction "
+        "with its operands' DMA and the PSUM evacuation; fewer, wider instructions (a larger batch) or an NKI "
+        "kernel pipeline the wait away."]
+    assert "semaphore_wait" not in keys(built([("m", "mlp", events)], stats={"tensor_waited_ns": [10 * US]}))
 
 
 def test_tensore_throttling_is_found_above_five_percent():
