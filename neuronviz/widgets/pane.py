@@ -148,16 +148,17 @@ def header_html(run: Run, baseline: Run | None) -> str:
 
 
 def _deployment_text(m) -> str:
-    """How the run is laid out: cores per copy, pipeline stages, copies, and instances."""
+    """How the run is laid out: cores per copy, pipeline stages, copies, and instances. A narrow
+    header wraps only between these parts (a count stays with its noun)."""
     if "copies" not in m:
         return ""
     n = m.get("data_parallel", m["copies"])  # a training run's copies on every instance
-    text = f"{m.get('cores_per_copy', 1)} core(s)/copy"
+    text = f"{m.get('cores_per_copy', 1)}&nbsp;core(s)/copy"
     if m.get("pipeline", 1) > 1:
-        text += f" × {m['pipeline']} stages"
-    text += f" × {n} cop{'y' if n == 1 else 'ies'}"
+        text += f" × {m['pipeline']}&nbsp;stages"
+    text += f" × {n}&nbsp;cop{'y' if n == 1 else 'ies'}"
     if m.get("nodes", 1) > 1:
-        text += f" on {m['nodes']} × {m.get('instance', 'instances')}"
+        text += f" on {m['nodes']}&nbsp;×&nbsp;{m.get('instance', 'instances')}"
     return text
 
 

@@ -812,7 +812,7 @@ def test_a_training_run_over_instances_plots_its_neuronlink_and_efa_traffic(demo
     (pane,) = demo_window.panes
     assert [band.title for band in pane.bands] == ["busy %", "SRAM %", "GB/s", "link GB/s"]
     assert [label.text for _, label in pane.legends[3].items] == ["NeuronLink", "EFA"]
-    assert "1 core(s)/copy × 64 copies on 2 × trn1.32xlarge" in pane.header.text()
+    assert "1&nbsp;core(s)/copy × 64&nbsp;copies on 2&nbsp;×&nbsp;trn1.32xlarge" in pane.header.text()
     # the gradient all-reduces light the band where they run, at the end of the backward pass
     pane.timeline.setXRange(0, pane.run.duration_ns, padding=0)
     qtbot.wait(20)
