@@ -4,7 +4,8 @@ Each residual is the one unknown of one mechanism, fitted on the rows that mecha
 (chosen by what the rows' publications state, never by their measured values): the DMA run
 length of weight streams on the memory-bound rows, the runtime's cost per execution on the
 one-sequence encoder rows, the TensorE issue overhead of compiled code on the compute-bound rows,
-the serving stack's request handling on the short-prompt time-to-first-token rows, the
+the serving stack's request handling on the short-prompt time-to-first-token rows, the KV cache's
+DMA run on the rows whose decode steps read large caches, the
 collectives' fixed cost on the rows whose tensor-parallel copy spans chips. A coordinate search
 minimises each residual's median absolute error on its rows in turn, a few rounds.
 
@@ -39,6 +40,12 @@ def _prompt(row: Row) -> int:
     return row.config.seq or 0
 
 
+def _context(row: Row) -> int:
+    """The positions a decode step of ``row`` attends at most: its compiled length, else its prompt
+    and output."""
+    return row.config.max_seq or (row.config.seq or 0) + row.config.new_tokens
+
+
 @dataclass(frozen=True)
 class Residual:
     """A named residual, the rows it is fitted on (in words and as a selection), and its range."""
@@ -55,6 +62,10 @@ class Residual:
 RESIDUALS: tuple[Residual, ...] = (
     Residual("weight_descriptor_bytes", "time per output token at batch 1 (weights stream once per token)",
              lambda r: _decode(r) and r.metric == "tpot_ms" and r.config.batch == 1, 512, 8192, log=True),
+    Residual("kv_descriptor_bytes", "time per output token of batches of 8 or more or contexts of 2,048 positions or "
+             "more (a step reads much of its KV cache)",
+             lambda r: _decode(r) and r.metric == "tpot_ms" and (r.config.batch >= 8 or _context(r) >= 2048),
+             256, 8192, log=True),
     Residual("launch_overhead_s", "encoder latency at batch 1 (Real Time)",
              lambda r: _encoder(r) and r.metric == "latency_ms" and r.config.batch == 1, 0.0, 4e-4),
     Residual("mm_wait_cycles", "encoder and vision throughput at batch 8 and more, and training throughput",

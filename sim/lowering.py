@@ -118,16 +118,20 @@ def _stream(ctx: CoreContext, engine: StreamEngine, elems: int, rows: int, passe
     return stream_seconds(engine, parts, free, instructions, passes, dtype)
 
 
-def _dma_seconds(ctx: CoreContext, nbytes: float, descriptor_bytes: float | None = None) -> float:
-    """Seconds to move ``nbytes`` in descriptors of ``descriptor_bytes`` contiguous bytes.
+def _coalesced_run(ctx: CoreContext, nbytes: float) -> float:
+    """The run per partition of a tensor's DMA coalesced into transfers spread over all
+    partitions, each partition's share of a chunk one contiguous run."""
+    return min(nbytes, CHUNK_BYTES) / ctx.chip.sbuf_partitions
 
-    By default the compiler coalesces a tensor's DMA into transfers spread over all partitions,
-    each partition's share of a chunk one contiguous run; weight tiles and row-by-row gathers
+
+def _dma_seconds(ctx: CoreContext, nbytes: float, descriptor_bytes: float | None = None) -> float:
+    """Seconds to move ``nbytes`` in descriptors of ``descriptor_bytes`` contiguous bytes: by
+    default coalesced (:func:`_coalesced_run`); weight tiles, KV caches and row-by-row gathers
     pass their shorter runs."""
     if nbytes <= 0:
         return 0.0
     if descriptor_bytes is None:
-        descriptor_bytes = min(nbytes, CHUNK_BYTES) / ctx.chip.sbuf_partitions
+        descriptor_bytes = _coalesced_run(ctx, nbytes)
     return nbytes / core_bytes_per_s(ctx.chip, ctx.active_cores, descriptor_bytes)
 
 
@@ -136,7 +140,7 @@ def _transfers(ctx: CoreContext, nbytes: float, descriptor_bytes: float | None =
     if nbytes <= 0:
         return 0.0
     if descriptor_bytes is None:
-        descriptor_bytes = min(nbytes, CHUNK_BYTES) / ctx.chip.sbuf_partitions
+        descriptor_bytes = _coalesced_run(ctx, nbytes)
     return nbytes / max(descriptor_bytes, 1.0)
 
 
@@ -225,8 +229,15 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     if op.fused:  # the kernel keeps only the output tiles in flight (see _held)
         act = min(act_in + _held(op, out, chunks), budget)
     # weights are loaded in the compiler's weight descriptors (a row of a weight matrix shorter
-    # than one is loaded in its own descriptors)
-    weight_run = min(chip.efficiency.weight_descriptor_bytes, op.n * prec.weight_bits / 8) if op.weights else None
+    # than one is loaded in its own descriptors); a KV cache in runs of at least the compiler's
+    # cache descriptor (several positions when a position's row is shorter) or of one row
+    if op.weights:
+        weight_run = min(chip.efficiency.weight_descriptor_bytes, op.n * prec.weight_bits / 8)
+    elif op.kv_row_elems and weights:
+        weight_run = min(max(op.kv_row_elems * prec.weight_bits / 8, chip.efficiency.kv_descriptor_bytes),
+                         _coalesced_run(ctx, weights))
+    else:
+        weight_run = None
     read_s = _dma_seconds(ctx, weights + weight_again, weight_run) + _dma_seconds(ctx, spill + act_again)
     read = _dma(ctx, reads, chunks, seconds=read_s) if reads else None
     if read is not None and weights > weight_room:
@@ -376,6 +387,6 @@ def lower(ctx: CoreContext, op: Op) -> LoweredOp:
     shape = Op(name="", kind=op.kind, m=op.m, k=op.k, n=op.n, count=op.count, elems=op.elems,
                passes=op.passes, rows=op.rows, hbm_elems=op.hbm_elems, hbm_write_elems=op.hbm_write_elems,
                params=op.params, act=op.act, dtype_bytes=op.dtype_bytes, collective=op.collective,
-               across_copies=op.across_copies,
-               weights=op.weights, fused=op.fused, reduced=op.reduced)
+               across_copies=op.across_copies, weights=op.weights, fused=op.fused, reduced=op.reduced,
+               kv_row_elems=op.kv_row_elems)
     return _lower_cached(ctx, shape)

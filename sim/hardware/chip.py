@@ -125,6 +125,7 @@ class Efficiency:
     one mechanism (efficiency.toml says which rows it was fitted on)."""
 
     weight_descriptor_bytes: float
+    kv_descriptor_bytes: float
     launch_overhead_s: float
     collective_latency_s: float
     collective_setup_s: float

@@ -70,6 +70,11 @@ class Op:
     read_after : int
         Index of the op that decides what this op reads from memory (a router choosing experts):
         its reads wait for that op, not only for room in SBUF; -1 for none.
+    kv_row_elems : int
+        A matmul whose ``hbm_elems`` are a KV cache: the elements each cached position holds
+        contiguously in the cache's layout (Transformers NeuronX's ``[positions, batch, heads x
+        head_dim]``: the batch's heads; NxD Inference's ``[batch, heads, positions, head_dim]``: one
+        head's); 0 for any other read.
     weight_replicas : int
         Cores that each hold this matmul's weights whole and run it for their share of its rows
         (a convolution's output rows split over the physical cores of a logical core): each finds
@@ -97,6 +102,7 @@ class Op:
     across_copies: bool = False
     deps: tuple[int, ...] = ()
     read_after: int = -1
+    kv_row_elems: int = 0
     weight_replicas: int = 1
 
     @property

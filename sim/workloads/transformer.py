@@ -77,17 +77,24 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool, layer
     # grouped-query attention: the query heads that share a KV head are stacked on the matmul's
     # free axis against that head's keys and values, which are loaded once, not once per query head
     group = -(-heads // kv)
-    _scores_softmax_context(b, ph, causal, ph.seq * group, hd, hd, ctx, ph.batch * kv, cache_elems, heads, ready)
+    # the cache as the serving stack lays it out: NxD Inference (flash attention) keeps each
+    # head's positions together, [batch, kv heads, positions, head_dim] (K_cache_transposed off
+    # by default); Transformers NeuronX (the compiler's attention) keeps each position's heads of
+    # the whole batch together, [positions, batch, kv heads x head_dim] (cache_layout SBH)
+    row = hd if ph.flash else ph.batch * kv * hd
+    _scores_softmax_context(b, ph, causal, ph.seq * group, hd, hd, ctx, ph.batch * kv, cache_elems, heads, ready, row)
     b.matmul("out_proj", tokens, heads * hd, spec.hidden)
     _block_output(b, spec, ph, "attn")
 
 
 def _scores_softmax_context(b: ProgramBuilder, ph: Phase, causal: bool, rows: int, qk_dim: int, v_dim: int,
-                            ctx: int, count: int, cache_elems: int, heads: int, ready: int) -> None:
+                            ctx: int, count: int, cache_elems: int, heads: int, ready: int, kv_row: int) -> None:
     """Scores of ``rows`` queries against ``ctx`` keys (``count`` times), the softmax, and the
-    context: as one fused kernel with flash attention."""
+    context: as one fused kernel with flash attention. The ``cache_elems`` of keys read from the
+    KV cache lie in rows of ``kv_row`` elements per position (values likewise)."""
     with b.fused(ph.flash):
-        b.matmul("scores", rows, qk_dim, ctx, count=count, weights=False, hbm_elems=cache_elems, deps=(ready,))
+        b.matmul("scores", rows, qk_dim, ctx, count=count, weights=False, hbm_elems=cache_elems, deps=(ready,),
+                 kv_row_elems=kv_row)
         score_elems = ph.batch * heads * ph.seq * ctx
         if causal:
             b.gpsimd("causal_mask", elems=score_elems, rows=ph.batch * heads * ph.seq)
@@ -97,7 +104,8 @@ def _scores_softmax_context(b: ProgramBuilder, ph: Phase, causal: bool, rows: in
         # the probabilities come out with queries on partitions; the context matmul contracts over
         # the keys, so they are turned around on the array first (as the NKI attention kernels do)
         b.transpose("probs_transpose", rows, ctx, count=count)
-        b.matmul("context", rows, ctx, v_dim, count=count, weights=False, hbm_elems=cache_elems * v_dim // qk_dim)
+        b.matmul("context", rows, ctx, v_dim, count=count, weights=False, hbm_elems=cache_elems * v_dim // qk_dim,
+                 kv_row_elems=kv_row * v_dim // qk_dim)
 
 
 def _latent_attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, layer: int) -> None:
@@ -131,13 +139,13 @@ def _latent_attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, layer: int)
         # the up-projections' weights are the kv_up parameters of the prompt's form
         b.matmul("q_absorb", tokens, nope, lora, count=heads, params=0, deps=(ready,))
         _scores_softmax_context(b, ph, True, ph.seq * heads, latent, lora, ph.context, ph.batch, cache_elems, heads,
-                                b.last)
+                                b.last, latent)
         b.matmul("v_absorb", tokens, lora, v, count=heads, params=0)
     else:
         positions = ph.context  # the prompt's latents (and the chunks' before it) decompressed
         b.matmul("kv_up", ph.batch * positions, lora, heads * (nope + v), hbm_elems=lora * heads * (nope + v))
         _scores_softmax_context(b, ph, True, ph.seq, spec.head_dim, v, ph.context, ph.batch * heads,
-                                ph.batch * cached * lora if cached else 0, heads, b.last)
+                                ph.batch * cached * lora if cached else 0, heads, b.last, lora)
     b.matmul("out_proj", tokens, heads * v, spec.hidden)
     _block_output(b, spec, ph, "attn")
 

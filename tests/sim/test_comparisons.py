@@ -202,3 +202,27 @@ def test_an_output_saved_for_the_backward_pass_spills_without_a_second_write():
     assert inference.weight_refetch_bytes == training.weight_refetch_bytes == 0.0
     assert training.write.nbytes * training.chunks == pytest.approx(m * n * 2)  # the saved output, once
     assert training.read.nbytes * training.chunks == pytest.approx(k * n * 2 + spill)  # weights once + read-back
+
+
+@pytest.mark.parametrize("row, run", [
+    (128, None),  # NxD Inference: one head's 256 B a position, coalesced into the cache descriptor
+    (2 * 4 * 128, 2048),  # Transformers NeuronX (SBH) at batch 2, 4 KV heads: one 2 KiB row a position
+    (16 * 8 * 128, 2560),  # ... at batch 16, 8 KV heads: 32 KiB rows, past the packet size
+])
+def test_a_kv_cache_is_read_in_runs_its_layout_allows(row, run):
+    """A decode step's keys on one Trainium2 core: 16 DMA engines x 23 GB/s at runs of 2,560 B or
+    more, proportionally slower below (the NKI DMA guide). A position's row shorter than the
+    compiled code's cache descriptor is read several positions to a run."""
+    from sim.lowering import CoreContext, lower
+    from sim.workloads.graph import Op, OpKind
+
+    chip = get_chip("trn2")
+    run = run or chip.efficiency.kv_descriptor_bytes
+    ctx = CoreContext(chip, "bf16", "bf16", 1, 1, 1, get_instance("trn2.3xlarge").topology)
+    count, positions = 64, 4096
+    keys = Op(name="scores", kind=OpKind.MATMUL, m=4, k=128, n=positions, count=count, weights=False,
+              hbm_elems=count * positions * 128, kv_row_elems=row)
+    lowered = lower(ctx, keys)
+    nbytes = count * positions * 128 * 2
+    assert lowered.read.nbytes * lowered.chunks == pytest.approx(nbytes)
+    assert lowered.read.dur_s * lowered.chunks == pytest.approx(nbytes / (16 * 23e9 * min(run, 2560) / 2560))
