@@ -128,8 +128,12 @@ AUTOCAST_NONE_SINCE = (2, 27)  # neuronx-cc's --auto-cast default: matmult befor
 def _dtype(text: str, sdk: str, instance: str) -> tuple[str, str | None]:
     """The run's data type and compiler auto-cast from the page's data type column; an FP32 row
     without an auto-cast statement was compiled with its SDK's default (neuron-cc for inf1:
-    the chip's own)."""
+    the chip's own). "BF16 autocast" is PyTorch's: the model stays in FP32 and only the matmuls
+    run in BF16 (normalisations, softmax and the loss in FP32), as the compiler's matmult
+    auto-cast does."""
     t = text.lower()
+    if t.startswith("bf16 autocast"):
+        return "fp32", "matmult"
     if not t.startswith("fp32"):
         return ("fp16" if t.startswith("fp16") else "bf16"), None
     if "matmult" in t or instance.startswith("inf1"):
@@ -188,6 +192,8 @@ def _recipe(model: str, instance: str) -> dict | None:
 def _recipe_config(model: str, r: dict[str, str], batch: int, seq: int, dtype: str, autocast: str | None) -> RunConfig:
     """A tensor/pipeline-parallel training row: its parallelism as published, the rest as its recipe sets it."""
     p, recipe = _parallel_settings(r["parallelism"]), _recipe(model, r["instance"])
+    if "dtype" in recipe:  # the recipe's precision setting is the one the run used
+        dtype, autocast = recipe["dtype"], None
     tp, pp, dp = p.get("TP", 1), p.get("PP", 1), p.get("DP", 1)
     accum = max(1, p.get("global_batch", batch * dp) // (batch * dp))
     return RunConfig(model=model, instance=r["instance"], mode="training", batch=batch, seq=seq or None, dtype=dtype,

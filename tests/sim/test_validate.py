@@ -86,9 +86,15 @@ def test_decoder_rows_are_tensor_parallel_with_the_compilers_attention_and_train
     older = _row_2024(_parse(HEADER_2024, "bert-large,trn1.32xlarge,16,,training 32xNC DP; nodes=1,training,8,128,,"
                                           "fp32,train_seq_per_s_cluster,1,,Neuron 2.26.0,test,x"))
     assert older.config.autocast == "matmult"
+    # PyTorch's BF16 autocast keeps the model in FP32 and multiplies in BF16
+    autocast = _row_2024(_parse(HEADER_2024, "bert-large,trn1.32xlarge,16,,training 32xNC DP; nodes=1,training,16,"
+                                             "128,,bf16 autocast + SR,train_seq_per_s_cluster,1,,x,test,x"))
+    assert (autocast.config.dtype, autocast.config.autocast) == ("fp32", "matmult")
+    # ... unless the row's NxD Training recipe states its own precision (mixed_precision: BF16)
     pp = _row_2024(_parse(HEADER_2024, "llama-3.1-70b,trn1.32xlarge,512,,training TP=32 DP=4 PP=8; nodes=32; "
-                                       "microbatch=1; global_batch=1024,training,1,8192,,bf16,train_seq_per_s_cluster,"
-                                       "7.94,,x,test,x"))
+                                       "microbatch=1; global_batch=1024,training,1,8192,,bf16 autocast + fp32 "
+                                       "optimizer,train_seq_per_s_cluster,7.94,,x,test,x"))
+    assert (pp.config.dtype, pp.config.autocast) == ("bf16", None)
     # 1024 sequences per update over 4 data-parallel pipelines of 8 stages at 1 sequence: 256 micro-batches;
     # the NxD Training recipe adds ZeRO-1, sequence parallelism, flash attention and recomputation
     c = pp.config
