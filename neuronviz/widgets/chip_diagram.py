@@ -196,14 +196,25 @@ class ChipDiagram(QWidget):
             return [(i, (i + n // 2) % n) for i in range(n // 2)]
         return [(i, (i + 1) % n) for i in range(n)]
 
+    @staticmethod
+    def core_grid(n: int, width: float, height: float, gap: float = 5.0) -> tuple[int, float, float]:
+        """Columns, width and height of the core boxes: the grid whose boxes' shorter side is the
+        longest (a Trn2's eight cores in a short pane go four abreast rather than two), no box
+        taller than 0.9 of its width."""
+        best = (0, 0.0, 0.0)
+        for cols in range(1, max(1, n) + 1):
+            rows = -(-n // cols)
+            cw = (width - gap * (cols - 1)) / cols
+            ch = min((height - gap * (rows - 1)) / rows, cw * 0.9)
+            if min(cw, ch) > min(best[1], best[2]):
+                best = (cols, cw, ch)
+        return best
+
     def _cores(self, p: QPainter, area: QRectF, fg: QColor) -> None:
         st = self.state
         n = max(1, st.cores)
-        cols = 1 if n == 1 else 2
-        rows = -(-n // cols)
         gap = 5.0
-        cw = (area.width() - gap * (cols - 1)) / cols
-        ch = min((area.height() - gap * (rows - 1)) / rows, cw * 0.9)
+        cols, cw, ch = self.core_grid(n, area.width(), area.height(), gap)
         active = n if st.active is None else st.active
         for c in range(n):
             r = QRectF(area.left() + (c % cols) * (cw + gap), area.top() + (c // cols) * (ch + gap), cw, ch)
@@ -211,8 +222,10 @@ class ChipDiagram(QWidget):
             p.setPen(_pen(fg, 1.0, Qt.PenStyle.DashLine if idle else Qt.PenStyle.SolidLine))
             p.setBrush(Qt.BrushStyle.NoBrush)
             p.drawRoundedRect(r, 4, 4)
-            p.drawText(r.adjusted(4, 1, 0, 0), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop,
-                       f"NC{c} idle" if idle else f"NC{c}")
+            label = f"NC{c} idle" if idle else f"NC{c}"
+            if p.fontMetrics().horizontalAdvance(label) > r.width() - 6:
+                label = f"NC{c}"  # a narrow box: its dashed outline says idle
+            p.drawText(r.adjusted(4, 1, 0, 0), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop, label)
             self._engines(p, r.adjusted(4, 14, -4, -4), fg, idle)
 
     def _engines(self, p: QPainter, r: QRectF, fg: QColor, idle: bool = False) -> None:

@@ -1,6 +1,7 @@
 """Engine rows shaded per pixel column, and the chip diagram's cores: lit by activity or idle."""
 
 import numpy as np
+import pytest
 from PySide6.QtGui import QColor
 
 from neuronviz.items.raster import MIN_ALPHA, TrackRows
@@ -93,6 +94,16 @@ def test_an_error_while_painting_a_row_reaches_the_excepthook(qapp, monkeypatch)
     view.resize(300, 100)
     view.grab()
     assert [type(exc) for exc in seen] == [ZeroDivisionError]
+
+
+def test_core_boxes_take_the_grid_that_keeps_them_largest():
+    # two cores side by side; four in two rows; eight (Trn2) four abreast in a short pane, two
+    # abreast in a tall one
+    assert ChipDiagram.core_grid(2, 170, 90)[0] == 2
+    assert ChipDiagram.core_grid(4, 170, 90)[0] == 2
+    assert ChipDiagram.core_grid(8, 170, 90) == pytest.approx((4, 38.75, 34.875))
+    assert ChipDiagram.core_grid(8, 170, 400)[0] == 2
+    assert ChipDiagram.core_grid(1, 170, 90)[0] == 1
 
 
 def test_engine_cells_keep_their_busy_percent_when_short(qapp):
