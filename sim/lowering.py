@@ -232,13 +232,13 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     # than one is loaded in its own descriptors); a KV cache in runs of at least the compiler's
     # cache descriptor (several positions when a position's row is shorter) or of one row
     if op.weights:
-        weight_run = min(chip.efficiency.weight_descriptor_bytes, op.n * prec.weight_bits / 8)
+        stream_run = min(chip.efficiency.weight_descriptor_bytes, op.n * prec.weight_bits / 8)
     elif op.kv_row_elems and weights:
-        weight_run = min(max(op.kv_row_elems * prec.weight_bits / 8, chip.efficiency.kv_descriptor_bytes),
+        stream_run = min(max(op.kv_row_elems * prec.weight_bits / 8, chip.efficiency.kv_descriptor_bytes),
                          _coalesced_run(ctx, weights))
     else:
-        weight_run = None
-    read_s = _dma_seconds(ctx, weights + weight_again, weight_run) + _dma_seconds(ctx, spill + act_again)
+        stream_run = None
+    read_s = _dma_seconds(ctx, weights + weight_again, stream_run) + _dma_seconds(ctx, spill + act_again)
     read = _dma(ctx, reads, chunks, seconds=read_s) if reads else None
     if read is not None and weights > weight_room:
         buffers = max(STREAM_BUFFERS, int(weight_room // read.nbytes))
@@ -250,7 +250,7 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
         chunks=chunks, read=read, compute=compute, write=_write(ctx, writes, chunks), read_after_deps=False,
         sbuf_bytes=min(weights, weight_room) + act, psum_bytes=psum,
         weight_refetch_bytes=weight_again + act_again, spill_save_bytes=spill_write, spill_reload_bytes=spill,
-        dma_transfers=(_transfers(ctx, weights + weight_again, weight_run) + _transfers(ctx, spill + act_again)
+        dma_transfers=(_transfers(ctx, weights + weight_again, stream_run) + _transfers(ctx, spill + act_again)
                        + _transfers(ctx, writes)),
     )
 
