@@ -14,7 +14,7 @@ from pathlib import Path
 
 from neuronviz.report import file_summary, run_record, runs_table
 from sim.errors import SimError
-from sim.hardware.chip import all_chips
+from sim.hardware.chip import OPT_LEVELS, all_chips
 from sim.hardware.instances import instances_of
 from sim.quant import QUANTS, SCALES
 from sim.run import ATTENTION, AUTOCAST, DTYPE_BYTES, KV_CACHE_DTYPES, MODES, RunConfig, simulate
@@ -84,7 +84,7 @@ def simulate_runs(args: argparse.Namespace) -> list[Trace]:
                                expert_imbalance=args.expert_imbalance, requests=args.requests, rate=args.rate,
                                seed=args.seed, seq_spread=args.seq_spread, new_tokens_spread=args.new_tokens_spread,
                                quant=args.quant, quant_scales=args.quant_scales, sparsity=args.sparsity,
-                               lnc=args.lnc, kv_cache=args.kv_cache,
+                               lnc=args.lnc, kv_cache=args.kv_cache, optlevel=args.optlevel,
                                draft=args.draft, spec_k=args.spec_k, acceptance=args.acceptance,
                                bucketing=not args.no_buckets, prefill_chunk=args.prefill_chunk))
             for chip in chips]
@@ -132,6 +132,10 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cores", type=_positive_int, help="NeuronCores one model copy spans (tensor parallel)")
     p.add_argument("--lnc", type=int, choices=(1, 2),
                    help="physical cores per logical NeuronCore on Trn2/Trn3 (default 2; --cores counts logical ones)")
+    p.add_argument("--optlevel", "-O", type=int, choices=OPT_LEVELS, default=2,
+                   help="neuronx-cc's optimization level (default 2): at 1 compiled code loads one op ahead at most "
+                        "and its loads queue behind earlier stores; 3 runs as 2 (Inferentia1's neuron-cc has "
+                        "no levels)")
     p.add_argument("--copies", type=_positive_int,
                    help="model copies running at once (default: every copy the instance holds; 1: one request alone)")
     train = p.add_argument_group("training at scale")

@@ -16,7 +16,7 @@ def run_record(trace: Trace) -> dict[str, Any]:
     met = compute_metrics(trace)
     rec: dict[str, Any] = {
         "chip": m["chip"], "instance": m["instance"], "model": m["model"], "mode": m["mode"],
-        "batch": m["batch"], "seq": m["seq"], "dtype": m["dtype"],
+        "batch": m["batch"], "seq": m["seq"], "dtype": m["dtype"], "optlevel": m.get("optlevel"),
         "cores_per_copy": m["cores_per_copy"], "copies": m["copies"],
         "memory_per_core_gib": m.get("memory_per_core_bytes", 0.0) / 2**30,
         "latency_ms": met.latency_s * 1e3, "latency_under_load_ms": met.latency_under_load_s * 1e3,

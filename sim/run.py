@@ -10,7 +10,7 @@ from sim import __version__
 from sim.cost.dma import memory_share_bytes_per_s
 from sim.deploy import Deployment, MemoryNeed, memory_needed, plan_deployment
 from sim.errors import ConfigError
-from sim.hardware.chip import Chip, Efficiency, get_chip
+from sim.hardware.chip import OPT_LEVELS, Chip, Efficiency, Schedule, get_chip, schedule
 from sim.hardware.instances import Instance, get_instance
 from sim.lowering import GPSIMD, RESOURCE_NAMES, CoreContext, LoweredOp, lower
 from sim.quant import Precision, dense, precision
@@ -109,6 +109,9 @@ class RunConfig:
     # physical cores per logical NeuronCore (Trn2/Trn3: 1 or 2; None: the chip's default, 2);
     # --cores counts logical cores
     lnc: int | None = None
+    # neuronx-cc's --optlevel (1, 2 or 3): how far ahead compiled code's loads go (compiler.toml);
+    # Inferentia1's neuron-cc has no levels
+    optlevel: int = 2
     # decode: speculative decoding, a draft model proposing ``spec_k`` tokens that the model
     # verifies in one step, each accepted with probability ``acceptance`` (the draft's agreement)
     draft: str | None = None
@@ -167,6 +170,9 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
                         ("copies", 1 if cfg.copies is None else cfg.copies), ("grad_accum", cfg.grad_accum)):
         if not isinstance(value, int) or value < 1:
             raise ConfigError(f"{name} must be a positive integer, got {value}")
+    if cfg.optlevel not in OPT_LEVELS:
+        raise ConfigError(f"compiler optimization level must be one of {', '.join(map(str, OPT_LEVELS))} "
+                          f"(neuronx-cc --optlevel), got {cfg.optlevel}")
     most = MAX_SERVED if cfg.mode == "serve" else MAX_REQUESTS
     if cfg.requests is not None and (not isinstance(cfg.requests, int) or not 1 <= cfg.requests <= most):
         raise ConfigError(f"requests must be a whole number from 1 to {most:,}, got {cfg.requests}")
@@ -548,9 +554,9 @@ class _Timeline:
     events are copied to the new time (what the core does for it is the same), and a run right
     after the same program's extends that phase (one more of its executions)."""
 
-    def __init__(self, ctx: CoreContext, max_events: int) -> None:
-        self.ctx, self.max_events = ctx, max_events
-        self.sched = CoreScheduler(ctx.chip.sbuf_bytes, ctx.chip.tensor.throttle)
+    def __init__(self, ctx: CoreContext, max_events: int, plan: Schedule) -> None:
+        self.ctx, self.max_events, self.plan = ctx, max_events, plan
+        self.sched = CoreScheduler(ctx.chip.sbuf_bytes, ctx.chip.tensor.throttle, plan)
         self.tables = _Tables()
         self.spans: list[dict] = []  # per phase: name, start, end (s), repeat, stored, same_as
         # per program: (its first execution's log marks, first op id, start, period, phase index)
@@ -564,7 +570,7 @@ class _Timeline:
     def idle(self, name: str, program: Program, t0: float, periods: float) -> float:
         """The core waits ``periods`` times as long as ``program`` takes (measured on a scheduler
         of its own: nothing of it is logged); return when the wait ends."""
-        scratch = CoreScheduler(self.ctx.chip.sbuf_bytes, self.ctx.chip.tensor.throttle)
+        scratch = CoreScheduler(self.ctx.chip.sbuf_bytes, self.ctx.chip.tensor.throttle, self.plan)
         scratch.run(program, [lower(self.ctx, op) for op in program.ops], 0, 0.0)
         end = t0 + periods * float(scratch.free.max())
         self.spans.append({"name": name, "start": t0, "end": end, "repeat": 1, "stored": 1})
@@ -617,7 +623,12 @@ def _timeline(cfg: RunConfig, dep: Deployment, max_events: int) -> _Timeline:
     ctx = CoreContext(chip, *compute_dtypes(cfg, chip), dep.active_cores_per_chip, dep.ranks_per_chip,
                       dep.copies_per_chip, dep.instance.topology, min(dep.nodes, dep.data_parallel), dep.shards,
                       dep.node_cores, run_precision(cfg, chip), cfg.kv_cache)
-    return _Timeline(ctx, max_events)
+    return _Timeline(ctx, max_events, schedule(_optlevel(cfg, chip) or 2))
+
+
+def _optlevel(cfg: RunConfig, chip: Chip) -> int | None:
+    """The optimization level the run's code is compiled at; None for a compiler without levels."""
+    return cfg.optlevel if chip.compiler == "neuronx-cc" else None
 
 
 def _run_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int, max_events: int) -> _Timeline:
@@ -789,6 +800,7 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
         "instance": inst.name, "chips_per_instance": inst.chips, "price_usd_per_hour": inst.price_usd_per_hour,
         "model": spec.name, "model_type": spec.model_type, "family": spec.family, "mode": cfg.mode, "batch": cfg.batch,
         "seq": seq, "dtype": cfg.dtype, "matmul_dtype": prec.matmul_dtype,
+        "compiler": chip.compiler, "optlevel": _optlevel(cfg, chip),
         "cores_per_copy": dep.cores_per_copy, "lnc": dep.lnc, "memory_per_core_bytes": dep.memory_per_core_bytes,
         "copies": dep.copies, "cores_active": alone.active_cores_per_chip,
         "cores_active_under_load": dep.active_cores_per_chip,

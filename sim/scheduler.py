@@ -13,8 +13,11 @@ written: each engine's instruction stream interleaves the kernel's ops tile by t
 evacuates one tile of scores while it exponentiates the one before), so the ops run
 software-pipelined instead of one after another (:func:`_kernel_pipeline`).
 
-Writes back to device memory are deferred behind the next op's reads on the shared DMA pipe,
-as a compiler hoists prefetches above stores, so weights stream in while results stream out.
+How far ahead loads go is the compiler's (:class:`sim.hardware.chip.Schedule`, by optimization
+level): by default an op's reads start as soon as SBUF has room for them beside the ops before it
+that may still run, and writes back to device memory are deferred behind the next op's reads on
+the shared DMA pipe, as a compiler hoists prefetches above stores, so weights stream in while
+results stream out. At ``-O1`` loads go one op ahead at most and queue behind earlier stores.
 
 On chips whose TensorE is dI/dt-throttled (Trn2, Trn3) the array's rate depends on its recent
 use (:class:`TensorRamp`), so its instructions are placed one chunk at a time.
@@ -28,7 +31,7 @@ from itertools import accumulate
 
 import numpy as np
 
-from sim.hardware.chip import Throttle
+from sim.hardware.chip import Schedule, Throttle, schedule
 from sim.lowering import COLLECTIVE, DMA_READ, DMA_WRITE, EVAC, SCALAR, TENSOR, VECTOR, LoweredOp, Stage
 from sim.workloads.graph import Program
 
@@ -234,8 +237,9 @@ class _PendingWrite:
 class CoreScheduler:
     """Schedules programs one after another on a single core, keeping engine clocks between them."""
 
-    def __init__(self, sbuf_bytes: float, throttle: Throttle | None = None) -> None:
+    def __init__(self, sbuf_bytes: float, throttle: Throttle | None = None, plan: Schedule | None = None) -> None:
         self.sbuf_bytes = sbuf_bytes
+        self.plan = plan or schedule()
         self.ramp = TensorRamp(throttle) if throttle is not None else None
         self.free = np.zeros(COLLECTIVE + 1)
         self.log = EventLog()
@@ -276,9 +280,13 @@ class CoreScheduler:
               placed: int | None = None) -> float:
         """When op ``i``'s reads may start: once SBUF has room for its working set next to the ops
         before it that may still run (the newest op that does not fit beside it must have
-        finished), so weights stream in ahead, during collectives and small ops. Only the ops
-        before ``placed`` (default ``i``) have been scheduled."""
-        j = min(i if placed is None else placed, bisect_left(held, held[i + 1] - self.sbuf_bytes)) - 1
+        finished), so weights stream in ahead, during collectives and small ops, and no further
+        ahead than the compiler's look-ahead. Only the ops before ``placed`` (default ``i``) have
+        been scheduled."""
+        first = i if placed is None else placed
+        j = min(first, bisect_left(held, held[i + 1] - self.sbuf_bytes)) - 1
+        if self.plan.lookahead_ops:
+            j = max(j, first - 1 - self.plan.lookahead_ops)
         gate = max(t0, settled[j]) if j >= 0 else t0
         if op.read_after >= 0:  # what to read is decided by that op
             gate = max(gate, op_end[op.read_after])
@@ -311,6 +319,9 @@ class CoreScheduler:
             if lo.compute:
                 self._flush(pending)
                 pending = _PendingWrite(first_op_id + i, write, times[-1][1]) if write else None
+                if not self.plan.loads_pass_stores:  # the next op's loads queue behind this store
+                    self._flush(pending)
+                    pending = None
 
         for first, last in kernel_groups(program, lowered):
             if last > first:

@@ -138,6 +138,28 @@ class Efficiency:
     core_dma_bytes_per_s: float
 
 
+OPT_LEVELS = (1, 2, 3)  # neuronx-cc --optlevel
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What a compiler optimization level changes in compiled code's schedule (compiler.toml)."""
+
+    optlevel: int
+    lookahead_ops: int  # how many ops ahead of the computing one loads are issued (0: as SBUF holds)
+    loads_pass_stores: bool  # loads are issued ahead of earlier ops' stores on the shared DMA queues
+
+
+@cache
+def schedule(optlevel: int = 2) -> Schedule:
+    """The schedule neuronx-cc compiles for at ``optlevel`` (1, 2 or 3)."""
+    table = load_toml("compiler.toml")["optlevel"].get(str(optlevel))
+    if table is None:
+        raise UnknownNameError(f"unknown compiler optimization level {optlevel}: choose one of "
+                               f"{', '.join(map(str, OPT_LEVELS))}")
+    return Schedule(optlevel, int(table["lookahead_ops"]["value"]), bool(table["loads_pass_stores"]["value"]))
+
+
 @dataclass(frozen=True, eq=False)
 class Chip:
     """One Neuron chip generation: its cores' engines and memories, and the chip's links."""
@@ -149,6 +171,7 @@ class Chip:
     memory_kind: str
     dtypes: tuple[str, ...]
     autocast_default: str  # what the chip's compiler casts of an FP32 model to BF16 by default
+    compiler: str  # neuron-cc (NeuronCore-v1) or neuronx-cc, which has optimization levels
     cores: int
     lnc_default: int
     lnc_options: tuple[int, ...]  # the logical-core sizes the runtime takes (NEURON_LOGICAL_NC_CONFIG)
@@ -227,6 +250,7 @@ def parse_chip(doc: Mapping[str, Any], efficiency: Mapping[str, Any]) -> Chip:
         memory_kind=doc["memory_kind"],
         dtypes=tuple(doc["dtypes"]),
         autocast_default=doc["autocast_default"],
+        compiler=doc["compiler"],
         cores=int(sourced(c, "cores", "chip")),
         lnc_default=int(sourced(c, "lnc_default", "chip")),
         lnc_options=tuple(int(v) for v in sourced(c, "lnc_options", "chip")) if "lnc_options" in c else (
@@ -278,7 +302,7 @@ def all_chips() -> Mapping[str, Chip]:
     chips = [
         parse_chip(load_toml(p.name), efficiency)
         for p in sorted(DATA_DIR.glob("*.toml"))
-        if p.name not in ("instances.toml", "efficiency.toml")
+        if p.name not in ("instances.toml", "efficiency.toml", "compiler.toml")
     ]
     order = {"inf1": 0, "inf2": 1, "trn1": 2, "trn2": 3, "trn3": 4}
     chips.sort(key=lambda ch: (order.get(ch.key, 99), ch.key))

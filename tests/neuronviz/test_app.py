@@ -949,3 +949,15 @@ def test_the_requests_tab_draws_every_request_of_a_serving_run_and_their_distrib
     assert len(curves) == 2 and curves[1].yData[-1] == pytest.approx(1.0)
     assert curves[1].xData.max() == pytest.approx(max(np.asarray(served["first_token_ns"]) -
                                                       np.asarray(served["sent_ns"])) / 1e6)
+
+
+def test_a_pane_header_says_when_a_run_was_compiled_at_another_level(demo_window, tmp_path):
+    from sim.io import save_file
+    from sim.run import RunConfig, simulate
+
+    path = tmp_path / "levels.nvtrace"
+    save_file(str(path), [simulate(RunConfig(model="bert-base", instance="trn1.2xlarge", optlevel=o)) for o in (1, 2)])
+    assert demo_window.open_files([str(path)])
+    o1, o2 = demo_window.panes
+    assert o1.header.text().count("compiled&nbsp;-O1") == 1
+    assert "compiled" not in o2.header.text()

@@ -148,6 +148,17 @@ def test_grad_accum_makes_a_training_step_of_several_micro_batches(capsys):
     assert code == 0 and out.splitlines()[0].endswith("x 8 micro-batches (latency = per step)")
 
 
+def test_optlevel_is_in_the_json_and_the_table_title_and_a_bad_one_exits_2(capsys):
+    code, out, _ = run_cli(capsys, "simulate", "--model", "distilbert", "--chips", "inf1,trn1", "-O", "1", "--json")
+    assert code == 0
+    assert [(r["chip"], r["optlevel"]) for r in json.loads(out)["runs"]] == [("inf1", None), ("trn1", 1)]
+    code, out, _ = run_cli(capsys, "simulate", "--model", "distilbert", "--chips", "trn1", "--optlevel", "1")
+    assert code == 0 and out.startswith("distilbert inference batch 1 seq 128 bf16 compiled -O1 (latency")
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--model", "distilbert", "--chips", "trn1", "--optlevel", "4"])
+    assert exc.value.code == 2 and "invalid choice: 4" in capsys.readouterr().err
+
+
 def test_simulate_help_documents_grad_accum(capsys):
     with pytest.raises(SystemExit):
         main(["simulate", "--help"])
