@@ -20,6 +20,7 @@ from sim.quant import QUANTS, SCALES
 from sim.run import ATTENTION, AUTOCAST, DTYPE_BYTES, KV_CACHE_DTYPES, MODES, RunConfig, simulate
 from sim.trace import Trace
 from sim.workloads import get_model, preset_names
+from sim.workloads.training import CHECKPOINTS
 
 EXIT_USAGE = 2
 DEFAULT_CHIPS = "inf1,inf2,trn1,trn2"
@@ -78,7 +79,8 @@ def simulate_runs(args: argparse.Namespace) -> list[Trace]:
                                batch=args.batch, seq=args.seq, new_tokens=args.new_tokens, dtype=args.dtype,
                                autocast=args.autocast, cores=args.cores, copies=args.copies,
                                grad_accum=args.grad_accum, nodes=args.nodes, zero1=args.zero == 1,
-                               checkpoint_activations=args.checkpoint_activations, pipeline=args.pipeline,
+                               checkpoint_activations=args.checkpoint_activations is not None,
+                               checkpoint_granularity=args.checkpoint_activations or "full", pipeline=args.pipeline,
                                sequence_parallel=args.sequence_parallel, attention=args.attention,
                                concurrency=args.concurrency, max_seq=args.max_seq, ep=args.ep,
                                expert_imbalance=args.expert_imbalance, requests=args.requests, rate=args.rate,
@@ -146,8 +148,10 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
                        help="instances joined by EFA, each running as many data-parallel copies (default 1)")
     train.add_argument("--zero", type=int, choices=(0, 1), default=0,
                        help="1: shard the optimizer state over the data-parallel copies (ZeRO-1)")
-    train.add_argument("--checkpoint-activations", action="store_true",
-                       help="recompute each layer's forward pass in the backward pass instead of keeping it")
+    train.add_argument("--checkpoint-activations", nargs="?", const="full", choices=CHECKPOINTS,
+                       help="recompute the forward pass in the backward pass instead of keeping its activations: "
+                            "every layer's (full, the default) or only the MLPs and attention's core (selective, as "
+                            "NxD Training's recipes do)")
     train.add_argument("--pipeline", type=_positive_int, default=1, metavar="N",
                        help="split each copy's layers into N pipeline stages of --cores cores each (1F1B over the "
                             "--grad-accum micro-batches; default 1)")

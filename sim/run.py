@@ -21,8 +21,8 @@ from sim.trace import Counter, Trace, Track
 from sim.workloads import ModelSpec, Phase, Program, build_program, get_model, speculative_step, training_program
 from sim.workloads.models import CNN, DECODER
 from sim.workloads.pipeline import heaviest_stage, stage_program
+from sim.workloads.training import CHECKPOINTS, DataParallel, recomputed
 from sim.workloads.training import FP32_BYTES as GRADIENT_BYTES
-from sim.workloads.training import DataParallel
 
 MODES = ("inference", "decode", "training", "serve")
 GENERATING = ("decode", "serve")  # modes that generate tokens from a prompt
@@ -67,6 +67,9 @@ class RunConfig:
     nodes: int = 1  # training: instances joined by EFA, the data-parallel copies spread over all of them
     zero1: bool = False  # training: optimizer state sharded over the data-parallel copies (ZeRO-1)
     checkpoint_activations: bool = False  # training: recompute each layer's forward in the backward pass
+    # what checkpointing recomputes: "full" every op, "selective" the MLPs and attention's core
+    # (NxD Training's activations_checkpoint_granularity)
+    checkpoint_granularity: str = "full"
     pipeline: int = 1  # training: pipeline stages a copy's layers are split over (1F1B over the micro-batches)
     # outside attention and the MLP each tensor-parallel core keeps its share of the tokens (Megatron, NxD)
     sequence_parallel: bool = False
@@ -188,6 +191,9 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
     training_only = [name for name, on in (("--nodes", cfg.nodes > 1), ("--zero 1", cfg.zero1),
                                            ("--checkpoint-activations", cfg.checkpoint_activations),
                                            ("--pipeline", cfg.pipeline > 1)) if on]
+    if cfg.checkpoint_granularity not in CHECKPOINTS:
+        raise ConfigError(f"unknown activation checkpointing '{cfg.checkpoint_granularity}': choose one of "
+                          f"{', '.join(CHECKPOINTS)}")
     if training_only and cfg.mode != "training":
         raise ConfigError(f"{training_only[0]} is for training; {cfg.mode} mode has no training step")
     _validate_serving(cfg)
@@ -451,7 +457,7 @@ def _training_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment,
     dp = DataParallel(dep.data_parallel, int(eff.grad_bucket_bytes // GRADIENT_BYTES), cfg.zero1)
 
     def step(**kw) -> Program:
-        return training_program(fwd, params, dp, checkpoint=cfg.checkpoint_activations, **kw)
+        return training_program(fwd, params, dp, checkpoint=_checkpoint(cfg), **kw)
 
     if n == 1:
         out = [_Phase("training step", step())]
@@ -464,6 +470,11 @@ def _training_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment,
     if dep.pipeline > 1:  # 1F1B: the other stages' first forwards and last backwards
         out.append(_Phase("pipeline bubble", step(update=False), idle_periods=dep.pipeline - 1))
     return out
+
+
+def _checkpoint(cfg: RunConfig) -> str:
+    """The activation checkpointing granularity of a training run, "" for none."""
+    return cfg.checkpoint_granularity if cfg.checkpoint_activations else ""
 
 
 def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int) -> MemoryNeed:
@@ -484,9 +495,15 @@ def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int)
     elif cfg.mode == "training":
         outputs = [sum(op.out_elems for op in probe.ops[la.first_op:la.first_op + la.n_ops] if not op.fused)
                    for la in probe.layers]  # a fused attention kernel keeps none of its tiles
-        if cfg.checkpoint_activations:  # each layer's input, and one layer's activations recomputed
-            ends = [probe.ops[la.first_op + la.n_ops - 1].out_elems for la in probe.layers]
-            state = float(sum(ends) + max(outputs, default=0)) * dt
+        if cfg.checkpoint_activations:  # what is kept, and one layer's recomputed activations
+            kept = again = 0
+            for la in probe.layers:
+                last = la.first_op + la.n_ops - 1
+                ops = [(i, op) for i, op in enumerate(probe.ops[la.first_op:last + 1], la.first_op) if not op.fused]
+                redo = [recomputed(op, la, _checkpoint(cfg)) for _, op in ops]
+                kept += sum(op.out_elems for (i, op), r in zip(ops, redo, strict=True) if i == last or not r)
+                again = max(again, sum(op.out_elems for (_, op), r in zip(ops, redo, strict=True) if r))
+            state = float(kept + again) * dt
         else:
             state = float(sum(outputs)) * dt
         # 1F1B: the first stage holds the activations of up to one micro-batch per stage at once
@@ -824,6 +841,8 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
     if cfg.mode == "training":
         meta.update(grad_accum=cfg.grad_accum, nodes=dep.nodes, data_parallel=dep.data_parallel,
                     pipeline=dep.pipeline, zero1=cfg.zero1, checkpoint_activations=cfg.checkpoint_activations)
+        if cfg.checkpoint_activations:
+            meta["checkpoint_granularity"] = cfg.checkpoint_granularity
         if single is not None:
             meta["single_node"] = _times(cfg, single)
     if cfg.kv_cache:

@@ -199,7 +199,8 @@ def _recipe_config(model: str, r: dict[str, str], batch: int, seq: int, dtype: s
     return RunConfig(model=model, instance=r["instance"], mode="training", batch=batch, seq=seq or None, dtype=dtype,
                      autocast=autocast, cores=tp, pipeline=pp, nodes=p.get("nodes", 1), grad_accum=accum,
                      zero1=recipe["zero1"], sequence_parallel=recipe["sequence_parallel"],
-                     attention=recipe["attention"], checkpoint_activations=recipe["checkpoint_activations"])
+                     attention=recipe["attention"], checkpoint_activations=recipe["checkpoint_activations"],
+                     checkpoint_granularity=recipe.get("checkpoint_granularity", "full"))
 
 
 # --- published-2025-2026.csv (serving measurements) --------------------------------------------

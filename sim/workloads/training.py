@@ -12,7 +12,10 @@ With ZeRO-1 each data-parallel rank keeps the optimizer state of ``1/dp`` of the
 the buckets are reduce-scattered instead of all-reduced, each rank updates its share, and the
 updated BF16 weights are all-gathered. With activation checkpointing only each layer's input is
 kept from the forward pass; the backward pass recomputes a layer's forward ops (saving their
-outputs for its gradient ops) just before it needs them.
+outputs for its gradient ops) just before it needs them. Selective checkpointing (NxD Training's
+``activations_checkpoint_granularity: selective`` recomputing ``[CoreAttention, LlamaMLP]``)
+recomputes only the MLPs and attention's core (scores, softmax, context), keeping the outputs of
+the attention's projections and norms.
 
 Weights that every shard of a copy holds whole (a convolution whose output rows the shards
 split) get a partial gradient on each shard: the shards sum it by a reduce-scatter, each updates
@@ -27,6 +30,20 @@ from dataclasses import dataclass, replace
 
 from sim.workloads.builder import share
 from sim.workloads.graph import Layer, Op, OpKind, Program
+
+CHECKPOINTS = ("full", "selective")  # activation checkpointing granularities
+# the ops of attention's core, as sim.workloads.transformer names them: what selective
+# checkpointing recomputes of an attention layer
+CORE_ATTENTION = frozenset(("scores", "causal_mask", "softmax_max", "softmax_exp", "softmax_norm", "probs_transpose",
+                            "context"))
+
+
+def recomputed(op: Op, layer: Layer, checkpoint: str) -> bool:
+    """Whether activation checkpointing of granularity ``checkpoint`` ("" for none) recomputes
+    ``op`` of ``layer`` in the backward pass instead of keeping its output."""
+    if checkpoint == "selective":
+        return layer.kind in ("mlp", "moe") or (layer.kind == "attention" and op.name in CORE_ATTENTION)
+    return checkpoint == "full"
 
 FP32_BYTES = 4
 ADAMW_PASSES = 12.0  # elementwise steps of one AdamW update (moments, bias correction, sqrt, div, decay)
@@ -85,17 +102,20 @@ def _backward_ops(op: Op, accumulate: bool) -> list[Op]:
 
 
 def training_program(forward: Program, params_per_layer: list[int], dp: DataParallel, *, accumulate: bool = False,
-                     update: bool = True, checkpoint: bool = False) -> Program:
+                     update: bool = True, checkpoint: str = "") -> Program:
     """Append backward, data-parallel gradient reduction and AdamW to ``forward``.
 
     One micro-batch of a step that accumulates gradients: with ``accumulate`` its weight
     gradients add to those of the micro-batches before it (read, then written back); without
     ``update`` it ends with its backward pass, leaving the reduction and the optimizer to the
-    step's last micro-batch. ``checkpoint`` recomputes each layer's forward ops in the backward
-    pass instead of keeping their outputs.
+    step's last micro-batch. ``checkpoint`` ("full" or "selective", :func:`recomputed`)
+    recomputes forward ops in the backward pass instead of keeping their outputs; a layer's last
+    op's output, the next layer's input, is always kept.
     """
     ends = {la.first_op + la.n_ops - 1 for la in forward.layers}
-    prog = Program(ops=[_save_activation(op) if not checkpoint or i in ends else op
+    again = {i for la in forward.layers for i in range(la.first_op, la.first_op + la.n_ops)
+             if recomputed(forward.ops[i], la, checkpoint)}
+    prog = Program(ops=[op if i in again and i not in ends else _save_activation(op)
                         for i, op in enumerate(forward.ops)], layers=list(forward.layers))
     reductions = _Reductions(prog, dp)
     prev = len(prog.ops) - 1  # the backward chain; reductions hang off it without blocking it
@@ -103,13 +123,13 @@ def training_program(forward: Program, params_per_layer: list[int], dp: DataPara
         layer = forward.layers[li]
         start = len(prog.ops)
         fwd_ops = range(layer.first_op, layer.first_op + layer.n_ops)
-        if checkpoint:  # the layer's forward again, from its saved input, keeping its outputs
-            for fi in fwd_ops:
-                op = forward.ops[fi]
-                if op.kind is OpKind.COLLECTIVE and op.collective == "send":
-                    continue  # what a pipeline stage received or sent is not sent again
-                prog.ops.append(replace(_save_activation(op), name=f"{op.name}.recompute", deps=(prev,)))
-                prev = len(prog.ops) - 1
+        # the layer's recomputed ops again, from what was kept, keeping their outputs this time
+        for fi in (fi for fi in fwd_ops if fi in again):
+            op = forward.ops[fi]
+            if op.kind is OpKind.COLLECTIVE and op.collective == "send":
+                continue  # what a pipeline stage received or sent is not sent again
+            prog.ops.append(replace(_save_activation(op), name=f"{op.name}.recompute", deps=(prev,)))
+            prev = len(prog.ops) - 1
         for fi in reversed(fwd_ops):
             for op in _backward_ops(forward.ops[fi], accumulate):
                 prog.ops.append(replace(op, deps=(prev,)))

@@ -159,6 +159,17 @@ def test_optlevel_is_in_the_json_and_the_table_title_and_a_bad_one_exits_2(capsy
     assert exc.value.code == 2 and "invalid choice: 4" in capsys.readouterr().err
 
 
+def test_checkpoint_activations_takes_a_granularity_full_by_default(capsys):
+    runs = {}
+    for flag in ((), ("--checkpoint-activations",), ("--checkpoint-activations", "selective")):
+        code, out, _ = run_cli(capsys, "simulate", "--model", "distilbert", "--chips", "trn1", "--mode", "training",
+                               *flag, "--json")
+        assert code == 0
+        runs[flag[-1] if flag else "none"] = json.loads(out)["runs"][0]["flops"]
+    # recomputing the whole forward pass costs most; the MLPs and attention's core alone, less
+    assert runs["none"] < runs["selective"] < runs["--checkpoint-activations"]
+
+
 def test_simulate_help_documents_grad_accum(capsys):
     with pytest.raises(SystemExit):
         main(["simulate", "--help"])

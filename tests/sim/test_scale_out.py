@@ -87,6 +87,25 @@ def test_activation_checkpointing_recomputes_the_forward_pass():
     assert 0 < ckpt_act < plain_act / 3
 
 
+def test_selective_checkpointing_recomputes_only_the_mlps_and_attentions_core():
+    """BERT-base at 128 tokens, per token: a layer's forward is QKV 2 x 768 x 2304 = 3.539 M FLOPs,
+    the output projection 1.180 M, the MLP 2 x 2 x 768 x 3072 = 9.437 M, scores and context 2 x
+    2 x 128 x 768 = 0.393 M; the MLM head 2 x 768 x (768 + 30522) = 48.06 M. Forward 12 x 14.549 +
+    48.06 = 222.65 M; a step 3 forwards; selective checkpointing adds 12 x (9.437 + 0.393) = 117.96 M."""
+    kw = dict(model="bert-base", instance="trn1.2xlarge", grad_accum=1)
+    plain = _train(**kw)
+    selective = _train(checkpoint_activations=True, checkpoint_granularity="selective", **kw)
+    full = _train(checkpoint_activations=True, **kw)
+    ratio = compute_metrics(selective).flops / compute_metrics(plain).flops
+    assert ratio == pytest.approx((3 * 222.65 + 117.96) / (3 * 222.65), rel=0.005)
+    # it keeps the attention projections' outputs: more than full checkpointing keeps, less than none
+    memory = [t.meta["memory_per_core_bytes"] for t in (full, selective, plain)]
+    assert memory == sorted(memory) and memory[0] < memory[1] < memory[2]
+    assert selective.meta["checkpoint_granularity"] == "selective"
+    with pytest.raises(ConfigError, match="unknown activation checkpointing 'partial': choose one of full, selective"):
+        _train(checkpoint_activations=True, checkpoint_granularity="partial", **kw)
+
+
 @pytest.mark.parametrize("kw, message", [
     ({"mode": "inference", "nodes": 2}, "--nodes is for training; inference mode has no training step"),
     ({"mode": "decode", "zero1": True}, "--zero 1 is for training"),

@@ -96,10 +96,11 @@ def test_decoder_rows_are_tensor_parallel_with_the_compilers_attention_and_train
                                        "optimizer,train_seq_per_s_cluster,7.94,,x,test,x"))
     assert (pp.config.dtype, pp.config.autocast) == ("bf16", None)
     # 1024 sequences per update over 4 data-parallel pipelines of 8 stages at 1 sequence: 256 micro-batches;
-    # the NxD Training recipe adds ZeRO-1, sequence parallelism, flash attention and recomputation
+    # the NxD Training recipe adds ZeRO-1, sequence parallelism, flash attention and selective recomputation
     c = pp.config
     assert (c.cores, c.pipeline, c.nodes, c.grad_accum, c.seq) == (32, 8, 32, 256, 8192)
-    assert (c.zero1, c.sequence_parallel, c.attention, c.checkpoint_activations) == (True, True, "flash", True)
+    assert (c.zero1, c.sequence_parallel, c.attention, c.checkpoint_activations, c.checkpoint_granularity) == (
+        True, True, "flash", True, "selective")
     other = _row_2024(_parse(HEADER_2024, "llama-3.1-8b,trn1.32xlarge,64,,training TP=32 DP=2; nodes=2,training,1,"
                                           "8192,,bf16,train_seq_per_s_cluster,1,,x,test,x"))
     assert other.config is None and "without a recipe" in other.skip
