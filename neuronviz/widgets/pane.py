@@ -30,6 +30,7 @@ UNSTORED_COLOR = (128, 128, 128, 28)  # executions not stored as events, drawn f
 LEGEND_VEIL_ALPHA = 210  # counter legends sit on the background at this opacity, over the curves
 LEGEND_MARGIN_PX = 8  # a counter legend keeps this far inside its plot
 COUNTER_BAND_MIN_HEIGHT = 48  # below this a counter band's tick labels crowd: it is left out instead
+TRACK_ROW_MIN_PX = 16  # the timeline's rows at their tightest: a row label's height and a little air
 SIMULATOR_COUNTERS = ("sbuf_bytes", "psum_bytes", "hbm_read_bytes_per_s", "hbm_write_bytes_per_s",
                       "neuronlink_bytes_per_s", "efa_bytes_per_s")
 MAX_OTHER_COUNTERS = 4
@@ -226,7 +227,9 @@ class ComparisonPane(QWidget):
         self.timeline = self.graphics.addPlot(row=0, col=0, axisItems={"bottom": self.time_axis},
                                               viewBox=AreaViewBox())
         self.timeline.getViewBox().sig_area.connect(self._area_dragged)
-        self.timeline.setMinimumHeight(24 + 18 * (n_rows + 1))
+        # the axis and a row per track (Layers too), tight enough that a Trn2's extra Collective row
+        # leaves room for all three counter bands of a quarter-screen pane
+        self.timeline.setMinimumHeight(24 + TRACK_ROW_MIN_PX * (n_rows + 1))
         self.timeline.setMouseEnabled(x=True, y=False)
         self.timeline.invertY(True)
         self.timeline.hideButtons()

@@ -961,3 +961,12 @@ def test_a_pane_header_says_when_a_run_was_compiled_at_another_level(demo_window
     o1, o2 = demo_window.panes
     assert o1.header.text().count("compiled&nbsp;-O1") == 1
     assert "compiled" not in o2.header.text()
+
+
+def test_every_demo_pane_shows_all_its_counter_bands_at_the_default_size(demo_window, qtbot):
+    # the Trn2 pane has one more track (Collective) than the others and a header that wraps
+    # (its 64 copies): it still keeps room for busy %, SRAM % and GB/s
+    qtbot.wait(50)
+    for pane in demo_window.panes:
+        assert [band.title for band in pane.bands] == ["busy %", "SRAM %", "GB/s"]
+        assert all(legend.isVisible() for legend in pane.legends), pane.run.label
