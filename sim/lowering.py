@@ -71,6 +71,8 @@ class LoweredOp:
     spill_reload_bytes: float = 0.0  # and loaded back
     transpose_flops: float = 0.0  # TensorE FLOPs of transposes (matmuls against an identity)
     dma_transfers: float = 0.0  # DMA descriptors moved (average DMA size = bytes / transfers)
+    # a collective: seconds of the core's DMA engines its transfers occupy, ahead of the compute's loads
+    engines_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -347,7 +349,14 @@ def _copy(ctx: CoreContext, op: Op) -> LoweredOp:
 
 
 def _collective(ctx: CoreContext, op: Op) -> LoweredOp:
-    """A collective runs on the core's collective-communication cores, beside its engines."""
+    """A collective runs on the core's collective-communication cores, beside its engines, but its
+    data moves through the core's DMA engines, which the compute's loads and stores share: the
+    engines arbitrate between their rings at packet boundaries, and a collective's 64 KiB packets
+    take them ahead of the compute's 4 KiB ones (aws-neuron-sdk
+    neuron-runtime/explore/compute-comm-overlap.rst: NEURON_RT_DBG_CC_DMA_PACKET_SIZE and
+    NEURON_RT_DBG_DMA_PACKETIZATION_SIZE defaults). Each rank's DMA sends and receives ``(n - 1) /
+    n`` of the buffer per ring pass (two for an all-reduce), a send the buffer once: that many
+    bytes at the engines' rate are ``engines_s``, during which the compute's loads wait."""
     nbytes = op.elems * op.dtype_bytes
     on_node = min(ctx.shards, ctx.node_cores)  # this copy's shards on one instance, each in a group like this one
     if op.collective == "send":  # to the next pipeline stage: the next cores, chip or instance
@@ -364,7 +373,11 @@ def _collective(ctx: CoreContext, op: Op) -> LoweredOp:
         group = Group(op.rows, ctx.ranks_per_chip, 1, ctx.chip.lnc_default)
     cost = collective(op.collective, ctx.chip, ctx.topology, nbytes, group)
     stage = Stage(COLLECTIVE, cost.seconds, 0.0, nbytes)
-    return LoweredOp(1, None, (stage,), None, False, 0.0, 0.0, 0.0, cost.link_bytes, cost.efa_bytes)
+    passes = 2 if op.collective == "all_reduce" else 1
+    moved = nbytes if op.collective == "send" else 2 * passes * (group.ranks - 1) / group.ranks * nbytes
+    engines = moved / core_bytes_per_s(ctx.chip, ctx.active_cores, CHUNK_BYTES) if cost.seconds else 0.0
+    return LoweredOp(1, None, (stage,), None, False, 0.0, 0.0, 0.0, cost.link_bytes, cost.efa_bytes,
+                     engines_s=engines)
 
 
 @lru_cache(maxsize=65536)

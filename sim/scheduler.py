@@ -18,6 +18,8 @@ level): by default an op's reads start as soon as SBUF has room for them beside 
 that may still run, and writes back to device memory are deferred behind the next op's reads on
 the shared DMA pipe, as a compiler hoists prefetches above stores, so weights stream in while
 results stream out. At ``-O1`` loads go one op ahead at most and queue behind earlier stores.
+A collective runs on its own (the collective cores) but its transfers hold the DMA engines the
+loads use from its start, ahead of the loads after it (``LoweredOp.engines_s``).
 
 On chips whose TensorE is dI/dt-throttled (Trn2, Trn3) the array's rate depends on its recent
 use (:class:`TensorRamp`), so its instructions are placed one chunk at a time.
@@ -339,7 +341,10 @@ class CoreScheduler:
                 ready0[0] = gate
             if not stages:
                 stages, ready0 = [lo.write], [max(dep_end, gate)]
-            record(i, stages, self._solve(stages, lo.chunks, ready0), lo.write)
+            times = self._solve(stages, lo.chunks, ready0)
+            record(i, stages, times, lo.write)
+            if lo.engines_s:  # a collective's transfers take the shared DMA engines first
+                self.free[DMA_READ] = max(self.free[DMA_READ], times[0][0][0]) + lo.engines_s
         self._flush(pending)
         return op_end
 

@@ -881,8 +881,9 @@ def test_the_demo_streams_requests_so_every_pane_works_all_through_the_playback(
         assert state.activity["tensor"] > 0.05 and max(state.activity.values()) > 0.2, pane.run.title
     trn2 = demo_window.panes[3].chip_state(0.5 * longest)
     per_request = runs[3].trace.meta["total_ns"] / runs[3].trace.meta["requests"]
-    assert trn2.requests_done == int(0.5 * longest / per_request) and trn2.requests_total == 19
-    assert "19 requests back to back" in demo_window.panes[3].header.text()
+    n = runs[3].trace.meta["requests"]  # as many as fit in Inferentia1's one: Trn2 is over 15x faster
+    assert n >= 15 and trn2.requests_done == int(0.5 * longest / per_request) and trn2.requests_total == n
+    assert f"{n} requests back to back" in demo_window.panes[3].header.text()
 
 
 def test_a_training_panes_header_gives_the_step_time_and_samples_per_second():

@@ -37,9 +37,11 @@ def test_the_step_pays_the_gradient_all_reduce_over_efa_where_backward_cannot_hi
     # each bucket: 2 recursive-halving steps of 15 us each way, and 2 x 3/4 of its bytes over EFA
     efa = 2 * 3 / 4 * 4 * params / (800e9 / 8)
     assert m4.gradient_comm_s - m1.gradient_comm_s == pytest.approx(efa + buckets * 2 * 2 * 15e-6, rel=1e-6)
-    # the collectives that outlast the backward pass stretch the step by what they leave exposed
-    assert m4.latency_under_load_s - m1.latency_under_load_s == pytest.approx(
-        m4.exposed_comm_s - m1.exposed_comm_s, rel=0.05)
+    # the collectives that outlast the backward pass stretch the step by about what they leave
+    # exposed (less: on one instance too, their transfers held the DMA engines the backward pass
+    # loads with) and by less than all the communication added
+    longer, exposed = m4.latency_under_load_s - m1.latency_under_load_s, m4.exposed_comm_s - m1.exposed_comm_s
+    assert 0.8 * exposed < longer < m4.gradient_comm_s - m1.gradient_comm_s
     assert 0 < m4.exposed_comm_s < m4.gradient_comm_s
 
 
