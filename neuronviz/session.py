@@ -47,8 +47,11 @@ class Run:
 
     @property
     def title(self) -> str:
+        """Chip and instance, and the compiler's optimization level when not its default (two runs
+        of one chip compared at two levels are told apart everywhere)."""
         m = self.trace.meta
-        return f"{m.get('chip_name', m.get('chip', '?'))} · {m.get('instance', '')}".strip(" ·")
+        level = f" · -O{m['optlevel']}" if m.get("optlevel") not in (None, 2) else ""
+        return f"{m.get('chip_name', m.get('chip', '?'))} · {m.get('instance', '')}".strip(" ·") + level
 
 
 class Session(QObject):

@@ -149,9 +149,8 @@ def header_html(run: Run, baseline: Run | None) -> str:
 
 
 def _deployment_text(m) -> str:
-    """How the run is laid out: cores per copy, pipeline stages, copies, instances, and the
-    compiler's optimization level when not its default. A narrow header wraps only between these
-    parts (a count stays with its noun)."""
+    """How the run is laid out: cores per copy, pipeline stages, copies, and instances. A narrow
+    header wraps only between these parts (a count stays with its noun)."""
     if "copies" not in m:
         return ""
     n = m.get("data_parallel", m["copies"])  # a training run's copies on every instance
@@ -161,8 +160,6 @@ def _deployment_text(m) -> str:
     text += f" × {n}&nbsp;cop{'y' if n == 1 else 'ies'}"
     if m.get("nodes", 1) > 1:
         text += f" on {m['nodes']}&nbsp;×&nbsp;{m.get('instance', 'instances')}"
-    if m.get("optlevel") not in (None, 2):  # compiled at another than neuronx-cc's default level
-        text += f", compiled&nbsp;-O{m['optlevel']}"
     return text
 
 
