@@ -32,8 +32,9 @@ def runs_table(traces: list[Trace]) -> str:
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     first = traces[0].meta
     title = f"{first['model']} {first['mode']} batch {first['batch']} seq {first['seq']} {first['dtype']} "
-    if any(tr.meta.get("optlevel") not in (None, 2) for tr in traces):  # not neuronx-cc's default level
-        title += f"compiled -O{next(tr.meta['optlevel'] for tr in traces if tr.meta.get('optlevel'))} "
+    levels = sorted({tr.meta.get("optlevel") for tr in traces} - {None, 2})  # not neuronx-cc's default level
+    if levels:
+        title += f"compiled {'/'.join(f'-O{level}' for level in levels)} "
     if first["mode"] != "serve":
         title += "(latency: one request, its copy alone; loaded: every copy busy, as throughput is measured)"
     if first.get("grad_accum", 1) > 1:
