@@ -70,7 +70,9 @@ class TensorRamp:
     ``F(t) = s t + (1 - s) t^2 / (2 ramp)`` up to ``F(ramp) = ramp (1 + s) / 2``. The limit
     re-engages when utilization stays under one half for ``window_s``: an idle gap of at least
     half the window before an instruction group leaves the window's utilization at one half or
-    less, and the ramp starts again.
+    less, and the ramp starts again. A group's semaphore waits (``wait_s``, placed before it
+    but spread between its instructions) are not such a gap: they re-engage the limit only when
+    they leave the array active less than half of the group's time.
     """
 
     def __init__(self, throttle: Throttle) -> None:
@@ -78,9 +80,10 @@ class TensorRamp:
         self.elapsed = 0.0  # time since the ramp began
         self.last_end = -np.inf  # a fresh engine is idle: its first instruction starts a ramp
 
-    def duration(self, start: float, work_s: float) -> float:
-        """Seconds to do ``work_s`` of full-rate work starting at ``start``; advances the ramp."""
-        if start - self.last_end >= self.t.window_s / 2:
+    def duration(self, start: float, work_s: float, wait_s: float = 0.0) -> float:
+        """Seconds to do ``work_s`` of full-rate work starting at ``start``, after ``wait_s`` of
+        semaphore waits interleaved with it; advances the ramp."""
+        if start - wait_s - self.last_end >= self.t.window_s / 2 or wait_s > work_s:
             self.elapsed = 0.0
         ramp, s = self.t.ramp_s, self.t.start_fraction
         done_full = ramp * (1 + s) / 2
@@ -125,7 +128,7 @@ def _pipeline_bounded(stages: list[Stage], n: int, ready0: list[float], free: li
             if b and j >= b:
                 r = max(r, ends[s + 1][j - b])
             start = (r if r > free[s] else free[s]) + waits[s]
-            free[s] = start + (ramp.duration(start, durs[s]) if ramped[s] else durs[s])
+            free[s] = start + (ramp.duration(start, durs[s], waits[s]) if ramped[s] else durs[s])
             starts[s][j] = start
             ends[s][j] = free[s]
     return [(np.array(a), np.array(e)) for a, e in zip(starts, ends, strict=True)]
@@ -165,7 +168,7 @@ def _kernel_pipeline(stages: list[Stage], n: int, ready0: list[float], preds: li
             if b and succ[s] >= 0 and j >= b:
                 r = max(r, ends[succ[s]][j - b])
             start = max(r, free[slots[s]]) + st.wait_s
-            dur = ramp.duration(start, st.dur_s) if ramp is not None and st.resource == TENSOR else st.dur_s
+            dur = ramp.duration(start, st.dur_s, st.wait_s) if ramp is not None and st.resource == TENSOR else st.dur_s
             free[slots[s]] = start + dur
             starts[s][j], ends[s][j] = start, start + dur
     return [(np.array(a), np.array(e)) for a, e in zip(starts, ends, strict=True)]

@@ -131,6 +131,20 @@ def test_throttled_array_starts_at_half_rate_and_ramps_over_three_microseconds()
     assert ramp.duration(ramp.last_end + 1.6e-6, 1e-6) == pytest.approx((-3 + math.sqrt(21)) * 1e-6)
 
 
+def test_semaphore_waits_between_instructions_reengage_the_throttle_only_below_half_use():
+    ramp = TensorRamp(get_chip("trn2").tensor.throttle)
+    ramp.duration(0.0, 10e-6)  # ramped to full rate
+    # 3 us of instructions after 2 us of waits spread between them (active 60% of the time):
+    # no idle gap, so they run at full rate
+    assert ramp.duration(ramp.last_end + 2e-6, 3e-6, wait_s=2e-6) == pytest.approx(3e-6)
+    # after 4 us of waits (active 3 of 7 us, under one half) the limit is back: from half rate,
+    # 2.25 us of work in the 3 us ramp, the other 0.75 us at full rate
+    assert ramp.duration(ramp.last_end + 4e-6, 3e-6, wait_s=4e-6) == pytest.approx(3.75e-6)
+    # an idle gap before the waits still counts as idle
+    ramp.duration(ramp.last_end, 10e-6)
+    assert ramp.duration(ramp.last_end + 1.6e-6 + 1e-6, 3e-6, wait_s=1e-6) == pytest.approx(3.75e-6)
+
+
 def test_only_trainium2_and_trainium3_throttle():
     assert get_chip("trn2").tensor.throttle is not None and get_chip("trn3").tensor.throttle is not None
     assert all(get_chip(c).tensor.throttle is None for c in ("inf1", "inf2", "trn1"))
