@@ -21,6 +21,7 @@ from sim.run import ATTENTION, AUTOCAST, DTYPE_BYTES, KV_CACHE_DTYPES, MODES, Ru
 from sim.trace import Trace
 from sim.workloads import get_model, preset_names
 from sim.workloads.training import CHECKPOINTS
+from sim.workloads.transformer import HEADS
 
 EXIT_USAGE = 2
 DEFAULT_CHIPS = "inf1,inf2,trn1,trn2"
@@ -88,7 +89,7 @@ def simulate_runs(args: argparse.Namespace) -> list[Trace]:
                                quant=args.quant, quant_scales=args.quant_scales, sparsity=args.sparsity,
                                lnc=args.lnc, kv_cache=args.kv_cache, optlevel=args.optlevel,
                                draft=args.draft, spec_k=args.spec_k, acceptance=args.acceptance,
-                               bucketing=not args.no_buckets, prefill_chunk=args.prefill_chunk))
+                               bucketing=not args.no_buckets, prefill_chunk=args.prefill_chunk, head=args.head))
             for chip in chips]
 
 
@@ -162,6 +163,10 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--attention", choices=ATTENTION,
                    help="attention as one fused flash kernel or as the compiler's separate ops (default: flash "
                         "for decode, as NxD Inference runs it; the compiler's ops otherwise)")
+    p.add_argument("--head", choices=HEADS, default="classifier",
+                   help="what an encoder's inference returns to the host, whose copy counts in its latency: "
+                        "its class logits (default), 'none' its hidden states and pooled output (transformers' "
+                        "AutoModel), 'mlm' a masked-LM head's vocabulary logits for every token")
     p.add_argument("--sequence-parallel", action="store_true",
                    help="with --cores > 1, each core keeps its share of the tokens outside attention and the MLP "
                         "(Megatron/NxD sequence parallelism)")

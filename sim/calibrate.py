@@ -75,6 +75,9 @@ RESIDUALS: tuple[Residual, ...] = (
              lambda r: _decode(r) and r.metric == "ttft_ms" and _prompt(r) <= 512, 0.0, 0.06),
     Residual("collective_setup_s", "time per output token of copies spanning several chips",
              lambda r: _decode(r) and r.metric == "tpot_ms" and (r.config.cores or 1) > 2, 0.0, 2e-4),
+    Residual("host_copy_bytes_per_s", "latency of the models returning a masked-LM head's logits for every token "
+             "(xlm-roberta-base: 128 MB a sequence)",
+             lambda r: _encoder(r) and r.metric == "latency_ms" and r.config.head == "mlm", 1e9, 1.2e10, log=True),
     Residual("core_dma_bytes_per_s", "Inferentia1 latency at batch 1 (one copy streaming its weights)",
              lambda r: r.generation == "inf1" and _encoder(r) and r.metric == "latency_ms" and r.config.batch == 1,
              5e9, 6e10, log=True, chip="inf1"),

@@ -27,6 +27,8 @@ def run_record(trace: Trace) -> dict[str, Any]:
         "flops": met.flops, "achieved_tflops": met.achieved_flops_per_s / 1e12,
         "mfu_percent": None if met.mfu is None else 100 * met.mfu, "events": trace.n_events,
     }
+    if m["mode"] == "inference":  # of the latency: the inputs and outputs crossing between host and device
+        rec["host_copy_ms"] = m.get("host_copy_s", 0.0) * 1e3
     if m["mode"] in ("decode", "serve"):
         rec["time_to_first_token_ms"] = met.time_to_first_token_s * 1e3
         rec["per_token_ms"] = met.per_token_s * 1e3

@@ -18,11 +18,21 @@ from sim.scheduler import CoreScheduler, copy_span, log_mark, repeat_tail
 from sim.serve import ServeLog, serve, serving_record, serving_summary
 from sim.serve import lengths as serve_lengths
 from sim.trace import Counter, Trace, Track
-from sim.workloads import ModelSpec, Phase, Program, build_program, get_model, speculative_step, training_program
-from sim.workloads.models import CNN, DECODER
+from sim.workloads import (
+    ModelSpec,
+    Phase,
+    Program,
+    build_program,
+    get_model,
+    host_bytes,
+    speculative_step,
+    training_program,
+)
+from sim.workloads.models import CNN, DECODER, ENCODER
 from sim.workloads.pipeline import heaviest_stage, stage_program
 from sim.workloads.training import CHECKPOINTS, DataParallel, recomputed
 from sim.workloads.training import FP32_BYTES as GRADIENT_BYTES
+from sim.workloads.transformer import HEADS
 
 MODES = ("inference", "decode", "training", "serve")
 GENERATING = ("decode", "serve")  # modes that generate tokens from a prompt
@@ -120,6 +130,10 @@ class RunConfig:
     draft: str | None = None
     spec_k: int = 0
     acceptance: float = 0.0
+    # inference of an encoder: what it returns to the host (sim.workloads.transformer.HEADS):
+    # "classifier" its class logits, "none" its hidden states and pooled output (transformers'
+    # AutoModel), "mlm" a masked-LM head's logits for every token (AutoModelForMaskedLM)
+    head: str = "classifier"
 
 
 @dataclass(frozen=True)
@@ -191,6 +205,11 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
     training_only = [name for name, on in (("--nodes", cfg.nodes > 1), ("--zero 1", cfg.zero1),
                                            ("--checkpoint-activations", cfg.checkpoint_activations),
                                            ("--pipeline", cfg.pipeline > 1)) if on]
+    if cfg.head not in HEADS:
+        raise ConfigError(f"unknown head '{cfg.head}': choose one of {', '.join(HEADS)}")
+    if cfg.head != "classifier" and (spec.family != ENCODER or cfg.mode != "inference"):
+        raise ConfigError(f"--head {cfg.head} is an encoder's inference output; {spec.name} in {cfg.mode} mode "
+                          "has its own")
     if cfg.checkpoint_granularity not in CHECKPOINTS:
         raise ConfigError(f"unknown activation checkpointing '{cfg.checkpoint_granularity}': choose one of "
                           f"{', '.join(CHECKPOINTS)}")
@@ -341,7 +360,7 @@ def _kernels(cfg: RunConfig) -> dict:
     """How a run's programs are built: its attention kernel, whether tokens are split, and how
     experts are spread."""
     return {"flash": flash_attention(cfg), "sequence_parallel": cfg.sequence_parallel, "ep": cfg.ep,
-            "expert_imbalance": float(cfg.expert_imbalance)}
+            "expert_imbalance": float(cfg.expert_imbalance), "head": cfg.head}
 
 
 def _prefill_phases(cfg: RunConfig, spec: ModelSpec, seq: int, tp: int, dt: int, lengths: list[int]) -> list[_Phase]:
@@ -807,6 +826,19 @@ def _times(cfg: RunConfig, phases: list) -> dict[str, float]:
     return out
 
 
+def _host_copy_s(cfg: RunConfig, spec: ModelSpec, seq: int, chip: Chip) -> float:
+    """Seconds one inference spends copying its inputs from host memory and its outputs back
+    (:func:`sim.workloads.host_bytes`), as a traced model called with host tensors does; a
+    generating or training run's are left out (on-device sampling returns token ids, a training
+    loop's loader prefetches its batches)."""
+    if cfg.mode != "inference":
+        return 0.0
+    # in the model's own dtype: the compiler's auto-cast is inside the graph, its inputs and
+    # outputs keep the traced model's types
+    dt = DTYPE_BYTES[cfg.dtype]
+    return host_bytes(spec, Phase(cfg.batch, seq, seq, head=cfg.head), dt) / chip.efficiency.host_copy_bytes_per_s
+
+
 def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Deployment, sched: CoreScheduler,
           phases: list, loaded: list | dict | None, single: list | None, served: dict | None) -> dict:
     chip, inst = dep.chip, dep.instance
@@ -823,6 +855,7 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
         "cores_active_under_load": dep.active_cores_per_chip,
         "peak_flops_per_core": chip.tensor.peak_flops(prec.matmul_dtype),
         "launch_overhead_s": chip.efficiency.launch_overhead_s,
+        "host_copy_s": _host_copy_s(cfg, spec, seq, chip),
         "weight_refetch_bytes": sched.weight_refetch_bytes, "requests": request_count(cfg),
         "units": {"time": "ns", "bytes": "B", "flops": "FLOP"},
         "phases": [{"name": p["name"], "start_ns": p["start"] * 1e9, "end_ns": p["end"] * 1e9, "repeat": p["repeat"],

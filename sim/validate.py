@@ -31,6 +31,7 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
 
 from sim.errors import SimError
@@ -38,13 +39,15 @@ from sim.hardware.chip import Efficiency, all_chips, get_chip
 from sim.hardware.instances import get_instance
 from sim.metrics import RunMetrics, compute_metrics
 from sim.run import RunConfig, simulate
-from sim.workloads import preset_names
+from sim.workloads import get_model, preset_names
+from sim.workloads.models import ENCODER
 
 CALIBRATION = Path(__file__).with_name("calibration")
 PUBLISHED = CALIBRATION / "published.csv"
 PUBLISHED_2025 = CALIBRATION / "published-2025-2026.csv"
 SETUPS_2025 = CALIBRATION / "setups-2025-2026.toml"
 RECIPES = CALIBRATION / "recipes-training.toml"
+TASKS = CALIBRATION / "benchmark-tasks.toml"
 VALIDATION_EVENTS = 0  # validation reads metrics only: no events are kept
 
 # what each published metric is, in the simulator's terms
@@ -143,6 +146,22 @@ def _dtype(text: str, sdk: str, instance: str) -> tuple[str, str | None]:
     return "fp32", "none" if version >= AUTOCAST_NONE_SINCE else "matmult"
 
 
+@cache
+def _tasks() -> tuple[dict, ...]:
+    with open(TASKS, "rb") as f:
+        return tuple(tomllib.load(f)["task"])
+
+
+def _head(model: str, source: str) -> str:
+    """What an encoder row's model returns to the host, as its benchmark page states
+    (``benchmark-tasks.toml``; the last entry that matches); the simulator's default otherwise."""
+    head = "classifier"
+    for task in _tasks():
+        if any(page in source for page in task["pages"]) and (not task["models"] or model in task["models"]):
+            head = task["head"]
+    return head
+
+
 def _row_2024(r: dict[str, str]) -> Row:
     model, metric = _preset(r["model"]), METRICS_2024[r["metric"]]
     application, parallel = r["application"], r["parallelism"]
@@ -176,8 +195,9 @@ def _row_2024(r: dict[str, str]) -> Row:
                         new_tokens=seq_out, cores=cores, dtype=dtype, autocast=autocast,
                         attention="compiler" if "Transformers NeuronX" in r["sdk"] else None)
         return Row(**common, config=cfg, independent=metric in ("ttft_ms", "tpot_ms"))
+    head = _head(model, r["source"]) if get_model(model).family == ENCODER else "classifier"
     cfg = RunConfig(model=model, instance=r["instance"], batch=batch, seq=seq_in or None, dtype=dtype,
-                    autocast=autocast, copies=cores)
+                    autocast=autocast, copies=cores, head=head)
     real_time = application == "Real Time"
     independent = metric == ("latency_ms" if real_time else "throughput")
     return Row(**common, config=cfg, independent=independent)

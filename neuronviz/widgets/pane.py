@@ -103,6 +103,18 @@ def _under_load(met: RunMetrics, meta: Mapping) -> str:
     return f" alone <span style='color:gray'>· {loaded * 1e3:.{2 if decode else 3}f}{unit} with {n} copies busy</span>"
 
 
+HOST_COPY_SHOWN = 0.1  # of an inference's latency: its copies to and from the host said in the header
+
+
+def _host_copies(met: RunMetrics, meta: Mapping) -> str:
+    """An inference's inputs and outputs crossing between host and device, when they are a
+    sizeable part of its latency (not on the timeline, which is the device's)."""
+    copy = meta.get("host_copy_s", 0.0)
+    if not met.latency_s or copy < HOST_COPY_SHOWN * met.latency_s:
+        return ""
+    return f" <span style='color:gray'>(incl. {copy * 1e3:.3f} ms host I/O)</span>"
+
+
 def header_html(run: Run, baseline: Run | None) -> str:
     """The pane header: what ran where, and how fast and how cheap."""
     m, met = run.trace.meta, run.metrics
@@ -134,7 +146,7 @@ def header_html(run: Run, baseline: Run | None) -> str:
         lat = f"step {met.latency_s * 1e3:.3f} ms{busy}"
         unit = "samples/s"
     else:
-        lat = f"latency {met.latency_s * 1e3:.3f} ms{busy}"
+        lat = f"latency {met.latency_s * 1e3:.3f} ms{_host_copies(met, m)}{busy}"
         unit = "/s"
     cost = "n/a" if met.cost_per_million_usd is None else f"${met.cost_per_million_usd:.3f}"
     speed = ""

@@ -136,6 +136,7 @@ class Efficiency:
     mm_wait_cycles: float
     request_overhead_s: float
     core_dma_bytes_per_s: float
+    host_copy_bytes_per_s: float
 
 
 OPT_LEVELS = (1, 2, 3)  # neuronx-cc --optlevel

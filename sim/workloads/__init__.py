@@ -6,13 +6,17 @@ from dataclasses import replace
 
 from sim.workloads.builder import ProgramBuilder
 from sim.workloads.graph import Program
-from sim.workloads.models import CNN, ModelSpec, get_model, preset_names
+from sim.workloads.models import CNN, DECODER, ENCODER, ModelSpec, get_model, preset_names
 from sim.workloads.resnet import resnet_program
 from sim.workloads.training import training_program
 from sim.workloads.transformer import Phase, transformer_program
 
-__all__ = ["ModelSpec", "Phase", "Program", "build_program", "get_model", "preset_names", "speculative_step",
-           "training_program"]
+__all__ = ["ModelSpec", "Phase", "Program", "build_program", "get_model", "host_bytes", "preset_names",
+           "speculative_step", "training_program"]
+
+# token ids and attention masks reach a traced model as int32 tensors, as the Neuron benchmark
+# script traces them (aws-neuron-sdk archive/src/benchmark/pytorch/inf2_benchmark.py: torch.int)
+TOKEN_ID_BYTES = 4
 
 
 def build_program(spec: ModelSpec, phase: Phase, dtype_bytes: int) -> Program:
@@ -36,3 +40,21 @@ def speculative_step(spec: ModelSpec, draft: ModelSpec, k: int, phase: Phase, dt
     b.prefix = "verify/"
     transformer_program(b, spec, replace(phase, seq=k + 1))
     return b.program
+
+
+def host_bytes(spec: ModelSpec, phase: Phase, dtype_bytes: int) -> int:
+    """Bytes one execution of a traced model (one inference) copies between host memory and the
+    device: its inputs (an encoder's or decoder's token ids and attention mask, an image model's
+    pixels, in the model's dtype) and its outputs in that dtype (class logits; an encoder's
+    hidden states and pooled output, or masked-LM logits for every token; a decoder's logits for
+    its last position)."""
+    batch, seq = phase.batch, phase.seq
+    if spec.family == ENCODER:
+        inputs = 2 * batch * seq * TOKEN_ID_BYTES
+        outputs = {"classifier": batch * spec.num_labels, "none": batch * (seq + 1) * spec.hidden,
+                   "mlm": batch * seq * spec.vocab}[phase.head]
+    elif spec.family == DECODER:
+        inputs, outputs = 2 * batch * seq * TOKEN_ID_BYTES, batch * spec.vocab
+    else:  # an image model: the images in, the class logits out
+        inputs, outputs = batch * spec.channels * seq * seq * dtype_bytes, batch * spec.num_labels
+    return inputs + outputs * dtype_bytes

@@ -13,6 +13,7 @@ from sim.workloads.models import DECODER, VISION_TRANSFORMER, ModelSpec
 # sentence the next one; ALBERT: are they in order); RoBERTa-family models and DistilBERT are not
 SENTENCE_PAIR_MODELS = ("bert", "albert")
 SENTENCE_PAIR_LABELS = 2
+HEADS = ("classifier", "none", "mlm")  # what an encoder's inference returns (Phase.head)
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,10 @@ class Phase:
     # keeps 1/tp of the tokens; the all-reduce after a block becomes a reduce-scatter and the
     # tokens are all-gathered before the next block's matmuls (the same bytes, in two halves)
     sequence_parallel: bool = False
+    # what an encoder's inference returns (HEADS): "classifier" the class logits of its pooled
+    # output, "none" the last hidden state and the pooled output (transformers' AutoModel), "mlm"
+    # the masked-LM head's vocabulary logits for every token (AutoModelForMaskedLM)
+    head: str = "classifier"
 
     # expert parallelism: the experts split over ``ep`` groups of the tp cores (each expert over
     # tp / ep of them), tokens sent to their experts' group and back (all-to-all); the busiest
@@ -307,7 +312,8 @@ def _projection(b: ProgramBuilder, name: str, tokens: int, width_in: int, width_
 
 
 def encoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
-    """BERT-family encoder with a classification head, or an MLP tower on the pooled output.
+    """BERT-family encoder with a classification head, or an MLP tower on the pooled output; or
+    returning its hidden states and pooled output, or a masked-LM head's logits (``ph.head``).
 
     Training an encoder without a tower is pretraining it: its pretraining heads replace the
     classification head (:func:`_pretraining_heads`).
@@ -317,8 +323,13 @@ def encoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     if ph.training and not spec.mlp_tower:
         _pretraining_heads(b, spec, ph)
         return
+    if ph.head == "mlm":
+        _mlm_head(b, spec, ph)
+        return
     with b.layer("head", "head"):
         b.matmul("pooler", ph.batch, spec.hidden, spec.hidden, act="tanh")
+        if ph.head == "none":
+            return
         width = spec.hidden
         for i, size in enumerate(spec.mlp_tower):
             b.matmul(f"tower{i}", ph.batch, width, size, act="relu")
@@ -338,17 +349,23 @@ def _pretraining_heads(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     of the vocabulary whose embedding rows it holds. The loss's softmax over the logits is left
     out, as in the decoders' LM head.
     """
-    tokens, width, encoded = ph.batch * ph.seq, spec.embedding_size, b.last
+    encoded = b.last
+    _mlm_head(b, spec, ph)
+    if spec.model_type in SENTENCE_PAIR_MODELS:
+        with b.layer("sentence_pair_head", "head"):
+            b.matmul("pooler", ph.batch, spec.hidden, spec.hidden, act="tanh", deps=(encoded,))
+            b.matmul("sentence_pair_classifier", ph.batch, spec.hidden, SENTENCE_PAIR_LABELS)
+
+
+def _mlm_head(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
+    """The masked-LM head over every token (see :func:`_pretraining_heads`)."""
+    tokens, width = ph.batch * ph.seq, spec.embedding_size
     rows = _shard(tokens, ph.tp)
     with b.layer("mlm_head", "head"):
         b.matmul("mlm_transform", rows, spec.hidden, width, act=spec.act, weight_replicas=ph.tp)
         b.vector("mlm_layernorm", elems=rows * width, rows=rows, passes=2)
         b.collective("mlm_gather", elems=tokens * width, ranks=ph.tp)
         b.matmul("mlm_decoder", tokens, width, _shard(spec.vocab, ph.tp), shared_weights=True)
-    if spec.model_type in SENTENCE_PAIR_MODELS:
-        with b.layer("sentence_pair_head", "head"):
-            b.matmul("pooler", ph.batch, spec.hidden, spec.hidden, act="tanh", deps=(encoded,))
-            b.matmul("sentence_pair_classifier", ph.batch, spec.hidden, SENTENCE_PAIR_LABELS)
 
 
 def decoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:

@@ -896,6 +896,17 @@ def test_a_training_panes_header_gives_the_step_time_and_samples_per_second():
     assert f"step {run.metrics.latency_s * 1e3:.3f} ms" in text and "samples/s" in text and "latency" not in text
 
 
+def test_an_inference_panes_header_says_when_host_copies_are_much_of_its_latency():
+    from neuronviz.session import Run
+    from neuronviz.widgets.pane import header_html
+    from sim.run import RunConfig, simulate
+
+    run = Run(simulate(RunConfig(model="xlm-roberta-base", chip="inf2", head="mlm")))
+    copy = run.trace.meta["host_copy_s"]
+    assert f"(incl. {copy * 1e3:.3f} ms host I/O)" in header_html(run, None)
+    assert "host I/O" not in header_html(Run(simulate(RunConfig(model="xlm-roberta-base", chip="inf2"))), None)
+
+
 def test_a_serving_pane_counts_requests_and_tokens_and_greys_the_steps_not_stored(demo_window, tmp_path):
     from sim.io import save_file
     from sim.run import RunConfig, simulate

@@ -200,3 +200,17 @@ def test_a_pipelined_training_run_and_its_bad_options(capsys):
     code, _, err = run_cli(capsys, "simulate", "--model", "gpt2", "--chips", "trn1", "--mode", "training",
                            "--pipeline", "13")
     assert code == 2 and "gpt2 has 12 blocks to split into 13 pipeline stages" in err
+
+
+def test_head_sets_what_an_encoder_returns_and_its_host_copy_is_in_the_json(capsys):
+    runs = {}
+    for head in ("classifier", "mlm"):
+        code, out, _ = run_cli(capsys, "simulate", "--model", "xlm-roberta-base", "--chips", "inf2", "--head", head,
+                               "--json")
+        assert code == 0
+        runs[head] = json.loads(out)["runs"][0]
+    # 128 tokens x 250,002 logits x 2 bytes (bf16) come back to the host: far more than two labels
+    assert runs["mlm"]["host_copy_ms"] > 100 * runs["classifier"]["host_copy_ms"] > 0
+    assert runs["mlm"]["latency_ms"] > runs["mlm"]["host_copy_ms"]
+    code, _, err = run_cli(capsys, "simulate", "--model", "gpt2", "--chips", "inf2", "--head", "none")
+    assert code == 2 and "--head none is an encoder's inference output" in err

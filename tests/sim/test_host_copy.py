@@ -1,0 +1,68 @@
+"""An inference's inputs and outputs crossing between host and device memory: what the traced
+model returns (``--head``) and the bytes and seconds of its copies, counted by hand."""
+
+import pytest
+
+from sim.errors import ConfigError
+from sim.hardware.chip import get_chip
+from sim.metrics import compute_metrics
+from sim.run import RunConfig, simulate
+from sim.validate import read_rows
+
+RATE = get_chip("inf2").efficiency.host_copy_bytes_per_s
+
+
+def _copy_bytes(cfg: RunConfig) -> float:
+    return simulate(cfg).meta["host_copy_s"] * RATE
+
+
+def test_a_masked_lm_returns_the_logits_of_every_token_of_its_vocabulary():
+    cfg = RunConfig(model="xlm-roberta-base", chip="inf2", dtype="fp32", autocast="matmult", head="mlm")
+    # ids and mask in: 2 x 128 int32; out: 128 tokens x 250,002 logits in fp32
+    assert _copy_bytes(cfg) == pytest.approx(2 * 128 * 4 + 128 * 250_002 * 4)
+    # Inferentia1's compiler casts the whole graph to BF16 inside; its outputs stay FP32
+    inf1 = RunConfig(model="xlm-roberta-base", chip="inf1", dtype="fp32", head="mlm")
+    assert _copy_bytes(inf1) == pytest.approx(2 * 128 * 4 + 128 * 250_002 * 4)
+
+
+def test_an_automodel_returns_its_hidden_states_and_pooled_output_a_classifier_its_labels():
+    base = dict(model="bert-base", chip="inf2", batch=2, dtype="fp32", autocast="matmult")
+    # 2 sequences x (128 tokens + the pooled one) x 768 in fp32
+    assert _copy_bytes(RunConfig(**base, head="none")) == pytest.approx(2 * 2 * 128 * 4 + 2 * 129 * 768 * 4)
+    assert _copy_bytes(RunConfig(**base)) == pytest.approx(2 * 2 * 128 * 4 + 2 * 2 * 4)  # two labels
+
+
+def test_an_image_model_copies_its_pixels_in_and_its_class_logits_out():
+    cfg = RunConfig(model="resnet18", chip="inf2", batch=8, dtype="fp32", autocast="matmult")
+    assert _copy_bytes(cfg) == pytest.approx(8 * 3 * 224 * 224 * 4 + 8 * 1000 * 4)
+
+
+def test_the_copies_are_part_of_an_inferences_latency_not_of_a_generating_or_training_run():
+    trace = simulate(RunConfig(model="xlm-roberta-base", chip="trn1", dtype="fp32", head="mlm"))
+    m = trace.meta
+    assert m["host_copy_s"] > 0.01  # 128 MB of logits at a few GB/s: tens of milliseconds
+    latency = m["total_ns"] * 1e-9 + m["launch_overhead_s"] + m["host_copy_s"]
+    assert compute_metrics(trace).latency_s == pytest.approx(latency)
+    assert simulate(RunConfig(model="gpt2", chip="trn1", mode="decode", new_tokens=4)).meta["host_copy_s"] == 0.0
+    assert simulate(RunConfig(model="distilbert", chip="trn1", mode="training")).meta["host_copy_s"] == 0.0
+
+
+@pytest.mark.parametrize("cfg, message", [
+    (RunConfig(model="gpt2", chip="inf2", head="mlm"), "--head mlm is an encoder's inference output"),
+    (RunConfig(model="bert-base", chip="trn1", mode="training", head="none"), "in training mode has its own"),
+    (RunConfig(model="bert-base", chip="inf2", head="lm"), "unknown head 'lm': choose one of classifier, none, mlm"),
+])
+def test_a_head_other_than_an_encoders_inference_output_is_refused(cfg, message):
+    with pytest.raises(ConfigError, match=message):
+        simulate(cfg)
+
+
+def test_validation_runs_each_encoder_as_its_benchmark_page_states_its_task():
+    heads = {(r.model, r.instance): r.config.head for r in read_rows()
+             if r.config is not None and r.config.mode == "inference"}
+    assert heads[("xlm-roberta-base", "inf2.48xlarge")] == "mlm"  # Raw Output (AutoModelForMaskedLM)
+    assert heads[("xlm-roberta-base", "trn1.32xlarge")] == "mlm"
+    assert heads[("bert-base", "inf2.xlarge")] == "none"  # Raw Output (AutoModel)
+    assert heads[("bert-base", "trn1.2xlarge")] == "none"
+    assert heads[("bert-base", "inf1.xlarge")] == "classifier"  # Inferentia1's pages state no task
+    assert heads[("resnet18", "inf2.xlarge")] == "classifier"  # Image Classification
