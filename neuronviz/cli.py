@@ -14,7 +14,7 @@ from pathlib import Path
 
 from neuronviz.report import file_summary, run_record, runs_table
 from sim.errors import SimError
-from sim.hardware.chip import OPT_LEVELS, all_chips
+from sim.hardware.chip import DEFAULT_OPT_LEVEL, OPT_LEVELS, all_chips
 from sim.hardware.instances import instances_of
 from sim.quant import QUANTS, SCALES
 from sim.run import ATTENTION, AUTOCAST, DTYPE_BYTES, KV_CACHE_DTYPES, MODES, RunConfig, simulate
@@ -135,7 +135,7 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cores", type=_positive_int, help="NeuronCores one model copy spans (tensor parallel)")
     p.add_argument("--lnc", type=int, choices=(1, 2),
                    help="physical cores per logical NeuronCore on Trn2/Trn3 (default 2; --cores counts logical ones)")
-    p.add_argument("--optlevel", "-O", type=int, choices=OPT_LEVELS, default=2,
+    p.add_argument("--optlevel", "-O", type=int, choices=OPT_LEVELS, default=DEFAULT_OPT_LEVEL,
                    help="neuronx-cc's optimization level (default 2): at 1 compiled code loads one op ahead at most "
                         "and its loads queue behind earlier stores; 3 runs as 2 (Inferentia1's neuron-cc has "
                         "no levels)")

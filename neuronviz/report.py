@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sim.hardware.chip import DEFAULT_OPT_LEVEL
 from sim.metrics import ENGINES, compute_metrics
 from sim.record import run_record
 from sim.trace import Trace
@@ -32,7 +33,7 @@ def runs_table(traces: list[Trace]) -> str:
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     first = traces[0].meta
     title = f"{first['model']} {first['mode']} batch {first['batch']} seq {first['seq']} {first['dtype']} "
-    levels = sorted({tr.meta.get("optlevel") for tr in traces} - {None, 2})  # not neuronx-cc's default level
+    levels = sorted({tr.meta.get("optlevel") for tr in traces} - {None, DEFAULT_OPT_LEVEL})  # not the default level
     if levels:
         title += f"compiled {'/'.join(f'-O{level}' for level in levels)} "
     if first["mode"] != "serve":

@@ -13,6 +13,7 @@ from PySide6.QtCore import QObject, Signal
 
 from neuronviz.trace_view import TraceView
 from sim.analysis import RunAnalysis, analyse
+from sim.hardware.chip import DEFAULT_OPT_LEVEL
 from sim.metrics import RunMetrics, compute_metrics
 from sim.trace import Trace
 
@@ -50,7 +51,7 @@ class Run:
         """Chip and instance, and the compiler's optimization level when not its default (two runs
         of one chip compared at two levels are told apart everywhere)."""
         m = self.trace.meta
-        level = f" · -O{m['optlevel']}" if m.get("optlevel") not in (None, 2) else ""
+        level = f" · -O{m['optlevel']}" if m.get("optlevel") not in (None, DEFAULT_OPT_LEVEL) else ""
         return f"{m.get('chip_name', m.get('chip', '?'))} · {m.get('instance', '')}".strip(" ·") + level
 
 

@@ -10,7 +10,7 @@ from sim import __version__
 from sim.cost.dma import memory_share_bytes_per_s
 from sim.deploy import Deployment, MemoryNeed, memory_needed, plan_deployment
 from sim.errors import ConfigError
-from sim.hardware.chip import OPT_LEVELS, Chip, Efficiency, Schedule, get_chip, schedule
+from sim.hardware.chip import DEFAULT_OPT_LEVEL, OPT_LEVELS, Chip, Efficiency, Schedule, get_chip, schedule
 from sim.hardware.instances import Instance, get_instance
 from sim.lowering import GPSIMD, RESOURCE_NAMES, CoreContext, LoweredOp, lower
 from sim.quant import Precision, dense, precision
@@ -124,7 +124,7 @@ class RunConfig:
     lnc: int | None = None
     # neuronx-cc's --optlevel (1, 2 or 3): how far ahead compiled code's loads go (compiler.toml);
     # Inferentia1's neuron-cc has no levels
-    optlevel: int = 2
+    optlevel: int = DEFAULT_OPT_LEVEL
     # decode: speculative decoding, a draft model proposing ``spec_k`` tokens that the model
     # verifies in one step, each accepted with probability ``acceptance`` (the draft's agreement)
     draft: str | None = None
@@ -659,7 +659,7 @@ def _timeline(cfg: RunConfig, dep: Deployment, max_events: int) -> _Timeline:
     ctx = CoreContext(chip, *compute_dtypes(cfg, chip), dep.active_cores_per_chip, dep.ranks_per_chip,
                       dep.copies_per_chip, dep.instance.topology, min(dep.nodes, dep.data_parallel), dep.shards,
                       dep.node_cores, run_precision(cfg, chip), cfg.kv_cache)
-    return _Timeline(ctx, max_events, schedule(_optlevel(cfg, chip) or 2))
+    return _Timeline(ctx, max_events, schedule(_optlevel(cfg, chip) or DEFAULT_OPT_LEVEL))
 
 
 def _optlevel(cfg: RunConfig, chip: Chip) -> int | None:

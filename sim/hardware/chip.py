@@ -140,6 +140,7 @@ class Efficiency:
 
 
 OPT_LEVELS = (1, 2, 3)  # neuronx-cc --optlevel
+DEFAULT_OPT_LEVEL = 2  # neuronx-cc's level when none is given
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,7 @@ class Schedule:
 
 
 @cache
-def schedule(optlevel: int = 2) -> Schedule:
+def schedule(optlevel: int = DEFAULT_OPT_LEVEL) -> Schedule:
     """The schedule neuronx-cc compiles for at ``optlevel`` (1, 2 or 3)."""
     table = load_toml("compiler.toml")["optlevel"].get(str(optlevel))
     if table is None:
