@@ -498,7 +498,7 @@ def _checkpoint(cfg: RunConfig) -> str:
 
 def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int) -> MemoryNeed:
     probe = build_program(spec, Phase(cfg.batch, seq, seq, training=cfg.mode == "training",
-                                      flash=flash_attention(cfg)), dt)
+                                      flash=flash_attention(cfg), head=cfg.head), dt)
     params = sum(op.params for op in probe.ops)
     if cfg.draft:  # the draft model's weights sit beside the model's
         draft = get_model(cfg.draft)

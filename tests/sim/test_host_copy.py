@@ -6,7 +6,7 @@ import pytest
 from sim.errors import ConfigError
 from sim.hardware.chip import get_chip
 from sim.metrics import compute_metrics
-from sim.run import RunConfig, simulate
+from sim.run import RunConfig, deployment, simulate
 from sim.validate import read_rows
 
 RATE = get_chip("inf2").efficiency.host_copy_bytes_per_s
@@ -45,6 +45,15 @@ def test_the_copies_are_part_of_an_inferences_latency_not_of_a_generating_or_tra
     assert compute_metrics(trace).latency_s == pytest.approx(latency)
     assert simulate(RunConfig(model="gpt2", chip="trn1", mode="decode", new_tokens=4)).meta["host_copy_s"] == 0.0
     assert simulate(RunConfig(model="distilbert", chip="trn1", mode="training")).meta["host_copy_s"] == 0.0
+
+
+def test_a_masked_lms_logits_count_in_the_device_memory_a_copy_needs():
+    base = dict(model="xlm-roberta-base", chip="inf2", dtype="fp32", autocast="matmult")
+    mlm, none = (deployment(RunConfig(**base, head=h)).memory_per_core_bytes for h in ("mlm", "none"))
+    # the widest activation (held with its input, in fp32) is 128 x 250,002 logits, not the
+    # 128 x 3,072 of the feed-forward layer; the transform before the logits weighs what the
+    # pooler it replaces weighs
+    assert mlm - none == 2 * 4 * (128 * 250_002 - 128 * 3_072)
 
 
 @pytest.mark.parametrize("cfg, message", [
