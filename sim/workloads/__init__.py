@@ -7,7 +7,7 @@ from dataclasses import replace
 from sim.workloads.builder import ProgramBuilder
 from sim.workloads.graph import Program
 from sim.workloads.models import CNN, DECODER, ENCODER, ModelSpec, get_model, preset_names
-from sim.workloads.resnet import resnet_program
+from sim.workloads.resnet import resnet_program, vgg_program
 from sim.workloads.training import training_program
 from sim.workloads.transformer import Phase, transformer_program
 
@@ -23,7 +23,7 @@ def build_program(spec: ModelSpec, phase: Phase, dtype_bytes: int) -> Program:
     """The forward program one core runs for ``phase`` (its shard when ``phase.tp > 1``)."""
     b = ProgramBuilder(dtype_bytes)
     if spec.family == CNN:
-        resnet_program(b, spec, phase)
+        (vgg_program if spec.conv_plan else resnet_program)(b, spec, phase)
     else:
         transformer_program(b, spec, phase)
     return b.program

@@ -31,7 +31,7 @@ class ModelSpec:
     """Architecture hyper-parameters of one model, whatever its family.
 
     ``family`` selects the graph builder: ``encoder`` (BERT-like, optionally with an MLP
-    tower), ``decoder`` (GPT-2 / Llama), ``vision-transformer`` (ViT) or ``cnn`` (ResNet).
+    tower), ``decoder`` (GPT-2 / Llama), ``vision-transformer`` (ViT) or ``cnn`` (ResNet, VGG).
     ``experts`` > 0 makes the MLP of every block a mixture of that many experts, of which each
     token runs ``experts_per_token`` (Mixtral).
     """
@@ -58,6 +58,10 @@ class ModelSpec:
     stage_depths: tuple[int, ...] = ()
     bottleneck: bool = True
     stem_width: int = 64
+    # VGG: its feature layers in torchvision's notation (a 3x3 convolution's output channels, or 0
+    # for a 2x2 max pool) and the widths of its classifier's hidden layers
+    conv_plan: tuple[int, ...] = ()
+    classifier_widths: tuple[int, ...] = ()
     mlp_tower: tuple[int, ...] = ()
     tied_embeddings: bool = False  # the LM head reuses the token embedding matrix
     learned_positions: bool = False  # a learned position table (BERT, GPT-2, OPT); decoders without one are rotary
@@ -399,12 +403,32 @@ def _resnet(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
     )
 
 
+def _vgg(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    """torchvision's VGG (``vgg11``: its configuration "A", ``vgg16``: "D"), given as ``layers`` in
+    torchvision's notation: a 3x3 convolution's output channels, or "M" for a 2x2 max pool."""
+    if "layers" not in cfg:
+        raise ConfigError("config.json lacks layers for model_type 'vgg'")
+    layers = cfg["layers"]
+    if not (isinstance(layers, list) and layers and all(x == "M" or _positive_int(x) for x in layers)):
+        raise ConfigError(f"config.json: layers must list convolution widths and 'M' (max pool), "
+                          f"got {json.dumps(layers)[:60]}")
+    if layers[0] == "M":
+        raise ConfigError("config.json: layers must start with a convolution, not a max pool")
+    return ModelSpec(
+        name=name, model_type="vgg", family=CNN, conv_plan=tuple(0 if x == "M" else x for x in layers),
+        classifier_widths=_optional_sizes(cfg, "classifier_widths"), channels=cfg.get("num_channels", 3),
+        num_labels=cfg.get("num_labels", 1000), act=cfg.get("hidden_act", "relu"),
+        image_size=cfg.get("image_size", 224),
+    )
+
+
 PARSERS: Mapping[str, Callable[[str, Mapping[str, Any]], ModelSpec]] = {
     "bert": _bert, "roberta": _bert, "xlm-roberta": _bert, "camembert": _bert, "electra": _bert,
     "albert": _bert, "encoder-mlp": _bert, "distilbert": _distilbert, "gpt2": _gpt2, "gptj": _gptj,
     "opt": _opt, "gpt_neox": _gpt_neox, "llama": _llama, "mistral": _mistral, "qwen2": _qwen2, "qwen3": _qwen3,
     "phi3": _phi3, "gemma": _gemma, "mixtral": _mixtral, "qwen3_moe": _qwen3_moe, "gpt_oss": _gpt_oss,
     "deepseek_v3": _deepseek_v3, "llama4": _llama4, "llama4_text": _llama4, "vit": _vit, "resnet": _resnet,
+    "vgg": _vgg,
 }
 
 
@@ -432,7 +456,9 @@ def _with_source(spec: ModelSpec, source: str) -> ModelSpec:
 def _check_positive(spec: ModelSpec) -> None:
     numbers = {"hidden": spec.hidden, "layers": spec.layers, "heads": spec.heads,
                "intermediate": spec.intermediate, "head_dim": spec.head_dim, "embedding_size": spec.embedding_size}
-    if spec.family == CNN:
+    if spec.family == CNN and spec.conv_plan:
+        numbers = {}  # VGG's layers are checked as they are read
+    elif spec.family == CNN:
         numbers = {"hidden_sizes": min(spec.stage_widths, default=0), "depths": min(spec.stage_depths, default=0),
                    "embedding_size": spec.stem_width}
     if spec.learned_positions and not spec.is_vision:  # a ViT's positions are its patches

@@ -1,4 +1,4 @@
-"""ResNet graphs: convolutions lowered to matmuls over im2col windows (batch norm folded).
+"""ResNet and VGG graphs: convolutions lowered to matmuls over im2col windows (batch norm folded).
 
 A model copy may span several physical cores (``Phase.tp`` shards: the physical cores of one
 logical core on Trn2/Trn3, LNC=2). The Neuron compiler then shards each op of the logical core
@@ -6,7 +6,9 @@ over them; here each shard computes its share of every convolution's output rows
 output positions, the matmul M dimension) and reads the convolution's weights whole, and the
 stem, pooling and residual work of those rows. The few halo rows a window needs from the
 neighbouring shard are left out. The global average pool sums each shard's positions and adds
-the partial sums across the shards; the classifier then splits its output classes.
+the partial sums across the shards; the classifier then splits its output classes. VGG's
+classifier takes each image's whole feature map: the shards gather it, and each of its layers
+splits its outputs (gathered again before the next).
 """
 
 from __future__ import annotations
@@ -77,3 +79,40 @@ def resnet_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
         b.vector("avgpool", elems=rows.of(size) * cin, rows=batch * cin)
         b.collective("pool_allreduce", elems=batch * cin, ranks=ph.tp)
         b.matmul("fc", batch, cin, share(spec.num_labels, ph.tp))
+
+
+VGG_POOLED = 7  # torchvision's VGG pools its last feature map to 7 x 7 (AdaptiveAvgPool2d) before the classifier
+
+
+def vgg_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
+    """3x3 convolutions (stride 1, padded) with 2x2 max pools between them, the feature map
+    pooled to 7 x 7, and fully connected layers (ReLU between them): one shard's part."""
+    batch, size, rows = ph.batch, ph.seq, _Rows(ph.batch, ph.tp)
+    cin, block, conv = spec.channels, 1, 0
+    for i, width in enumerate(spec.conv_plan):
+        if width == 0:  # the max pool ends a block; it runs in the layer of the convolution before it
+            continue
+        conv += 1
+        with b.layer(f"block{block}.conv{conv}", "conv"):
+            if i == 0:
+                b.copy_in("image", elems=share(batch * cin * size * size, ph.tp), rows=share(batch * cin, ph.tp))
+            _conv(b, "conv", rows, size, cin, width, 3, 1)
+            cin = width
+            if i + 1 < len(spec.conv_plan) and spec.conv_plan[i + 1] == 0:
+                size //= 2  # MaxPool2d(2, 2) floors
+                b.vector("maxpool", elems=rows.of(size) * cin, rows=rows.of(size), passes=4)
+                block, conv = block + 1, 0
+    features = cin * VGG_POOLED * VGG_POOLED
+    widths = (*spec.classifier_widths, spec.num_labels)
+    with b.layer("classifier", "head"):
+        if size != VGG_POOLED:  # each pooled value averages (or, from a smaller map, repeats) a window
+            window = max(1, -(-size // VGG_POOLED)) ** 2
+            b.vector("avgpool", elems=rows.of(VGG_POOLED) * cin, rows=rows.of(VGG_POOLED), passes=window)
+        b.collective("features_gather", elems=batch * features, ranks=ph.tp, kind="all_gather")
+        k = features
+        for j, width in enumerate(widths):
+            last = j == len(widths) - 1
+            b.matmul(f"fc{j + 1}", batch, k, share(width, ph.tp), act="" if last else spec.act)
+            if not last:
+                b.collective(f"fc{j + 1}_gather", elems=batch * width, ranks=ph.tp, kind="all_gather")
+            k = width

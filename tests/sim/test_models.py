@@ -16,7 +16,7 @@ PUBLISHED_PARAMS = {  # model cards: parameters including embeddings, +-5% for h
     "bert-base": 110e6, "bert-large": 335e6, "roberta-large": 355e6, "distilbert": 66e6, "gpt2": 124e6,
     "llama-3-8b": 8.03e9, "resnet50": 25.6e6, "vit-base": 86e6, "electra-large": 335e6,
     "qwen2-7b": 7.62e9, "gemma-7b": 8.54e9, "phi-3-mini": 3.82e9, "pythia-1.4b": 1.41e9, "opt-1.3b": 1.32e9,
-    "gpt-j-6b": 6.05e9, "mixtral-8x7b": 46.7e9,
+    "gpt-j-6b": 6.05e9, "mixtral-8x7b": 46.7e9, "vgg11": 132.86e6, "vgg16": 138.36e6,
 }
 MIXTRAL_ACTIVE_PARAMS = 12.9e9  # model card: parameters one token runs through
 ROTARY_MODEL_TYPES = {"qwen3", "llama", "mistral", "qwen2", "gemma", "phi3", "gpt_neox", "gptj", "mixtral", "qwen3_moe",
@@ -50,6 +50,28 @@ def test_a_user_config_json_is_simulated_like_a_preset(tmp_path):
     trace = simulate(RunConfig(model=str(path), chip="trn1"))
     assert trace.meta["model_type"] == "bert"
     assert sum(1 for n in trace.layer_names if n.endswith(".attention")) == 4
+
+
+@pytest.mark.parametrize("name, convs, gmacs", [("vgg11", 8, 7.61), ("vgg16", 13, 15.47)])
+def test_vgg_runs_torchvisions_layers(name, convs, gmacs):
+    spec = get_model(name)
+    prog = build_program(spec, Phase(1, 224, 224), 2)
+    matmuls = [op for op in prog.ops if op.kind == OpKind.MATMUL]
+    # torchvision's table: 7.61 and 15.47 GFLOPS (multiply-adds) an image at 224 x 224
+    assert sum(op.flops for op in matmuls) / 2 == pytest.approx(gmacs * 1e9, rel=1e-3)
+    assert sum(1 for n in prog.layers if ".conv" in n.name) == convs
+    # five 2x2 pools take 224 to 7: the classifier reads 512 x 7 x 7 features
+    fc1 = next(op for op in matmuls if op.name == "fc1")
+    assert (fc1.m, fc1.k, fc1.n) == (1, 512 * 7 * 7, 4096)
+    # the first convolution: 224 x 224 output positions, 3 channels x 3 x 3 windows, 64 channels
+    first = matmuls[0]
+    assert (first.m, first.k, first.n) == (224 * 224, 27, 64)
+
+
+def test_vgg_over_the_two_physical_cores_of_a_trn2_logical_core_gathers_its_features(run):
+    trace = run("vgg11", "trn2", batch=4)
+    assert "features_gather" in trace.op_names
+    assert trace.meta["lnc"] == 2
 
 
 def test_unsupported_model_type_names_what_is_supported(tmp_path):
@@ -275,6 +297,9 @@ def test_missing_keys_take_the_defaults_of_the_familys_transformers_config(tmp_p
     ({"model_type": "bert", "num_labels": None}, "num_labels must be positive"),
     ({"model_type": "bert", "mlp_tower_sizes": 512}, "mlp_tower_sizes must be a list of positive integers"),
     ({"model_type": "resnet", "hidden_sizes": 64, "depths": [2]}, "hidden_sizes must be a list"),
+    ({"model_type": "vgg", "layers": [64, "A"]}, "layers must list convolution widths and 'M' \\(max pool\\)"),
+    ({"model_type": "vgg", "layers": ["M", 64]}, "layers must start with a convolution"),
+    ({"model_type": "vgg"}, "config.json lacks layers for model_type 'vgg'"),
     ({"model_type": "gptj", "n_embd": 64, "n_layer": 2, "n_head": 2, "rotary_dim": "all"}, "rotary_dim must be"),
     ({"model_type": "gpt_neox", "rotary_pct": 2}, "rotary_pct must be a fraction"),
 ])
