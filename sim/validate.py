@@ -114,8 +114,38 @@ def _int(text: str, default: int = 0) -> int:
     return int(match.group(1)) if match else default
 
 
+# what a page appends to a model's name that the preset's name leaves out (its casing, its
+# checkpoint's variant), dropped one at a time until a preset matches
+NAME_SUFFIXES = ("-uncased", "-cased", "-hf", "-discriminator", "-instruct", "-v0.1", "-v0.2", "-v0.3", "-v2")
+
+
 def _preset(model: str) -> str:
-    return MODEL_NAMES.get(model, model)
+    """The preset a published model name runs as: the name itself, an alias, or the name without
+    its organisation (``google/``) and the suffixes of :data:`NAME_SUFFIXES`; unchanged when none
+    is a preset (the row is then skipped, naming it)."""
+    name = model.strip()
+    if name in MODEL_NAMES or name in preset_names():
+        return MODEL_NAMES.get(name, name)
+    name = name.split("/")[-1].lower()
+    name = name.removeprefix("meta-")  # Meta's checkpoints: Meta-Llama-3-8B
+    while True:
+        name = MODEL_NAMES.get(name, name)
+        if name in preset_names():
+            return name
+        suffix = next((x for x in NAME_SUFFIXES if name.endswith(x)), None)
+        if suffix is None:
+            return model
+        name = name[: -len(suffix)]
+
+
+# weights stored narrower than the model runs (the decoder pages' "Weight Storage Data Type"):
+# Transformers NeuronX keeps them so in device memory and dequantizes them on the engines
+WEIGHT_STORAGE = {"int8": "int8-weights", "fp8": "fp8-weights", "f8e4m3": "fp8-weights"}
+
+
+def _weight_quant(dtype_text: str) -> str | None:
+    found = re.search(r"weights?\s*(?:storage)?\s*[:=]?\s*(\w+)", dtype_text, re.I)
+    return WEIGHT_STORAGE.get(found[1].lower()) if found else None
 
 
 # --- published.csv (the Neuron documentation's benchmark pages) -------------------------------
@@ -193,7 +223,8 @@ def _row_2024(r: dict[str, str]) -> Row:
     if seq_out:  # a tensor-parallel decoder, static batching, attention as the compiler's ops (Transformers NeuronX)
         cfg = RunConfig(model=model, instance=r["instance"], mode="decode", batch=batch, seq=seq_in,
                         new_tokens=seq_out, cores=cores, dtype=dtype, autocast=autocast,
-                        attention="compiler" if "Transformers NeuronX" in r["sdk"] else None)
+                        attention="compiler" if "Transformers NeuronX" in r["sdk"] else None,
+                        quant=_weight_quant(r["dtype"]))
         return Row(**common, config=cfg, independent=metric in ("ttft_ms", "tpot_ms"))
     head = _head(model, r["source"]) if get_model(model).family == ENCODER else "classifier"
     cfg = RunConfig(model=model, instance=r["instance"], batch=batch, seq=seq_in or None, dtype=dtype,

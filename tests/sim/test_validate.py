@@ -9,6 +9,7 @@ from sim.validate import (
     PUBLISHED,
     Result,
     Row,
+    _preset,
     _row_2024,
     _row_2025,
     _setups,
@@ -145,6 +146,24 @@ def test_validation_runs_on_a_small_subset_and_reports_it():
     text = report(results)
     assert text.count("| bert-base | inf2.xlarge |") == len(rows)
     assert "Median absolute error" in text
+
+
+@pytest.mark.parametrize("published, preset", [
+    ("bert-large-uncased", "bert-large"), ("google/electra-base-discriminator", "electra-base"),
+    ("Llama-3-70B", "llama-3-70b"), ("Meta-Llama-3-8B", "llama-3-8b"), ("Mistral-7B-Instruct-v0.2", "mistral-7b"),
+    ("CodeLlama-13b-hf", "codellama-13b"), ("albert-base-v2", "albert-base"), ("distilbert-base", "distilbert"),
+    ("openai/clip-vit-large-patch14", "openai/clip-vit-large-patch14"),  # no preset: kept, and skipped by name
+])
+def test_a_published_model_name_runs_as_its_preset(published, preset):
+    assert _preset(published) == preset
+
+
+def test_a_decoder_row_with_weights_stored_in_int8_runs_them_so():
+    line = ("Llama-3-8B,inf2.48xlarge,12,24,tensor-parallel,Real Time,1,128,3968,\"FP16, autocast Matmult-BF16, "
+            "weights {}\",tpot_ms_p50,6.42,,\"Neuron 2.18.1, Transformers NeuronX\",test,Llama-3-8B")
+    int8 = _row_2024(_parse(HEADER_2024, line.format("int8"))).config
+    bf16 = _row_2024(_parse(HEADER_2024, line.format("bf16"))).config
+    assert (int8.model, int8.quant, bf16.quant) == ("llama-3-8b", "int8-weights", None)
 
 
 def test_unsupported_models_are_reported_as_skipped():
