@@ -13,7 +13,8 @@ values:
   the published global batch needs; a tensor/pipeline-parallel row runs its published degrees
   with the rest as the NxD Training recipe it comes from sets it (``calibration/recipes-training.toml``);
 - 2025-2026 serving rows follow ``calibration/setups-2025-2026.toml`` (the serving command each
-  source quotes: compiled batch, users, compiled length, buckets, prompt chunks).
+  source quotes: compiled batch, users, compiled length, buckets, prompt chunks); a row from a
+  source without an entry there runs what the row itself states (:func:`_stated_setup`).
 
 A measurement whose value follows from another of the same run is reported but not counted as an
 independent data point: the throughput of a Real Time row (copies x batch / its latency), the
@@ -38,7 +39,7 @@ from sim.errors import SimError
 from sim.hardware.chip import Efficiency, all_chips, get_chip
 from sim.hardware.instances import get_instance
 from sim.metrics import RunMetrics, compute_metrics
-from sim.run import RunConfig, simulate
+from sim.run import SPREADS, RunConfig, simulate
 from sim.workloads import get_model, preset_names
 from sim.workloads.models import ENCODER
 
@@ -261,12 +262,35 @@ def _setups() -> list[dict]:
         return tomllib.load(f)["setup"]
 
 
+INSTANCE_NAME = re.compile(r"\b((?:inf|trn)\d[a-z]?\.\d*x?large|trn\d-ultraserver[\w-]*)\b", re.I)
+
+
+def _stated_setup(r: dict[str, str]) -> dict | None:
+    """The setup of a row whose source has no entry in ``setups-2025-2026.toml``, from what the row
+    itself states: its instance, tensor-parallel degree, compiled batch and users, prompt and
+    output lengths; the compiled length the smallest power of two that holds them (with the
+    longest lengths of a stated spread); NxD Inference's buckets, except with optimum-neuron,
+    which compiles one graph of the compiled length; prompts in one pass. None without an instance."""
+    found = INSTANCE_NAME.search(r["instance"])
+    if found is None:
+        return None
+    seq, new_tokens, batch = _int(r["input_len"]), _int(r["output_len"]), _int(r["batch"], 1)
+    spread = SPREADS * sum(_int(m.group(1)) for text in (r["input_len"], r["output_len"])
+                           if (m := re.search(r"\+-\s*(\d+)", text)))
+    users = re.search(r"(?:(\d+) users?\b|concurrency (\d+))", r["batch"])
+    concurrency = int(users.group(1) or users.group(2)) if users else (1 if r["metric"].startswith("sync") else batch)
+    return dict(instance=found.group(1).lower(), tp=_int(r["tp"]) or None, batch=batch, concurrency=concurrency,
+                max_seq=1 << max(0, seq + new_tokens + spread - 1).bit_length(),
+                bucketing="optimum" not in (r["sdk"] + r["source"]).lower(), prefill_chunk=0, seq=seq,
+                new_tokens=new_tokens)
+
+
 def _row_2025(r: dict[str, str], setups: list[dict]) -> Row:
     published_model = r["model"]
     model = _preset(published_model.split(" + ")[0])
     metric = METRICS_2025[r["metric"]]
     value = float(r["value"])
-    setup = next((s for s in setups if s["source"] in r["source"]), None)
+    setup = next((s for s in setups if s["source"] in r["source"]), None) or _stated_setup(r)
     common = dict(model=model, instance=setup["instance"] if setup else r["instance"], metric=metric,
                   measured=value, source=r["source"], batch=setup["batch"] if setup else _int(r["batch"], 1),
                   seq=f"{r['input_len'].split()[0]}/{r['output_len'].split()[0]}", published_metric=r["metric"])
@@ -275,7 +299,7 @@ def _row_2025(r: dict[str, str], setups: list[dict]) -> Row:
         skip = ("speculation's acceptance rate is what this run measured, not a setting it states (and an "
                 "EAGLE draft head is not a model of its own)")
     elif setup is None:
-        skip = "no setup stated for this source in setups-2025-2026.toml"
+        skip = "no instance named, and no setup for this source in setups-2025-2026.toml"
     elif model not in preset_names():
         skip = f"no preset for {published_model}"
     if skip:

@@ -128,6 +128,21 @@ def test_serving_rows_follow_the_setup_their_source_states():
         "output_tok_s", "serve", 32, 128, 150, 20)
 
 
+def test_a_serving_row_from_a_source_without_a_setup_runs_what_the_row_states():
+    line = ('qwen3-8b,"trn2.3xlarge (LNC=2 default)",4,"8 compiled, 1 user","1000 (+-100)",200,bf16,sync_ttft_ms,'
+            '90,ms,optimum-neuron vLLM (2026),some/new/benchmark.csv')
+    cfg = _row_2025(_parse(HEADER_2025, line), _setups()).config
+    # 1,000 + 200 positions and three spreads of 100 need 1,500: graphs compiled for 2,048, one graph
+    # of that length as optimum-neuron compiles it, one user alone
+    assert (cfg.instance, cfg.cores, cfg.batch, cfg.concurrency, cfg.mode) == ("trn2.3xlarge", 4, 8, 1, "decode")
+    assert (cfg.seq, cfg.new_tokens, cfg.max_seq, cfg.bucketing, cfg.prefill_chunk) == (1000, 200, 2048, False, 0)
+    served = _row_2025(_parse(HEADER_2025, line.replace("1 user", "16 users").replace("optimum-neuron", "vLLM")
+                              .replace("sync_ttft_ms", "median_ttft_ms")), _setups()).config
+    assert (served.mode, served.concurrency, served.bucketing) == ("serve", 16, True)  # NxD Inference's buckets
+    nowhere = _row_2025(_parse(HEADER_2025, line.replace('"trn2.3xlarge (LNC=2 default)"', "a cluster")), _setups())
+    assert nowhere.config is None and "no instance named" in nowhere.skip
+
+
 def test_generation_ratio_compares_measured_and_simulated_ratios():
     a = Result(_encoder("inf2.xlarge", value=2.0), 3.0)
     b = Result(_encoder("trn1.2xlarge", value=1.0), 1.0)
