@@ -58,6 +58,11 @@ METRICS_2025 = {"median_tpot_ms": "tpot_ms", "median_ttft_ms": "ttft_ms", "ttft_
                 "sync_ttft_ms": "ttft_ms", "sync_itl_ms": "tpot_ms", "e2e_latency_s_p99": "e2e_s",
                 "output_throughput": "output_tok_s", "request_output_throughput_p99": "request_tok_s",
                 "throughput_output_tok_s": "output_tok_s", "throughput_itl_ms": "tpot_ms"}
+# a serving benchmark's figure by what its name says, for names the table above does not list
+# (vLLM's, guidellm's, LLMPerf's: mean_itl_ms, p50_ttft_s, ...), each with the unit its name ends in
+METRIC_WORDS_2025 = (("ttft", "ttft_ms"), ("tpot", "tpot_ms"), ("itl", "tpot_ms"), ("inter_token", "tpot_ms"),
+                     ("e2e", "e2e_s"), ("request_output_throughput", "request_tok_s"),
+                     ("output_throughput", "output_tok_s"), ("throughput_output", "output_tok_s"))
 SERVING_METRICS = ("output_tok_s",)  # figures only a serving run (many requests on one server) has
 MODEL_NAMES = {"distilbert-base": "distilbert", "llama-3.1-8b-instruct": "llama-3.1-8b"}
 
@@ -265,6 +270,23 @@ def _setups() -> list[dict]:
 INSTANCE_NAME = re.compile(r"\b((?:inf|trn)\d[a-z]?\.\d*x?large|trn\d-ultraserver[\w-]*)\b", re.I)
 
 
+def _metric_2025(name: str) -> tuple[str, float] | None:
+    """The metric a 2025-2026 figure is, and the factor taking its value to that metric's unit;
+    None for a figure the simulator does not produce."""
+    if name in METRICS_2025:
+        return METRICS_2025[name], 1.0
+    metric = next((m for word, m in METRIC_WORDS_2025 if word in name.lower()), None)
+    if metric is None:
+        return None
+    words = name.lower().split("_")
+    unit = "ms" if "ms" in words else "s" if "s" in words else ""
+    if metric.endswith("_ms") and unit == "s":
+        return metric, 1e3
+    if metric == "e2e_s" and unit == "ms":
+        return metric, 1e-3
+    return metric, 1.0
+
+
 def _stated_setup(r: dict[str, str]) -> dict | None:
     """The setup of a row whose source has no entry in ``setups-2025-2026.toml``, from what the row
     itself states: its instance, tensor-parallel degree, compiled batch and users, prompt and
@@ -288,8 +310,8 @@ def _stated_setup(r: dict[str, str]) -> dict | None:
 def _row_2025(r: dict[str, str], setups: list[dict]) -> Row:
     published_model = r["model"]
     model = _preset(published_model.split(" + ")[0])
-    metric = METRICS_2025[r["metric"]]
-    value = float(r["value"])
+    metric, factor = _metric_2025(r["metric"])
+    value = float(r["value"]) * factor
     setup = next((s for s in setups if s["source"] in r["source"]), None) or _stated_setup(r)
     common = dict(model=model, instance=setup["instance"] if setup else r["instance"], metric=metric,
                   measured=value, source=r["source"], batch=setup["batch"] if setup else _int(r["batch"], 1),
@@ -329,7 +351,7 @@ def read_rows(path: Path = PUBLISHED, path_2025: Path | None = PUBLISHED_2025) -
     if path_2025 is not None:
         setups = _setups()
         with open(path_2025, newline="", encoding="utf-8") as f:
-            rows += [_row_2025(r, setups) for r in csv.DictReader(f) if r["metric"] in METRICS_2025]
+            rows += [_row_2025(r, setups) for r in csv.DictReader(f) if _metric_2025(r["metric"])]
     return rows
 
 

@@ -9,6 +9,7 @@ from sim.validate import (
     PUBLISHED,
     Result,
     Row,
+    _metric_2025,
     _preset,
     _row_2024,
     _row_2025,
@@ -141,6 +142,16 @@ def test_a_serving_row_from_a_source_without_a_setup_runs_what_the_row_states():
     assert (served.mode, served.concurrency, served.bucketing) == ("serve", 16, True)  # NxD Inference's buckets
     nowhere = _row_2025(_parse(HEADER_2025, line.replace('"trn2.3xlarge (LNC=2 default)"', "a cluster")), _setups())
     assert nowhere.config is None and "no instance named" in nowhere.skip
+
+
+@pytest.mark.parametrize("name, metric, factor", [
+    ("median_tpot_ms", "tpot_ms", 1.0), ("mean_itl_ms", "tpot_ms", 1.0), ("ttft_s_p99", "ttft_ms", 1e3),
+    ("median_e2e_latency_ms", "e2e_s", 1e-3), ("request_output_throughput_p50", "request_tok_s", 1.0),
+    ("output_throughput_tok_s", "output_tok_s", 1.0),
+])
+def test_a_serving_figure_is_read_by_what_its_name_says_in_the_unit_it_names(name, metric, factor):
+    assert _metric_2025(name) == (metric, factor)
+    assert _metric_2025("gpu_memory_gib") is None  # not a figure the simulator produces: not read
 
 
 def test_generation_ratio_compares_measured_and_simulated_ratios():
