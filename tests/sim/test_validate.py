@@ -103,9 +103,16 @@ def test_decoder_rows_are_tensor_parallel_with_the_compilers_attention_and_train
     assert (c.cores, c.pipeline, c.nodes, c.grad_accum, c.seq) == (32, 8, 32, 256, 8192)
     assert (c.zero1, c.sequence_parallel, c.attention, c.checkpoint_activations, c.checkpoint_granularity) == (
         True, True, "flash", True, "selective")
-    other = _row_2024(_parse(HEADER_2024, "llama-3.1-8b,trn1.32xlarge,64,,training TP=32 DP=2; nodes=2,training,1,"
+    other = _row_2024(_parse(HEADER_2024, "mistral-7b,trn1.32xlarge,64,,training TP=32 DP=2; nodes=2,training,1,"
                                           "8192,,bf16,train_seq_per_s_cluster,1,,x,test,x"))
     assert other.config is None and "without a recipe" in other.skip
+    # Llama-3.1-8B's recipe (hf_llama3.1_8B_config.yaml) as the 70B's: 1024 sequences over 32 data-parallel
+    # copies of 32 cores: 32 micro-batches an update
+    small = _row_2024(_parse(HEADER_2024, "llama-3.1-8b,trn1.32xlarge,1024,,training TP=32 DP=32 PP=1 ZeRO-1; "
+                                          "nodes=32; microbatch=1; global_batch=1024,training,1,8192,,bf16 autocast "
+                                          "+ fp32 optimizer,train_seq_per_s_cluster,47.95,,x,test,x")).config
+    assert (small.cores, small.pipeline, small.nodes, small.grad_accum, small.zero1, small.checkpoint_granularity) == (
+        32, 1, 32, 32, True, "selective")
 
 
 def test_serving_rows_follow_the_setup_their_source_states():
