@@ -198,7 +198,13 @@ def _head(model: str, source: str) -> str:
     return head
 
 
+INSTANCE_NAME = re.compile(r"\b((?:inf|trn)\d[a-z]?\.\d*x?large|trn\d-ultraserver[\w-]*)\b", re.I)
+
+
 def _row_2024(r: dict[str, str]) -> Row:
+    # the instance as a page writes it ("Inf2.48xlarge", "trn1.32xlarge/trn1n.32xlarge": the first)
+    found = INSTANCE_NAME.search(r["instance"])
+    r = {**r, "instance": found.group(1).lower() if found else r["instance"]}
     model, metric = _preset(r["model"]), METRICS_2024[r["metric"]]
     application, parallel = r["application"], r["parallelism"]
     batch, seq_in, seq_out = _int(r["batch"], 1), _int(r["seq_in"]), _int(r["seq_out"])
@@ -267,7 +273,6 @@ def _setups() -> list[dict]:
         return tomllib.load(f)["setup"]
 
 
-INSTANCE_NAME = re.compile(r"\b((?:inf|trn)\d[a-z]?\.\d*x?large|trn\d-ultraserver[\w-]*)\b", re.I)
 
 
 def _metric_2025(name: str) -> tuple[str, float] | None:

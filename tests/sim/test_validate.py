@@ -191,6 +191,11 @@ def test_a_published_model_name_runs_as_its_preset(published, preset):
     assert _preset(published) == preset
 
 
+def test_an_instance_is_read_as_a_page_writes_it():
+    assert _encoder(instance="Inf2.48xlarge").instance == "inf2.48xlarge"
+    assert _encoder(instance="trn1.32xlarge/trn1n.32xlarge").config.instance == "trn1.32xlarge"
+
+
 def test_a_decoder_row_with_weights_stored_in_int8_runs_them_so():
     line = ("Llama-3-8B,inf2.48xlarge,12,24,tensor-parallel,Real Time,1,128,3968,\"FP16, autocast Matmult-BF16, "
             "weights {}\",tpot_ms_p50,6.42,,\"Neuron 2.18.1, Transformers NeuronX\",test,Llama-3-8B")
