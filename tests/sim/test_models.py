@@ -71,6 +71,11 @@ def test_vgg_runs_torchvisions_layers(name, convs, gmacs):
     assert (first.m, first.k, first.n) == (224 * 224, 27, 64)
 
 
+def test_a_vgg_image_its_pools_would_leave_empty_is_refused():
+    with pytest.raises(ConfigError, match="vgg11's 5 max pools need an image of at least 32 pixels; got 16"):
+        simulate(RunConfig(model="vgg11", chip="inf2", seq=16))
+
+
 def test_vgg_over_the_two_physical_cores_of_a_trn2_logical_core_gathers_its_features(run):
     trace = run("vgg11", "trn2", batch=4)
     assert "features_gather" in trace.op_names
