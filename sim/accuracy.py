@@ -27,13 +27,15 @@ tokens per second) is listed as "derived" and not counted.
 
 def residuals_table() -> list[str]:
     """The named residuals of ``efficiency.toml``: value, mechanism and the rows each is fitted on."""
-    table = load_toml("efficiency.toml")["default"]
-    fitted_on = {r.name: r.rows for r in RESIDUALS}
+    tables = load_toml("efficiency.toml")
+    fitted_on = {r.key: r.rows for r in RESIDUALS}
     lines = ["| parameter | value | fitted on | what it is |", "|---|---:|---|---|"]
-    for name, entry in table.items():
-        rows = fitted_on.get(name, "not fitted (stated source)")
-        source = entry["source"].replace("|", "/")
-        lines.append(f"| `{name}` | {entry['value']:g} | {rows} | {source} |")
+    for chip, table in tables.items():  # the default table, then each generation's own
+        for name, entry in table.items():
+            key = name if chip == "default" else f"{name}[{chip}]"
+            rows = fitted_on.get(key, "not fitted (stated source)")
+            source = entry["source"].replace("|", "/")
+            lines.append(f"| `{key}` | {entry['value']:g} | {rows} | {source} |")
     return lines
 
 
@@ -48,11 +50,11 @@ def fit_section(rows: Sequence[Row]) -> list[str]:
     lines += ["", "## Leave one generation out", "",
               "Each generation's median absolute error with the residuals fitted on the other generations' rows,"
               " beside its error with the residuals fitted on every row.", "",
-              "| generation | fitted elsewhere | fitted on every row | " + " | ".join(f"`{r.name}`" for r in RESIDUALS)
+              "| generation | fitted elsewhere | fitted on every row | " + " | ".join(f"`{r.key}`" for r in RESIDUALS)
               + " |", "|---|---:|---:|" + "---:|" * len(RESIDUALS)]
     for h in held:
         lines.append(f"| {h.generation} | {100 * h.error_fitted_elsewhere:.1f}% | {100 * h.error_in_sample:.1f}% | "
-                     + " | ".join(f"{h.values[r.name]:g}" for r in RESIDUALS) + " |")
+                     + " | ".join(f"{h.values[r.key]:g}" for r in RESIDUALS) + " |")
     return lines
 
 

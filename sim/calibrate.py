@@ -6,7 +6,9 @@ length of weight streams on the memory-bound rows, the runtime's cost per execut
 one-sequence encoder rows, the TensorE issue overhead of compiled code on the compute-bound rows,
 the serving stack's request handling on the short-prompt time-to-first-token rows, the KV cache's
 DMA run on the rows whose decode steps read large caches, the
-collectives' fixed cost on the rows whose tensor-parallel copy spans chips. A coordinate search
+collectives' fixed cost on the rows whose tensor-parallel copy spans chips, the host-device copy
+rate on the Batch rows (Trainium1 its own, on its rows), the rate of faulting in fresh host pages
+on the rows whose outputs exceed the host allocator's threshold. A coordinate search
 minimises each residual's median absolute error on its rows in turn, a few rounds.
 
 :func:`leave_one_generation_out` fits without one chip generation's rows and reports that
@@ -58,6 +60,11 @@ class Residual:
     log: bool = False
     chip: str = ""  # a residual of one generation only (its table in efficiency.toml)
 
+    @property
+    def key(self) -> str:
+        """The residual's name, with its generation's for one of a generation's own."""
+        return f"{self.name}[{self.chip}]" if self.chip else self.name
+
 
 RESIDUALS: tuple[Residual, ...] = (
     Residual("weight_descriptor_bytes", "time per output token at batch 1 (weights stream once per token)",
@@ -75,8 +82,16 @@ RESIDUALS: tuple[Residual, ...] = (
              lambda r: _decode(r) and r.metric == "ttft_ms" and _prompt(r) <= 512, 0.0, 0.06),
     Residual("collective_setup_s", "time per output token of copies spanning several chips",
              lambda r: _decode(r) and r.metric == "tpot_ms" and (r.config.cores or 1) > 2, 0.0, 2e-4),
-    Residual("host_copy_bytes_per_s", "latency of the models returning a masked-LM head's logits for every token "
-             "(xlm-roberta-base: 128 MB a sequence)",
+    Residual("host_copy_bytes_per_s", "encoder and vision throughput at batch 8 and more on the generations without "
+             "their own rate (inf2.xlarge's rows)",
+             lambda r: _encoder(r) and r.metric == "throughput" and r.config.batch >= 8 and r.generation != "trn1",
+             1e9, 3.2e10, log=True),
+    Residual("host_copy_bytes_per_s", "Trainium1's encoder and vision throughput at batch 8 and more "
+             "(trn1.2xlarge's rows)",
+             lambda r: _encoder(r) and r.metric == "throughput" and r.config.batch >= 8 and r.generation == "trn1",
+             1e9, 3.2e10, log=True, chip="trn1"),
+    Residual("host_fault_bytes_per_s", "latency of the models returning more than 32 MiB an inference "
+             "(xlm-roberta-base's masked-LM logits: 128 MB a sequence)",
              lambda r: _encoder(r) and r.metric == "latency_ms" and r.config.head == "mlm", 1e9, 1.2e10, log=True),
     Residual("core_dma_bytes_per_s", "Inferentia1 latency at batch 1 (one copy streaming its weights)",
              lambda r: r.generation == "inf1" and _encoder(r) and r.metric == "latency_ms" and r.config.batch == 1,
@@ -87,15 +102,15 @@ RESIDUALS: tuple[Residual, ...] = (
 def current_values() -> dict[str, float]:
     """The residuals as the data file has them (the default table, or their generation's)."""
     tables = load_toml("efficiency.toml")
-    return {r.name: float({**tables["default"], **tables.get(r.chip, {})}[r.name]["value"]) for r in RESIDUALS}
+    return {r.key: float({**tables["default"], **tables.get(r.chip, {})}[r.name]["value"]) for r in RESIDUALS}
 
 
 def _overrides(values: dict[str, float]) -> dict[str, dict[str, float]]:
     """Residual values by chip key: a generation's own residuals only for it, the rest for all."""
-    own = {r.name: r.chip for r in RESIDUALS if r.chip}
     tables: dict[str, dict[str, float]] = {"default": {}}
-    for name, value in values.items():
-        tables.setdefault(own.get(name, "default"), {})[name] = value
+    for r in RESIDUALS:
+        if r.key in values:
+            tables.setdefault(r.chip or "default", {})[r.name] = values[r.key]
     return tables
 
 
@@ -114,14 +129,14 @@ def fit_one(res: Residual, rows: Sequence[Row], values: dict[str, float], points
     """The value of ``res`` that minimises its rows' median absolute error, the others held."""
     chosen = [r for r in rows if r.independent and r.config is not None and res.select(r)]
     if not chosen:
-        return values[res.name]
+        return values[res.key]
 
     def error(v: float) -> float:
-        err = _median_error(validate(chosen, _overrides({**values, res.name: float(v)}), WORKERS))
+        err = _median_error(validate(chosen, _overrides({**values, res.key: float(v)}), WORKERS))
         return float("inf") if np.isnan(err) else err
 
     lo, hi = res.low, res.high
-    best = values[res.name]
+    best = values[res.key]
     for _ in range(2):  # a grid, then a finer one around its best point
         grid = _grid(lo, hi, points, res.log)
         scores = [error(v) for v in grid]
@@ -136,7 +151,7 @@ def fit(rows: Sequence[Row], start: dict[str, float] | None = None, rounds: int 
     values = dict(start or current_values())
     for _ in range(rounds):
         for res in RESIDUALS:
-            values[res.name] = fit_one(res, rows, values)
+            values[res.key] = fit_one(res, rows, values)
     return values
 
 
@@ -152,12 +167,12 @@ def leave_one_generation_out(rows: Sequence[Row], generations: Sequence[str], in
                              ) -> list[HeldOut]:
     """For each generation, fit on the other generations' rows and measure it with that fit."""
     out = []
-    default = {k: float(e["value"]) for k, e in load_toml("efficiency.toml")["default"].items()}
+    default = {r.key: float(load_toml("efficiency.toml")["default"][r.name]["value"]) for r in RESIDUALS}
     for gen in generations:
         others = [r for r in rows if r.generation != gen]
         mine = [r for r in rows if r.generation == gen]
         # a residual of the held-out generation alone cannot be fitted elsewhere: its unfitted default
-        start = {k: (default[k] if any(r.name == k and r.chip == gen for r in RESIDUALS) else v)
+        start = {k: (default[k] if any(r.key == k and r.chip == gen for r in RESIDUALS) else v)
                  for k, v in in_sample.items()}
         values = fit(others, start)
         out.append(HeldOut(gen, values, _median_error(validate(mine, _overrides(values), WORKERS)),

@@ -833,13 +833,20 @@ def _host_copy_s(cfg: RunConfig, spec: ModelSpec, seq: int, chip: Chip) -> float
     """Seconds one inference spends copying its inputs from host memory and its outputs back
     (:func:`sim.workloads.host_bytes`), as a traced model called with host tensors does; a
     generating or training run's are left out (on-device sampling returns token ids, a training
-    loop's loader prefetches its batches)."""
+    loop's loader prefetches its batches).
+
+    The copies run at the generation's host copy rate, except an output too large for the host's
+    allocator to reuse freed memory for (above ``host_mmap_threshold_bytes``): its pages are mapped
+    and faulted in anew every inference, at ``host_fault_bytes_per_s``. The inputs are the
+    caller's tensors, allocated once."""
     if cfg.mode != "inference":
         return 0.0
     # in the model's own dtype: the compiler's auto-cast is inside the graph, its inputs and
     # outputs keep the traced model's types
-    dt = DTYPE_BYTES[cfg.dtype]
-    return host_bytes(spec, Phase(cfg.batch, seq, seq, head=cfg.head), dt) / chip.efficiency.host_copy_bytes_per_s
+    eff = chip.efficiency
+    inputs, outputs = host_bytes(spec, Phase(cfg.batch, seq, seq, head=cfg.head), DTYPE_BYTES[cfg.dtype])
+    out_rate = eff.host_fault_bytes_per_s if outputs > eff.host_mmap_threshold_bytes else eff.host_copy_bytes_per_s
+    return inputs / eff.host_copy_bytes_per_s + outputs / out_rate
 
 
 def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Deployment, sched: CoreScheduler,

@@ -137,6 +137,8 @@ class Efficiency:
     request_overhead_s: float
     core_dma_bytes_per_s: float
     host_copy_bytes_per_s: float
+    host_fault_bytes_per_s: float
+    host_mmap_threshold_bytes: float
 
 
 OPT_LEVELS = (1, 2, 3)  # neuronx-cc --optlevel

@@ -42,7 +42,7 @@ def speculative_step(spec: ModelSpec, draft: ModelSpec, k: int, phase: Phase, dt
     return b.program
 
 
-def host_bytes(spec: ModelSpec, phase: Phase, dtype_bytes: int) -> int:
+def host_bytes(spec: ModelSpec, phase: Phase, dtype_bytes: int) -> tuple[int, int]:
     """Bytes one execution of a traced model (one inference) copies between host memory and the
     device: its inputs (an encoder's or decoder's token ids and attention mask, an image model's
     pixels, in the model's dtype) and its outputs in that dtype (class logits; an encoder's
@@ -57,4 +57,4 @@ def host_bytes(spec: ModelSpec, phase: Phase, dtype_bytes: int) -> int:
         inputs, outputs = 2 * batch * seq * TOKEN_ID_BYTES, batch * spec.vocab
     else:  # an image model: the images in, the class logits out
         inputs, outputs = batch * spec.channels * seq * seq * dtype_bytes, batch * spec.num_labels
-    return inputs + outputs * dtype_bytes
+    return inputs, outputs * dtype_bytes
