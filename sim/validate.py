@@ -507,8 +507,9 @@ def report(results: list[Result]) -> str:
                          f"| {a.row.instance} / {b.row.instance} | {a.row.measured / b.row.measured:.3f} "
                          f"| {a.simulated / b.simulated:.3f} | {100 * e:+.1f}% |")
     s = summarise(results)
+    median = f"{100 * s.median_abs_error:.1f}%" if s.compared else "none (no row compared)"
+    ratios = (f"{s.ratio_pairs} pairs, median absolute error {100 * s.median_abs_ratio_error:.1f}%" if s.ratio_pairs
+              else "none (no workload measured on two generations)")
     lines += ["", f"Independent data points compared: {s.compared} (plus {s.derived} derived rows shown, not "
-                  f"counted); skipped: {s.skipped}. Median absolute error: {100 * s.median_abs_error:.1f}%. "
-                  f"Generation ratios: {s.ratio_pairs} pairs, median absolute error "
-                  f"{100 * s.median_abs_ratio_error:.1f}%."]
+                  f"counted); skipped: {s.skipped}. Median absolute error: {median}. Generation ratios: {ratios}."]
     return "\n".join(lines)
