@@ -292,6 +292,18 @@ def _metric_2025(name: str) -> tuple[str, float] | None:
     return metric, 1.0
 
 
+def _spread(text: str) -> int:
+    """The spread a length states ("1500 (+-150, guidellm emulated)": 150), 0 without one."""
+    found = re.search(r"\+-\s*(\d+)", text)
+    return int(found.group(1)) if found else 0
+
+
+def _users(text: str) -> int | None:
+    """The users a batch column states ("32 compiled, 128 users", "2 (concurrency 2)"), if any."""
+    found = re.search(r"(?:(\d+) users?\b|concurrency (\d+))", text)
+    return int(found.group(1) or found.group(2)) if found else None
+
+
 def _stated_setup(r: dict[str, str]) -> dict | None:
     """The setup of a row whose source has no entry in ``setups-2025-2026.toml``, from what the row
     itself states: its instance, tensor-parallel degree, compiled batch and users, prompt and
@@ -302,10 +314,9 @@ def _stated_setup(r: dict[str, str]) -> dict | None:
     if found is None:
         return None
     seq, new_tokens, batch = _int(r["input_len"]), _int(r["output_len"]), _int(r["batch"], 1)
-    spread = SPREADS * sum(_int(m.group(1)) for text in (r["input_len"], r["output_len"])
-                           if (m := re.search(r"\+-\s*(\d+)", text)))
-    users = re.search(r"(?:(\d+) users?\b|concurrency (\d+))", r["batch"])
-    concurrency = int(users.group(1) or users.group(2)) if users else (1 if r["metric"].startswith("sync") else batch)
+    spread = SPREADS * (_spread(r["input_len"]) + _spread(r["output_len"]))
+    users = _users(r["batch"])
+    concurrency = users if users is not None else (1 if r["metric"].startswith("sync") else batch)
     return dict(instance=found.group(1).lower(), tp=_int(r["tp"]) or None, batch=batch, concurrency=concurrency,
                 max_seq=1 << max(0, seq + new_tokens + spread - 1).bit_length(),
                 bucketing="optimum" not in (r["sdk"] + r["source"]).lower(), prefill_chunk=0, seq=seq,
@@ -332,15 +343,14 @@ def _row_2025(r: dict[str, str], setups: list[dict]) -> Row:
     if skip:
         return Row(**common, config=None, skip=skip, independent=metric != "request_tok_s")
     # the users the row states ("32 compiled, 128 users"), else its source's
-    users = re.search(r"(\d+) users?\b", r["batch"])
-    concurrency = int(users.group(1)) if users else setup["concurrency"]
+    users = _users(r["batch"])
+    concurrency = users if users is not None else setup["concurrency"]
     # one user alone is what decode mode simulates; several users, or a server's rates, a serving run
     serving = concurrency > 1 or metric in SERVING_METRICS
     spreads = {}
     if serving:  # the spread of the lengths the row states ("1500 (+-150, guidellm emulated)")
-        spreads = {key: _int(m.group(1)) for key, text in (("seq_spread", r["input_len"]),
-                                                          ("new_tokens_spread", r["output_len"]))
-                   if (m := re.search(r"\+-\s*(\d+)", text))}
+        spreads = {key: _spread(text) for key, text in (("seq_spread", r["input_len"]),
+                                                         ("new_tokens_spread", r["output_len"]))}
     cfg = RunConfig(model=model, instance=setup["instance"], mode="serve" if serving else "decode",
                     batch=setup["batch"], seq=setup["seq"], new_tokens=setup["new_tokens"], cores=setup["tp"],
                     concurrency=concurrency, max_seq=setup["max_seq"], bucketing=setup["bucketing"],

@@ -44,7 +44,7 @@ def speculative_step(spec: ModelSpec, draft: ModelSpec, k: int, phase: Phase, dt
 
 def host_bytes(spec: ModelSpec, phase: Phase, dtype_bytes: int) -> tuple[int, int]:
     """Bytes one execution of a traced model (one inference) copies between host memory and the
-    device: its inputs (an encoder's or decoder's token ids and attention mask, an image model's
+    device, as (inputs, outputs): its inputs (an encoder's or decoder's token ids and attention mask, an image model's
     pixels, in the model's dtype) and its outputs in that dtype (class logits; an encoder's
     hidden states and pooled output, or masked-LM logits for every token; a decoder's logits for
     its last position)."""
