@@ -215,7 +215,8 @@ def layer_windows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """Each layer's stretch of the run, so that the layers partition the timeline and their times
     add up to the run's: a layer starts with its first event, but its reads that run ahead during
     the layer before (weight prefetches) count to that layer's time, until its engines finish
-    or this layer's start; it ends where the next layer starts."""
+    or this layer's start; it ends where the next layer starts, or where a stretch of executions
+    that were not stored begins."""
     n = len(trace.layer_names)
     ev = trace.events
     first = np.asarray(trace.layer_start_ns, float).copy()
@@ -231,6 +232,12 @@ def layer_windows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
         first = np.where(np.isfinite(first), first, np.asarray(trace.layer_start_ns, float))
     start = np.maximum.accumulate(first)
     end = np.append(start[1:], max(float(np.max(trace.layer_end_ns)), start[-1]))
+    # nor does it run on into executions that were not stored (its repeats stand for them)
+    unstored = np.array([s for s, _, _ in trace.unstored_spans], float)
+    if len(unstored):
+        i = np.searchsorted(unstored, start, side="left")
+        cap = np.append(unstored, np.inf)[i]
+        end = np.maximum(np.minimum(end, cap), start)
     return start, end
 
 

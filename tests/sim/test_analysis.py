@@ -52,7 +52,10 @@ def keys(trace, others=()):
     RunConfig(model="bert-large", chip="trn2"), RunConfig(model="bert-base", chip="inf1", batch=4),
     RunConfig(model="gpt2", chip="inf2", mode="decode", seq=128, new_tokens=16),
     RunConfig(model="distilbert", chip="trn1", mode="training", batch=8, grad_accum=3),
-], ids=["bert-large-trn2", "bert-base-inf1", "gpt2-decode-inf2", "distilbert-training-trn1"])
+    # 2 of the 6 middle micro-batches stored: the last stored layer stops where the others begin
+    RunConfig(model="distilbert", chip="trn1", mode="training", batch=8, grad_accum=8),
+], ids=["bert-large-trn2", "bert-base-inf1", "gpt2-decode-inf2", "distilbert-training-trn1",
+        "distilbert-8-micro-batches-trn1"])
 def test_layer_times_add_up_to_the_run(cfg):
     trace = simulate(cfg)
     layers = layer_table(trace)
