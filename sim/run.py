@@ -32,7 +32,7 @@ from sim.workloads.models import CNN, DECODER, ENCODER
 from sim.workloads.pipeline import heaviest_stage, stage_program
 from sim.workloads.training import CHECKPOINTS, DataParallel, recomputed
 from sim.workloads.training import FP32_BYTES as GRADIENT_BYTES
-from sim.workloads.transformer import HEADS
+from sim.workloads.transformer import HEADS, context_encoding_kernel
 
 MODES = ("inference", "decode", "training", "serve")
 GENERATING = ("decode", "serve")  # modes that generate tokens from a prompt
@@ -91,9 +91,10 @@ class RunConfig:
     max_seq: int | None = None  # the compiled sequence length (None: prompt + new tokens)
     bucketing: bool = True  # graphs for powers-of-two lengths from 128 (False: one graph of max_seq)
     prefill_chunk: int = 0  # encode the prompt in chunks of this many tokens (0: in one pass)
-    # attention as one fused NKI kernel ("flash", as NxD Inference runs decoders) or as the
-    # compiler's separate ops, their score matrices spilling when SBUF cannot hold them
-    # ("compiler", as torch-neuronx traces and Transformers NeuronX ran); None: flash for decode
+    # attention as NxD Inference runs decoders ("flash": the fused NKI kernel, except for the
+    # prompts it encodes with the compiler's ops, kernels.toml) or as the compiler's separate ops,
+    # their score matrices spilling when SBUF cannot hold them ("compiler", as torch-neuronx traces
+    # and Transformers NeuronX ran); None: flash for decode
     attention: str | None = None
     # mixtures of experts: expert-parallel groups among the copy's cores (1: experts split
     # tensor-parallel), and how many times the mean share of routed tokens the busiest group gets
@@ -359,20 +360,24 @@ def flash_attention(cfg: RunConfig) -> bool:
     return (cfg.attention or ("flash" if cfg.mode in GENERATING else "compiler")) == "flash"
 
 
-def _kernels(cfg: RunConfig) -> dict:
-    """How a run's programs are built: its attention kernel, whether tokens are split, and how
-    experts are spread."""
-    return {"flash": flash_attention(cfg), "sequence_parallel": cfg.sequence_parallel, "ep": cfg.ep,
+def _kernels(cfg: RunConfig, prompt: int = 0, lnc: int = 1) -> dict:
+    """How a run's programs are built: its attention kernel (for a whole prompt of ``prompt``
+    positions on logical cores of ``lnc``, the one NxD Inference picks), whether tokens are
+    split, and how experts are spread."""
+    flash = flash_attention(cfg) and (not prompt or context_encoding_kernel(prompt, lnc))
+    return {"flash": flash, "sequence_parallel": cfg.sequence_parallel, "ep": cfg.ep,
             "expert_imbalance": float(cfg.expert_imbalance), "head": cfg.head}
 
 
-def _prefill_phases(cfg: RunConfig, spec: ModelSpec, seq: int, tp: int, dt: int, lengths: list[int]) -> list[_Phase]:
+def _prefill_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int, lengths: list[int]
+                    ) -> list[_Phase]:
     """The prompt's encoding: one graph of the bucket that holds it (the padding is computed
     too), or chunks of ``prefill_chunk`` tokens each attending to the chunks before it."""
     batch = cfg.batch if cfg.concurrency is None else 1  # continuous batching encodes one prompt at a time
+    tp = dep.shards
     if not cfg.prefill_chunk:
         ce = _bucket(seq, lengths)
-        return [_Phase("prefill", build_program(spec, Phase(batch, ce, ce, tp, **_kernels(cfg)), dt))]
+        return [_Phase("prefill", build_program(spec, Phase(batch, ce, ce, tp, **_kernels(cfg, ce, dep.lnc)), dt))]
     chunk = cfg.prefill_chunk
     return [_Phase(f"prefill chunk {i + 1}",
                    build_program(spec, Phase(batch, chunk, (i + 1) * chunk, tp, **_kernels(cfg)), dt))
@@ -387,7 +392,7 @@ def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int)
         prog = build_program(spec, Phase(cfg.batch, seq, seq, tp, **_kernels(cfg)), dt)
         return [_Phase("inference", prog, repeat=request_count(cfg), numbered=False)]
     lengths = graph_lengths(compiled_length(cfg, seq), cfg.bucketing)
-    out = _prefill_phases(cfg, spec, seq, tp, dt, lengths)
+    out = _prefill_phases(cfg, spec, seq, dep, dt, lengths)
     per_step = tokens_per_step(cfg)
     for bucket, steps in _decode_buckets(seq, cfg.new_tokens, lengths):
         out.append(_Phase(f"decode ctx {bucket}", _token_step(cfg, spec, bucket, tp, dt),
@@ -432,7 +437,8 @@ def _run_serving(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt:
                 steps[key] = _Phase(f"prefill chunk {n + 1}",
                                     build_program(spec, Phase(1, chunk, (n + 1) * chunk, tp, **_kernels(cfg)), dt))
             else:  # a whole prompt, padded to its bucket
-                steps[key] = _Phase(f"prefill ctx {n}", build_program(spec, Phase(1, n, n, tp, **_kernels(cfg)), dt))
+                steps[key] = _Phase(f"prefill ctx {n}",
+                                    build_program(spec, Phase(1, n, n, tp, **_kernels(cfg, n, dep.lnc)), dt))
         return timeline.run(steps[key], t, gap)
 
     def prefill(t: float, prompt: int, i: int) -> float:

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from sim.hardware.chip import load_toml
 
 from sim.workloads.builder import ProgramBuilder
 from sim.workloads.builder import share as _shard
@@ -97,10 +102,13 @@ def _scores_softmax_context(b: ProgramBuilder, ph: Phase, causal: bool, rows: in
     """Scores of ``rows`` queries against ``ctx`` keys (``count`` times), the softmax, and the
     context: as one fused kernel with flash attention. The ``cache_elems`` of keys read from the
     KV cache lie in rows of ``kv_row`` elements per position (values likewise)."""
+    # a causal flash kernel skips the key tiles after a query tile (the compiler's ops compute the
+    # whole masked square, as does a decode step's one query over its cache)
+    scored, weighed = causal_keys(ph.seq, ctx) if ph.flash and causal and not ph.decode_step else (ctx, ctx)
     with b.fused(ph.flash):
-        b.matmul("scores", rows, qk_dim, ctx, count=count, weights=False, hbm_elems=cache_elems, deps=(ready,),
+        b.matmul("scores", rows, qk_dim, scored, count=count, weights=False, hbm_elems=cache_elems, deps=(ready,),
                  kv_row_elems=kv_row)
-        score_elems = ph.batch * heads * ph.seq * ctx
+        score_elems = ph.batch * heads * ph.seq * weighed
         if causal:
             b.gpsimd("causal_mask", elems=score_elems, rows=ph.batch * heads * ph.seq)
         b.vector("softmax_max", elems=score_elems, rows=ph.batch * heads * ph.seq, reduced=ph.batch * heads * ph.seq)
@@ -108,9 +116,40 @@ def _scores_softmax_context(b: ProgramBuilder, ph: Phase, causal: bool, rows: in
         b.vector("softmax_norm", elems=score_elems, rows=ph.batch * heads * ph.seq)
         # the probabilities come out with queries on partitions; the context matmul contracts over
         # the keys, so they are turned around on the array first (as the NKI attention kernels do)
-        b.transpose("probs_transpose", rows, ctx, count=count)
-        b.matmul("context", rows, ctx, v_dim, count=count, weights=False, hbm_elems=cache_elems * v_dim // qk_dim,
+        b.transpose("probs_transpose", rows, weighed, count=count)
+        b.matmul("context", rows, weighed, v_dim, count=count, weights=False, hbm_elems=cache_elems * v_dim // qk_dim,
                  kv_row_elems=kv_row * v_dim // qk_dim)
+
+
+@cache
+def _kernel_settings(table: str) -> dict[str, int]:
+    return {k: int(v["value"]) for k, v in load_toml("kernels.toml")[table].items()}
+
+
+def context_encoding_kernel(positions: int, lnc: int) -> bool:
+    """Whether NxD Inference encodes a prompt bucket of ``positions`` with its flash-attention
+    kernel on logical cores of ``lnc`` physical cores, rather than the compiler's ops (kernels.toml)."""
+    t = _kernel_settings("nxdi_context_encoding")
+    if lnc > 1:
+        if positions >= t["sharded_min_positions"]:
+            return positions % t["sharded_multiple"] == 0
+        return positions % t["sharded_short_multiple"] == 0
+    return positions >= t["unsharded_min_positions"]
+
+
+def causal_keys(seq: int, ctx: int) -> tuple[int, int]:
+    """The keys a query of a causal NKI flash-attention kernel is multiplied by, on average, when
+    ``seq`` queries are the last of ``ctx`` positions: in the scores matmul, and in the softmax
+    and the context matmul. A tile of queries runs the key tiles that start at or before its
+    first position (kernels.toml): score-sized ones for the scores, large ones for the rest."""
+    t = _kernel_settings("flash_attention")
+    q_tile, score_tile, key_tile = t["query_tile"], t["score_tile"], min(t["key_tile"], ctx)
+    starts = np.arange(0, seq, q_tile)
+    rows = np.minimum(q_tile, seq - starts)  # the last tile may be partial
+    first = ctx - seq + starts  # each tile's first position
+    scored = np.minimum(ctx, (first // score_tile + 1) * score_tile)
+    weighed = np.minimum(ctx, (first // key_tile + 1) * key_tile)
+    return round(float(rows @ scored) / seq), round(float(rows @ weighed) / seq)
 
 
 def _latent_attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, layer: int) -> None:

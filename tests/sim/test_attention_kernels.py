@@ -1,0 +1,63 @@
+"""The attention kernels NxD Training and NxD Inference run: causal tiles skipped, and which
+prompts NxD Inference encodes with the kernel rather than the compiler's ops."""
+
+import pytest
+
+from sim.metrics import compute_metrics
+from sim.run import RunConfig, simulate
+from sim.workloads import Phase, build_program, get_model
+from sim.workloads.transformer import causal_keys, context_encoding_kernel
+
+
+def _op_flops(program, name):
+    return sum(op.flops for op in program.ops if op.name == name)
+
+
+def test_a_causal_flash_kernel_skips_the_key_tiles_after_each_query_tile():
+    # 8,192 queries in tiles of 128, keys in sub-tiles of 512 (scores) and tiles of 2,048 (softmax,
+    # context). Queries 0-511 (four query tiles) start in key sub-tile 0 and score one sub-tile,
+    # queries 512-1023 two, ... queries 7680-8191 sixteen: 512 * 512 * (1 + ... + 16) / 8192 keys
+    # a query on average. For the softmax and the context, queries 0-2047 run one large tile,
+    # 2048-4095 two, ..., four: 2048 * 2048 * (1 + 2 + 3 + 4) / 8192.
+    assert causal_keys(8192, 8192) == (512 * 512 * 136 // 8192, 2048 * 2048 * 10 // 8192) == (4352, 5120)
+    # one large tile of keys: only the scores skip sub-tiles (queries 0-511 one, ..., 1536-2047 four)
+    assert causal_keys(2048, 2048) == (512 * 512 * 10 // 2048, 2048)
+    # a chunk of 512 queries after 1,536 cached positions starts in the last sub-tile: no skipping
+    assert causal_keys(512, 2048) == (2048, 2048)
+    assert causal_keys(128, 128) == (128, 128)
+
+
+def test_only_a_causal_flash_prompt_skips_tiles():
+    spec = get_model("llama-3-8b")
+
+    def flops(**kw):
+        return _op_flops(build_program(spec, Phase(1, 8192, 8192, 8, **kw), 2), "scores")
+
+    # every query against every key: 32 heads over 8 cores, head_dim 128, in each of 32 layers
+    full = 2 * 8192 * 8192 * 128 * (32 // 8) * 32
+    assert flops(flash=False) == full  # the compiler's ops compute the whole masked square
+    assert flops(flash=True) == full * 4352 // 8192
+    # an encoder is not causal: its kernel has nothing to skip
+    bert = get_model("bert-large")
+    assert (_op_flops(build_program(bert, Phase(1, 512, 512, 1, flash=True), 2), "scores")
+            == _op_flops(build_program(bert, Phase(1, 512, 512, 1, flash=False), 2), "scores"))
+
+
+@pytest.mark.parametrize("positions, lnc, kernel", [
+    (128, 2, False), (256, 2, True), (768, 2, True), (1280, 2, False), (1536, 2, True), (4096, 2, True),
+    (2048, 1, False), (4096, 1, True), (8192, 1, True),
+])
+def test_nxd_inference_picks_its_kernel_for_a_prompt_bucket_as_its_source_does(positions, lnc, kernel):
+    assert context_encoding_kernel(positions, lnc) is kernel
+
+
+def _ttft(chip, attention):
+    cfg = RunConfig(model="qwen3-0.6b", chip=chip, mode="decode", seq=2048, new_tokens=1, attention=attention)
+    return compute_metrics(simulate(cfg)).time_to_first_token_s
+
+
+def test_a_2048_token_prompt_is_encoded_with_the_compilers_ops_on_one_core_and_the_kernel_on_two():
+    # Inferentia2 (LNC=1): below 4,096 positions NxD Inference leaves attention to the compiler
+    assert _ttft("inf2", "flash") == _ttft("inf2", "compiler")
+    # Trainium2 (LNC=2): 2,048 positions, a multiple of 512, run the sharded kernel
+    assert _ttft("trn2", "flash") < _ttft("trn2", "compiler")
