@@ -18,7 +18,7 @@ from sim.cost.dma import memory_share_bytes_per_s
 from sim.errors import SimError
 from sim.hardware.chip import Chip, get_chip
 from sim.metrics import communication, compute_metrics
-from sim.trace import Trace, union_intervals
+from sim.trace import PIPELINE_BUBBLE, Trace, union_intervals
 
 # what can bound a layer: the resource busiest over its span
 BOUND_RESOURCES = {"tensor": ("tensor",), "vector": ("vector",), "scalar": ("scalar",), "gpsimd": ("gpsimd",),
@@ -420,6 +420,7 @@ LATENCY_BOUND_SHARE = 0.15  # layers waiting on dependencies this share of the r
 THROTTLED_SHARE = 0.05  # TensorE active time lost to the warm-up throttle
 SEMAPHORE_WAIT_SHARE = 0.15  # TensorE waiting on its semaphores this share of the run
 EVACUATION_SHARE = 0.10  # matmul layers whose PSUM evacuation keeps ScalarE/VectorE busier than TensorE
+PIPELINE_BUBBLE_SHARE = 0.02  # a pipelined step's slowest stage idle this share of the step
 COMPARE_FACTOR = 1.5  # another run's same layer at least this much faster is worth saying why
 
 
@@ -471,8 +472,8 @@ def insights(trace: Trace, others: list[Trace] = (), analysis: RunAnalysis | Non
     summ = analysis.summary
     found: list[tuple[float, Insight]] = []
 
-    def add(share: float, key: str, text: str, subject: list[Stats]) -> None:
-        a, b = _span(subject) if subject else (0.0, 0.0)
+    def add(share: float, key: str, text: str, subject: list[Stats], span: tuple[float, float] | None = None) -> None:
+        a, b = span or (_span(subject) if subject else (0.0, 0.0))
         found.append((share, Insight(_severity(share), text, tuple(s.name for s in subject), a, b, key)))
 
     memory = [s for s in layers if s.bound == "memory"]
@@ -550,6 +551,16 @@ def insights(trace: Trace, others: list[Trace] = (), analysis: RunAnalysis | Non
         add(share, "psum_evacuation",
             f"PSUM evacuation: ScalarE/VectorE are busier than TensorE in {len(evac)} matmul layer(s) "
             f"({_names(evac)}); the array waits for PSUM banks to be emptied.", evac)
+
+    run_ns = trace.meta.get("total_ns", trace.duration_ns)
+    for phase in trace.meta.get("phases", ()):
+        idle = phase["end_ns"] - phase["start_ns"]
+        if phase["name"] == PIPELINE_BUBBLE and run_ns > 0 and idle / run_ns >= PIPELINE_BUBBLE_SHARE:
+            add(idle / run_ns, "pipeline_bubble",
+                f"Pipeline bubble: each step the slowest stage waits {idle * 1e-6:,.1f} ms ({100 * idle / run_ns:.1f}% "
+                "of the step) while the other stages fill and drain the pipeline; more micro-batches a step "
+                "(--grad-accum) or fewer stages (--pipeline) shrink it.", [],
+                (phase["start_ns"] * 1e-3, phase["end_ns"] * 1e-3))
 
     for k, other in enumerate(others):
         theirs = other_analyses[k] if other_analyses else None

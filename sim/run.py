@@ -17,7 +17,7 @@ from sim.quant import Precision, dense, precision
 from sim.scheduler import CoreScheduler, copy_span, log_mark, repeat_tail
 from sim.serve import ServeLog, serve, serving_record, serving_summary
 from sim.serve import lengths as serve_lengths
-from sim.trace import Counter, Trace, Track
+from sim.trace import PIPELINE_BUBBLE, Counter, Trace, Track
 from sim.workloads import (
     ModelSpec,
     Phase,
@@ -496,7 +496,7 @@ def _training_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment,
                               STORED_MIDDLE_MICRO_BATCHES, number_from=2))
         out.append(_Phase("micro-batch", step(accumulate=True), number_from=n))
     if dep.pipeline > 1:  # 1F1B: the other stages' first forwards and last backwards
-        out.append(_Phase("pipeline bubble", step(update=False), idle_periods=dep.pipeline - 1))
+        out.append(_Phase(PIPELINE_BUBBLE, step(update=False), idle_periods=dep.pipeline - 1))
     return out
 
 

@@ -20,6 +20,8 @@ import numpy as np
 # the .nvtrace format: 1.1 gave each column its XXH3 checksum; 2.0 stores an op's name as an index
 # into the run's distinct names (files of 1.x still load)
 TRACE_FORMAT_VERSION = "2.0"
+# the phase (meta["phases"]) in which a pipelined training step's slowest stage waits for the others
+PIPELINE_BUBBLE = "pipeline bubble"
 
 EVENT_COLUMNS = {
     "track": np.int16, "start_ns": np.float64, "dur_ns": np.float64, "op": np.int32,

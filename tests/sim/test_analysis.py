@@ -187,6 +187,20 @@ def test_an_insight_points_at_its_layers_on_the_timeline():
     assert found.layers == ("b",) and (found.start_us, found.end_us) == (pytest.approx(100), pytest.approx(200))
 
 
+def test_a_pipelined_steps_bubble_is_an_insight_pointing_at_its_wait():
+    kw = dict(model="gpt2", instance="trn1.32xlarge", mode="training", batch=1, seq=512, cores=8, grad_accum=4)
+    trace = simulate(RunConfig(pipeline=4, **kw))
+    bubble = next(p for p in trace.meta["phases"] if p["name"] == "pipeline bubble")
+    idle, step = bubble["end_ns"] - bubble["start_ns"], trace.meta["total_ns"]
+    # 4 stages, 4 micro-batches: the slowest stage idles for 3 micro-batches of 7
+    assert idle / step == pytest.approx(3 / 7, rel=0.1)
+    found = next(i for i in insights(trace) if i.key == "pipeline_bubble")
+    assert found.text.startswith(f"Pipeline bubble: each step the slowest stage waits {idle * 1e-6:,.1f} ms "
+                                 f"({100 * idle / step:.1f}% of the step)")
+    assert (found.start_us, found.end_us) == (bubble["start_ns"] / 1e3, bubble["end_ns"] / 1e3)
+    assert "pipeline_bubble" not in keys(simulate(RunConfig(**kw)))
+
+
 # --- the report command --------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
