@@ -31,6 +31,7 @@ LEGEND_VEIL_ALPHA = 210  # counter legends sit on the background at this opacity
 LEGEND_MARGIN_PX = 8  # a counter legend keeps this far inside its plot
 COUNTER_BAND_MIN_HEIGHT = 48  # below this a counter band's tick labels crowd: it is left out instead
 TRACK_ROW_MIN_PX = 16  # the timeline's rows at their tightest: a row label's height and a little air
+GRAPHICS_MARGIN_PX = 3  # around the timeline and the counter bands
 SIMULATOR_COUNTERS = ("sbuf_bytes", "psum_bytes", "hbm_read_bytes_per_s", "hbm_write_bytes_per_s",
                       "neuronlink_bytes_per_s", "efa_bytes_per_s")
 MAX_OTHER_COUNTERS = 4
@@ -200,6 +201,9 @@ class ComparisonPane(QWidget):
         self.diagram = ChipDiagram()
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground(palette().background)
+        # the plots' own axes frame them: pyqtgraph's default 9 px around them would cost a short
+        # pane its traffic band (1600x900, four panes)
+        self.graphics.ci.layout.setContentsMargins(*(GRAPHICS_MARGIN_PX,) * 4)
         self._build_plots()
         self.graphics.installEventFilter(self)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)

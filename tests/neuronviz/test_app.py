@@ -283,6 +283,14 @@ def test_a_short_pane_leaves_out_the_counter_bands_that_do_not_fit(demo_window, 
     assert all(legend.isVisible() for legend in pane.legends)
 
 
+def test_at_1600x900_the_panes_with_six_tracks_keep_their_traffic_band(demo_window, qtbot):
+    # the screenshot size: Inferentia2 and Trainium1 draw Layers, four engines and DMA read
+    demo_window.resize(1600, 900)
+    for pane in demo_window.panes[1:3]:
+        qtbot.waitUntil(lambda p=pane: p.counters.getViewBox().viewRange()[1] == [0, 3], timeout=2000)
+        assert pane.legends[2].isVisible(), pane.run.label
+
+
 def test_a_chrome_trace_of_another_tool_opens_as_a_generic_pane(demo_window, qtbot):
     from pathlib import Path
 
