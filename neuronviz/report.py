@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from sim.hardware.chip import DEFAULT_OPT_LEVEL
 from sim.metrics import ENGINES, compute_metrics
 from sim.record import run_record
@@ -84,6 +86,39 @@ def _num(value: float | None, fmt: str, unit: str = "") -> str:
     return "n/a" if value is None else f"{value:{fmt}}{unit}"
 
 
+_EXECUTION = re.compile(r"(?: #\d+| \d+)$")  # "decode ctx 8192 #27", "micro-batch 2", "prefill chunk 3"
+
+
+def _same_layer_summed(layers: list[dict]) -> list[dict]:
+    """The layer records of a run, those of one layer in every step of a phase (``decode ctx
+    8192 #27/layer0.attention`` and ``#28``, ``micro-batch 2/layer5.mlp`` and ``3``) summed into
+    one named without the step, with its FLOP/B, MFU and MBU over them all and the bound of the
+    step that takes longest."""
+    groups: dict[str, list[dict]] = {}
+    for r in layers:
+        phase, sep, layer = r["name"].rpartition("/")
+        groups.setdefault(f"{_EXECUTION.sub('', phase)}{sep}{layer}", []).append(r)
+    out = []
+    for name, members in groups.items():
+        if len(members) == 1:
+            out.append(members[0])
+            continue
+        time_us = sum(m["time_us"] for m in members)
+        flops, nbytes = sum(m["flops"] for m in members), sum(m["bytes"] for m in members)
+
+        def weighted(key: str) -> float | None:
+            known = [m for m in members if m[key] is not None]
+            if not known or time_us <= 0:
+                return None
+            return sum(m[key] * m["time_us"] for m in known) / sum(m["time_us"] for m in known)
+
+        out.append({**max(members, key=lambda m: m["time_us"]), "name": name,
+                    "time_us": time_us, "share_percent": sum(m["share_percent"] for m in members),
+                    "flops": flops, "bytes": nbytes, "arithmetic_intensity": flops / nbytes if nbytes else None,
+                    "mfu": weighted("mfu"), "mbu": weighted("mbu")})
+    return out
+
+
 def analysis_text(index: int, record: dict) -> str:
     """One run of ``neuronviz report`` as text: summary, slowest layers, insights."""
     s = record["summary"]
@@ -98,14 +133,16 @@ def analysis_text(index: int, record: dict) -> str:
              f"mm_arithmetic_intensity {_num(s['mm_arithmetic_intensity'], ',.1f')} · average_dma_size "
              f"{_num(s['average_dma_size'], ',.0f')} · spill_save_bytes {s['spill_save_bytes']:,.0f} · "
              f"spill_reload_bytes {s['spill_reload_bytes']:,.0f}"]
-    layers = sorted(record["layers"], key=lambda r: -r["time_us"])[:REPORT_LAYERS]
-    lines.append(f"  slowest layers ({len(layers)} of {len(record['layers'])}):")
+    grouped = _same_layer_summed(record["layers"])
+    layers = sorted(grouped, key=lambda r: -r["time_us"])[:REPORT_LAYERS]
+    summed = ", each summed over its phase's steps" if len(grouped) < len(record["layers"]) else ""
+    lines.append(f"  slowest layers ({len(layers)} of {len(grouped)}{summed}):")
     width = max([len(r["name"]) for r in layers] + [5])
-    lines.append(f"    {'layer':{width}s} {'time us':>10s} {'share':>6s} {'FLOP/B':>9s} {'bound':>10s} "
+    lines.append(f"    {'layer':{width}s} {'time us':>12s} {'share':>6s} {'FLOP/B':>9s} {'bound':>10s} "
                  f"{'MFU %':>6s} {'MBU %':>6s}")
     for r in layers:
         ai = r["arithmetic_intensity"]
-        lines.append(f"    {r['name']:{width}s} {r['time_us']:10,.1f} {r['share_percent']:5.1f}% "
+        lines.append(f"    {r['name']:{width}s} {r['time_us']:12,.1f} {r['share_percent']:5.1f}% "
                      f"{'inf' if ai is None else f'{ai:,.1f}':>9s} {r['bound']:>10s} "
                      f"{_num(None if r['mfu'] is None else 100 * r['mfu'], '6.1f'):>6s} "
                      f"{_num(None if r['mbu'] is None else 100 * r['mbu'], '6.1f'):>6s}")

@@ -245,6 +245,23 @@ def test_report_text_and_a_bad_file(demo_file, tmp_path, capsys):
     assert capsys.readouterr().err.startswith("neuronviz: error: ")
 
 
+def test_report_text_sums_a_layer_over_the_steps_of_its_phase(tmp_path, capsys):
+    from sim.io import save_file
+
+    path = tmp_path / "decode.nvtrace"
+    save_file(str(path), [simulate(RunConfig(model="gpt2", chip="inf2", mode="decode", seq=128, new_tokens=6))])
+    assert main(["report", str(path), "--json"]) == 0
+    layers = json.loads(capsys.readouterr().out)["runs"][0]["layers"]
+    steps = [r for r in layers if r["name"].startswith("decode ctx") and r["name"].endswith("/layer3.mlp")]
+    assert len(steps) == 5  # the 5 token steps after the prompt's
+    assert main(["report", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "summed over its phase's steps" in text
+    phase = steps[0]["name"].split(" #")[0]  # "decode ctx 134 #1/layer3.mlp": the phase without its step
+    row = next(line.split() for line in text.splitlines() if f" {phase}/layer3.mlp " in f" {line.strip()} ")
+    assert float(row[3].replace(",", "")) == pytest.approx(sum(r["time_us"] for r in steps), abs=0.1)
+
+
 def test_a_chrome_trace_without_a_chip_reports_times_only(tmp_path, capsys):
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": [
