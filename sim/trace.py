@@ -190,9 +190,11 @@ class Trace:
 
     @property
     def run_end_ns(self) -> float:
-        """The end of the run: its last event, or of the executions after it that were not stored."""
+        """The end of the run: its last event, or of the executions after it that were not stored,
+        or of a phase in which the cores only wait (a pipeline's bubble)."""
         spans = self.unstored_spans
-        return max(self.end_ns, spans[-1][1] if spans else 0.0)
+        phases = self.meta.get("phases", ())
+        return max(self.end_ns, spans[-1][1] if spans else 0.0, max((p["end_ns"] for p in phases), default=0.0))
 
     def run_total(self, column: str, track: int | None = None) -> float:
         """Sum of an event column (``flops``, ``bytes``) over the whole run, on one track or all,

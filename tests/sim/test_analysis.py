@@ -198,6 +198,7 @@ def test_a_pipelined_steps_bubble_is_an_insight_pointing_at_its_wait():
     assert found.text.startswith(f"Pipeline bubble: each step the slowest stage waits {idle * 1e-6:,.1f} ms "
                                  f"({100 * idle / step:.1f}% of the step)")
     assert (found.start_us, found.end_us) == (bubble["start_ns"] / 1e3, bubble["end_ns"] / 1e3)
+    assert trace.run_end_ns == bubble["end_ns"] == step  # the time axis runs to the bubble's end
     assert "pipeline_bubble" not in keys(simulate(RunConfig(**kw)))
 
 
