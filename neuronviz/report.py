@@ -103,20 +103,20 @@ def _same_layer_summed(layers: list[dict]) -> list[dict]:
         if len(members) == 1:
             out.append(members[0])
             continue
-        time_us = sum(m["time_us"] for m in members)
         flops, nbytes = sum(m["flops"] for m in members), sum(m["bytes"] for m in members)
-
-        def weighted(key: str) -> float | None:
-            known = [m for m in members if m[key] is not None]
-            if not known or time_us <= 0:
-                return None
-            return sum(m[key] * m["time_us"] for m in known) / sum(m["time_us"] for m in known)
-
         out.append({**max(members, key=lambda m: m["time_us"]), "name": name,
-                    "time_us": time_us, "share_percent": sum(m["share_percent"] for m in members),
+                    "time_us": sum(m["time_us"] for m in members),
+                    "share_percent": sum(m["share_percent"] for m in members),
                     "flops": flops, "bytes": nbytes, "arithmetic_intensity": flops / nbytes if nbytes else None,
-                    "mfu": weighted("mfu"), "mbu": weighted("mbu")})
+                    "mfu": _time_weighted(members, "mfu"), "mbu": _time_weighted(members, "mbu")})
     return out
+
+
+def _time_weighted(members: list[dict], key: str) -> float | None:
+    """``key`` over layer records, each weighted by its time (None when none has it)."""
+    known = [m for m in members if m[key] is not None]
+    time_us = sum(m["time_us"] for m in known)
+    return sum(m[key] * m["time_us"] for m in known) / time_us if time_us > 0 else None
 
 
 def analysis_text(index: int, record: dict) -> str:

@@ -9,7 +9,6 @@ from functools import cache
 import numpy as np
 
 from sim.hardware.chip import load_toml
-
 from sim.workloads.builder import ProgramBuilder
 from sim.workloads.builder import share as _shard
 from sim.workloads.models import DECODER, VISION_TRANSFORMER, ModelSpec
