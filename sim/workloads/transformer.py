@@ -8,7 +8,7 @@ from functools import cache
 
 import numpy as np
 
-from sim.hardware.chip import load_toml
+from sim.hardware.chip import load_toml, sourced
 from sim.workloads.builder import ProgramBuilder
 from sim.workloads.builder import share as _shard
 from sim.workloads.models import DECODER, VISION_TRANSFORMER, ModelSpec
@@ -122,7 +122,8 @@ def _scores_softmax_context(b: ProgramBuilder, ph: Phase, causal: bool, rows: in
 
 @cache
 def _kernel_settings(table: str) -> dict[str, int]:
-    return {k: int(v["value"]) for k, v in load_toml("kernels.toml")[table].items()}
+    entries = load_toml("kernels.toml")[table]
+    return {k: int(sourced(entries, k, f"kernels.toml [{table}]")) for k in entries}
 
 
 def context_encoding_kernel(positions: int, lnc: int) -> bool:
