@@ -17,6 +17,14 @@ outputs for its gradient ops) just before it needs them. Selective checkpointing
 recomputes only the MLPs and attention's core (scores, softmax, context), keeping the outputs of
 the attention's projections and norms.
 
+Flash attention is an NKI kernel with a backward kernel of its own (``flash_attn_bwd``, which NxD
+calls directly, not through ``CoreAttention``): it keeps only the softmax's log-sum-exp from the
+forward pass and, per tile of 128 queries and 512 keys, recomputes the scores and their
+exponentials from it (no maximum, no normalisation, no context), then computes the gradient of
+the probabilities (dY V^T), the softmax's gradient in one pass, turns it around on the array,
+and the query, key and value gradients. It does that with or without activation checkpointing,
+and selective checkpointing leaves it alone; full checkpointing reruns the forward kernel first.
+
 Weights that every shard of a copy holds whole (a convolution whose output rows the shards
 split) get a partial gradient on each shard: the shards sum it by a reduce-scatter, each updates
 its share of those weights and the shards gather the updated weights back, which moves about as
@@ -26,10 +34,12 @@ data-parallel one.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from sim.workloads.builder import share
 from sim.workloads.graph import Layer, Op, OpKind, Program
+from sim.workloads.transformer import kernel_settings
 
 CHECKPOINTS = ("full", "selective")  # activation checkpointing granularities
 # the ops of attention's core, as sim.workloads.transformer names them: what selective
@@ -40,9 +50,11 @@ CORE_ATTENTION = frozenset(("scores", "causal_mask", "softmax_max", "softmax_exp
 
 def recomputed(op: Op, layer: Layer, checkpoint: str) -> bool:
     """Whether activation checkpointing of granularity ``checkpoint`` ("" for none) recomputes
-    ``op`` of ``layer`` in the backward pass instead of keeping its output."""
+    ``op`` of ``layer`` in the backward pass instead of keeping its output (a flash-attention
+    kernel recomputes what it needs in its own backward pass, :func:`_flash_backward`)."""
     if checkpoint == "selective":
-        return layer.kind in ("mlp", "moe") or (layer.kind == "attention" and op.name in CORE_ATTENTION)
+        return layer.kind in ("mlp", "moe") or (layer.kind == "attention" and op.name in CORE_ATTENTION
+                                                and not op.fused)
     return checkpoint == "full"
 
 FP32_BYTES = 4
@@ -71,27 +83,61 @@ def _save_activation(op: Op) -> Op:
     return op
 
 
+def _flash_backward(kernel: dict[str, Op]) -> list[Op]:
+    """The backward kernel of a flash-attention forward kernel (its ops by name, as
+    :func:`sim.workloads.transformer._scores_softmax_context` builds them; deps are filled in by
+    the caller). It works in tiles of as many keys as the forward's scores (kernels.toml), so a
+    causal kernel skips what the forward's scores skipped."""
+    scores, context, exp = kernel["scores"], kernel["context"], kernel["softmax_exp"]
+    keys = scores.n  # keys a query meets, tile-rounded
+    rows, qk_dim, v_dim = scores.m, scores.k, context.n
+    key_tiles = -(-keys // kernel_settings("flash_attention")["score_tile"])
+    transpose = kernel["probs_transpose"]
+
+    def per_key(op: Op) -> Op:  # an op over the forward's probabilities, over the backward's tiles instead
+        return replace(op, elems=op.elems // context.k * keys)
+
+    ops = [replace(scores, name="scores.recompute"),  # reads the keys
+           replace(per_key(exp), name="softmax_exp.recompute")]  # exp(scores - log-sum-exp)
+    if "causal_mask" in kernel:
+        ops.insert(1, replace(per_key(kernel["causal_mask"]), name="causal_mask.recompute"))
+    return ops + [
+        # D = rowsum(dY * Y), one number per query
+        Op(name="context.rowsum", kind=OpKind.VECTOR, elems=rows * v_dim * context.count, rows=rows * context.count,
+           reduced=rows * context.count, dtype_bytes=context.dtype_bytes, fused=True),
+        # the probabilities' gradient, dY V^T, reading the values
+        replace(context, name="context.grad_input", k=v_dim, n=keys),
+        # the scores' gradient P * (dP - D), one Vector pass
+        replace(per_key(exp), name="softmax.grad", kind=OpKind.VECTOR, act="", passes=1.0),
+        # each key tile turns the queries and their output gradient around (Q^T, dY^T) for dK and
+        # dV, and the scores' gradient for dQ
+        replace(transpose, name="queries_transpose", m=qk_dim, n=rows * key_tiles),
+        replace(transpose, name="output_grad_transpose", m=v_dim, n=rows * key_tiles),
+        replace(transpose, name="probs_transpose.grad", n=keys),
+        replace(scores, name="scores.grad_input", k=keys, n=qk_dim, hbm_elems=0),  # dQ
+        replace(context, name="context.grad_weight", m=keys, k=rows, n=v_dim, hbm_elems=0),  # dV
+        replace(scores, name="scores.grad_weight", m=keys, k=rows, n=qk_dim, hbm_elems=0),  # dK
+    ]
+
+
 def _backward_ops(op: Op, accumulate: bool) -> list[Op]:
-    """Gradient ops of one forward op (their deps are filled in by the caller); with
+    """Gradient ops of one forward op outside a fused kernel (their deps are filled in by the caller); with
     ``accumulate`` a weight gradient is added to the one earlier micro-batches left in memory."""
-    saved = 0 if op.fused else op.out_elems
     if op.kind is OpKind.MATMUL:
         # dX = dY @ W^T reads W again (or the forward's other operand, saved when it was an
         # activation); dW = X^T @ dY reads the forward's input X back from memory
         weights = op.params > 0 or op.weights  # its own or tied to another op's (an LM head's)
         grad_elems = op.k * op.n * op.count if weights else 0
-        operand = op.hbm_elems if op.weights or op.fused else op.k * op.n * op.count
+        operand = op.hbm_elems if op.weights else op.k * op.n * op.count
         grad_in = replace(op, name=f"{op.name}.grad_input", m=op.m, k=op.n, n=op.k, act="",
                           hbm_elems=operand, hbm_write_elems=0, deps=())
         grad_w = replace(op, name=f"{op.name}.grad_weight", m=op.k, k=op.m, n=op.n, act="", weights=False,
                          hbm_elems=grad_elems if accumulate else 0, hbm_write_elems=grad_elems, deps=())
-        if op.fused:  # recomputed inside the fused kernel's backward pass
-            return [grad_in, grad_w]
         reload = Op(name=f"{op.name}.reload_input", kind=OpKind.COPY, elems=op.m * op.k * op.count,
                     rows=op.m * op.count, hbm_elems=op.m * op.k * op.count, dtype_bytes=op.dtype_bytes)
         return [grad_in, reload, grad_w]
     if op.kind in (OpKind.VECTOR, OpKind.SCALAR, OpKind.GPSIMD):
-        return [replace(op, name=f"{op.name}.grad", passes=op.passes * 2, hbm_elems=saved,
+        return [replace(op, name=f"{op.name}.grad", passes=op.passes * 2, hbm_elems=op.out_elems,
                         hbm_write_elems=0, deps=())]
     if op.kind is OpKind.GATHER:
         return [replace(op, name=f"{op.name}.grad", kind=OpKind.GPSIMD, hbm_elems=0,
@@ -130,8 +176,8 @@ def training_program(forward: Program, params_per_layer: list[int], dp: DataPara
                 continue  # what a pipeline stage received or sent is not sent again
             prog.ops.append(replace(_save_activation(op), name=f"{op.name}.recompute", deps=(prev,)))
             prev = len(prog.ops) - 1
-        for fi in reversed(fwd_ops):
-            for op in _backward_ops(forward.ops[fi], accumulate):
+        for grads in _layer_gradients(forward.ops, fwd_ops, accumulate):
+            for op in grads:
                 prog.ops.append(replace(op, deps=(prev,)))
                 prev = len(prog.ops) - 1
         if update:
@@ -142,6 +188,20 @@ def training_program(forward: Program, params_per_layer: list[int], dp: DataPara
         reductions.flush(prev)
         _optimizer(prog, forward, reductions.updated(len(forward.layers)), tuple(reductions.ops) + (prev,), dp)
     return prog
+
+
+def _layer_gradients(ops: list[Op], layer_ops: range, accumulate: bool) -> Iterator[list[Op]]:
+    """The gradient ops of a layer's forward ops, last op first; a fused kernel's ops together."""
+    kernel: dict[str, Op] = {}
+    for fi in reversed(layer_ops):
+        op = ops[fi]
+        if op.fused:
+            kernel[op.name] = op
+            if fi == layer_ops.start or not ops[fi - 1].fused:  # the kernel's first op
+                yield _flash_backward(kernel)
+                kernel = {}
+            continue
+        yield _backward_ops(op, accumulate)
 
 
 class _Reductions:

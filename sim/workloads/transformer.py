@@ -121,7 +121,8 @@ def _scores_softmax_context(b: ProgramBuilder, ph: Phase, causal: bool, rows: in
 
 
 @cache
-def _kernel_settings(table: str) -> dict[str, int]:
+def kernel_settings(table: str) -> dict[str, int]:
+    """The tiling of the NKI attention kernels (kernels.toml), one table of it."""
     entries = load_toml("kernels.toml")[table]
     return {k: int(sourced(entries, k, f"kernels.toml [{table}]")) for k in entries}
 
@@ -129,7 +130,7 @@ def _kernel_settings(table: str) -> dict[str, int]:
 def context_encoding_kernel(positions: int, lnc: int) -> bool:
     """Whether NxD Inference encodes a prompt bucket of ``positions`` with its flash-attention
     kernel on logical cores of ``lnc`` physical cores, rather than the compiler's ops (kernels.toml)."""
-    t = _kernel_settings("nxdi_context_encoding")
+    t = kernel_settings("nxdi_context_encoding")
     if lnc > 1:
         if positions >= t["sharded_min_positions"]:
             return positions % t["sharded_multiple"] == 0
@@ -142,7 +143,7 @@ def causal_keys(seq: int, ctx: int) -> tuple[int, int]:
     ``seq`` queries are the last of ``ctx`` positions: in the scores matmul, and in the softmax
     and the context matmul. A tile of queries runs the key tiles that start at or before its
     first position (kernels.toml): score-sized ones for the scores, large ones for the rest."""
-    t = _kernel_settings("flash_attention")
+    t = kernel_settings("flash_attention")
     q_tile, score_tile, key_tile = t["query_tile"], t["score_tile"], min(t["key_tile"], ctx)
     starts = np.arange(0, seq, q_tile)
     rows = np.minimum(q_tile, seq - starts)  # the last tile may be partial

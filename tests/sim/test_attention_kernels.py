@@ -6,6 +6,7 @@ import pytest
 from sim.metrics import compute_metrics
 from sim.run import RunConfig, simulate
 from sim.workloads import Phase, build_program, get_model
+from sim.workloads.training import DataParallel, training_program
 from sim.workloads.transformer import causal_keys, context_encoding_kernel
 
 
@@ -61,3 +62,41 @@ def test_a_2048_token_prompt_is_encoded_with_the_compilers_ops_on_one_core_and_t
     assert _ttft("inf2", "flash") == _ttft("inf2", "compiler")
     # Trainium2 (LNC=2): 2,048 positions, a multiple of 512, run the sharded kernel
     assert _ttft("trn2", "flash") < _ttft("trn2", "compiler")
+
+
+def _backward(checkpoint=""):
+    """Llama-3-8B's training step at 8,192 tokens over 8 cores with the flash kernel: 4 query heads
+    a core (each GQA group of 4 stacked on the queries of 1 KV head), head_dim 128, 32 layers."""
+    forward = build_program(get_model("llama-3-8b"), Phase(1, 8192, 8192, 8, training=True, flash=True), 2)
+    step = training_program(forward, forward.params_per_layer(), DataParallel(), checkpoint=checkpoint)
+    return step.ops[len(forward.ops):]
+
+
+def test_flash_attentions_backward_kernel_recomputes_the_scores_and_exponentials_only():
+    ops = _backward()
+    names = {op.name for op in ops}
+    assert {"scores.recompute", "softmax_exp.recompute", "context.grad_input", "softmax.grad",
+            "scores.grad_input", "context.grad_weight", "scores.grad_weight"} <= names
+    # the log-sum-exp replaces the maximum and the normalisation; the context is never recomputed
+    assert not names & {"softmax_max.grad", "softmax_norm.grad", "softmax_exp.grad", "context.recompute",
+                        "softmax_max.recompute"}
+    # five matmuls of 128-query by 512-key tiles, those below the diagonal: 4,352 keys a query on
+    # average (the forward's scores skip the same tiles), 4 x 8,192 query rows, head_dim 128
+    kernel = {"scores.recompute", "context.grad_input", "scores.grad_input", "context.grad_weight",
+              "scores.grad_weight"}
+    flops = sum(op.flops for op in ops if op.name in kernel)
+    assert flops == 5 * 2 * (4 * 8192) * 4352 * 128 * 32
+    # one exponential and one Vector pass a (query, key) of those tiles
+    exp = sum(op.flops for op in ops if op.name == "softmax_exp.recompute")
+    assert exp == sum(op.flops for op in ops if op.name == "softmax.grad") == 4 * 8192 * 4352 * 32  # 4 heads a core
+
+
+def test_selective_checkpointing_leaves_the_flash_kernel_to_its_own_backward():
+    def core(ops):
+        return sorted((op.name, op.flops) for op in ops if op.fused)
+
+    # NxD calls the kernel itself, not CoreAttention: selective recomputation adds nothing to it
+    assert core(_backward("selective")) == core(_backward())
+    # full checkpointing reruns the whole forward pass first, the kernel's forward with it
+    full = {op.name for op in _backward("full")}
+    assert {"scores.recompute", "context.recompute", "softmax_max.recompute"} <= full
