@@ -23,7 +23,8 @@ ABOVE_LEGENDS = 1000.0  # z of items the ViewBox draws over its legends
 BAND_TOP = 0.16  # of a band's height, above its y_max
 BAND_BOTTOM = 0.06  # below its zero
 BAND_FILL = 1.0 - BAND_TOP - BAND_BOTTOM
-MIN_TICK_PX = 15  # labelled ticks of a band at least this far apart (a line of 7-8 pt text and a gap)
+MIN_TICK_PX = 17  # labelled ticks of a band at least this far apart (a line of 9 pt text and a gap)
+TITLE_MARGIN_PX = 3  # between a band's title and the axis' left edge, and its tick labels
 
 
 def band_y(k: int, value: float, y_max: float) -> float:
@@ -84,24 +85,24 @@ class BandAxis(pg.AxisItem):
 
     @reports_errors
     def drawPicture(self, p, axisSpec, tickSpecs, textSpecs) -> None:
-        """The ticks, then each band's title turned along the axis at its left edge (as text, so
-        an SVG export keeps it searchable)."""
+        """The ticks, then each band's title across the axis at its left edge, in the room its
+        tick labels leave (on two lines if it needs them), as track names sit in a profiler; as
+        text, so an SVG export keeps it searchable."""
         super().drawPicture(p, axisSpec, tickSpecs, textSpecs)
         bounds = self.mapRectFromParent(self.geometry())
         r0, r1 = self.range
         if r1 == r0:
             return
-        line = p.fontMetrics().height()
         for k, band in enumerate(self.bands):
-            top, bottom = (bounds.bottom() - (y - r0) / (r1 - r0) * bounds.height() for y in (k, k + 1))
-            if max(top, bottom) <= bounds.top() or min(top, bottom) >= bounds.bottom():
+            top, bottom = sorted(bounds.bottom() - (y - r0) / (r1 - r0) * bounds.height() for y in (k, k + 1))
+            if bottom <= bounds.top() or top >= bounds.bottom():
                 continue
-            p.save()
-            p.translate(bounds.left(), (top + bottom) / 2)
-            p.rotate(-90)
-            p.drawText(QRectF(-bounds.height() / 2, 0.0, bounds.height(), line),
-                       int(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop), band.title)
-            p.restore()
+            labels = min((rect.left() for rect, _, _ in textSpecs if top <= rect.center().y() <= bottom),
+                         default=bounds.right())
+            room = QRectF(bounds.left() + TITLE_MARGIN_PX, top, labels - bounds.left() - 2 * TITLE_MARGIN_PX,
+                          bottom - top)
+            p.drawText(room, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter
+                                 | Qt.TextFlag.TextWordWrap), band.title)
 
 
 class BandRules(QGraphicsItem):

@@ -29,14 +29,14 @@ AREA_EDGE_COLOR = (0, 114, 178, 160)
 UNSTORED_COLOR = (128, 128, 128, 28)  # executions not stored as events, drawn from their twins: a light shade
 LEGEND_VEIL_ALPHA = 210  # counter legends sit on the background at this opacity, over the curves
 LEGEND_MARGIN_PX = 8  # a counter legend keeps this far inside its plot
-COUNTER_BAND_MIN_HEIGHT = 48  # below this a counter band's tick labels crowd: it is left out instead
+COUNTER_BAND_MIN_HEIGHT = 38  # two tick labels and a title on two lines; a shorter band is left out instead
 TRACK_ROW_MIN_PX = 16  # the timeline's rows at their tightest: a row label's height and a little air
 GRAPHICS_MARGIN_PX = 3  # around the timeline and the counter bands
 SIMULATOR_COUNTERS = ("sbuf_bytes", "psum_bytes", "hbm_read_bytes_per_s", "hbm_write_bytes_per_s",
                       "neuronlink_bytes_per_s", "efa_bytes_per_s")
 MAX_OTHER_COUNTERS = 4
 OTHER_COUNTER_COLORS = tuple(ENGINE_COLORS[k] for k in ENGINE_ORDER)
-LEFT_AXIS_WIDTH = 80
+LEFT_AXIS_WIDTH = 88
 ROW_LABEL_CHARS = 10
 ACTIVITY_WINDOW = 0.01  # chip diagram activity: busy fraction over 1% of the run around the playhead
 

@@ -9,7 +9,7 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QApplication, QDockWidget, QMessageBox
 
-from neuronviz.theme import ENGINE_COLORS
+from neuronviz.theme import ENGINE_COLORS, palette
 from neuronviz.trace_view import window_stats
 
 
@@ -245,8 +245,9 @@ def test_counter_plots_are_bands_of_one_plot_each_with_its_ticks_and_curves(demo
     axis = pane.band_axis
     (_, major), _ = axis.tickValues(0, 3, 300)
     labels = dict(zip(major, axis.tickStrings(major, 1.0, 1.0), strict=True))
-    # inf1's copy alone reads its DDR at up to its core's DMA rate, 22.8 GB/s
-    for k, (low, high) in enumerate((("0", "100"), ("0", "100"), ("0", "25"))):
+    # inf1's copy alone reads its DDR at up to its core's DMA rate, 22.8 GB/s: a band to 25.1,
+    # labelled every 10 at 17 px or more apart
+    for k, (low, high) in enumerate((("0", "100"), ("0", "100"), ("0", "20"))):
         in_band = [labels[y] for y in sorted(major, reverse=True) if k <= y < k + 1]  # bottom up
         assert in_band[0] == low and in_band[-1] == high, k
     pane.timeline.setXRange(0, pane.run.duration_ns, padding=0)
@@ -271,24 +272,37 @@ def test_a_short_pane_leaves_out_the_counter_bands_that_do_not_fit(demo_window, 
     pane = demo_window.panes[0]
     vb = pane.counters.getViewBox()
     assert vb.viewRange()[1] == [0, 3]
-    demo_window.resize(1600, 800)
+    demo_window.resize(1600, 760)
     qtbot.waitUntil(lambda: vb.viewRange()[1] == [0, 2], timeout=2000)
     assert [legend.isVisible() for legend in pane.legends] == [True, True, False]
     (_, major), _ = pane.band_axis.tickValues(0, 2, 100)
     assert max(major) < 2  # no ticks of the band left out
-    demo_window.resize(1600, 640)
+    demo_window.resize(1600, 600)
     qtbot.waitUntil(lambda: not pane.counters.isVisible(), timeout=2000)
     demo_window.resize(1600, 1000)
     qtbot.waitUntil(lambda: pane.counters.isVisible() and vb.viewRange()[1] == [0, 3], timeout=2000)
     assert all(legend.isVisible() for legend in pane.legends)
 
 
-def test_at_1600x900_the_panes_with_six_tracks_keep_their_traffic_band(demo_window, qtbot):
-    # the screenshot size: Inferentia2 and Trainium1 draw Layers, four engines and DMA read
+def test_at_1600x900_every_demo_pane_keeps_its_traffic_band_with_its_titles_across(demo_window, qtbot):
+    # the screenshot size: Trainium2 draws seven rows (Layers, four engines, DMA read, Collective)
+    # under a header on three lines, and still shows busy %, SRAM % and GB/s
     demo_window.resize(1600, 900)
-    for pane in demo_window.panes[1:3]:
+    for pane in demo_window.panes:
         qtbot.waitUntil(lambda p=pane: p.counters.getViewBox().viewRange()[1] == [0, 3], timeout=2000)
-        assert pane.legends[2].isVisible(), pane.run.label
+        assert pane.legends[2].isVisible(), pane.run.title
+    qtbot.wait(20)
+    pane = demo_window.panes[3]
+    axis = pane.band_axis
+    pixels = _grab(pane.graphics).astype(int)
+    left = round(pane.graphics.mapFromScene(axis.sceneBoundingRect().topLeft()).x())
+    vb = pane.counters.getViewBox()
+    edges = [round(pane.graphics.mapFromScene(vb.mapViewToScene(QPointF(0, k))).y()) for k in range(4)]
+    background = np.array(QColor(palette().background).getRgb()[:3])
+    for k in range(3):  # each title written across at the axis' left, inside its own band
+        text = np.abs(pixels[edges[k] + 1:edges[k + 1] - 1, left:left + 40] - background).sum(axis=2) > 200
+        rows = np.flatnonzero(text.any(axis=1))
+        assert text.sum() > 30 and rows.max() - rows.min() < 16, k  # one line of text, not turned along
 
 
 def test_a_chrome_trace_of_another_tool_opens_as_a_generic_pane(demo_window, qtbot):
