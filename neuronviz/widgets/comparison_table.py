@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 from PySide6.QtWidgets import QLabel, QTableWidget, QVBoxLayout, QWidget
 
+from neuronviz.widgets import compact_rows
+
 
 class ComparisonTable(QWidget):
     def __init__(self, columns: Sequence[str], title: str, parent: QWidget | None = None) -> None:
@@ -14,6 +16,7 @@ class ComparisonTable(QWidget):
         self.table = QTableWidget(0, len(columns))
         self.table.setHorizontalHeaderLabels(list(columns))
         self.table.verticalHeader().setVisible(False)
+        compact_rows(self.table)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.title)

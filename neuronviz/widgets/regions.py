@@ -10,6 +10,7 @@ from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout
 
 from neuronviz.session import Run, Session
+from neuronviz.widgets import compact_rows
 from neuronviz.widgets.lazy import LazyView
 from sim.analysis import Stats, region_of_collectives, region_of_layers, region_of_windows
 
@@ -64,6 +65,7 @@ class RegionsView(LazyView):
         top.addStretch(1)
         self.table = QTableWidget()
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        compact_rows(self.table)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)

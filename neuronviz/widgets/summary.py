@@ -7,6 +7,7 @@ from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import QAbstractItemView, QTableWidget, QTableWidgetItem, QWidget
 
 from neuronviz.session import Session
+from neuronviz.widgets import compact_rows
 
 COLUMNS = ("run", "instance", "latency ms", "loaded ms", "throughput /s", "speed-up", "MFU %", "Tensor %",
            "Vector %", "Scalar %", "GpSimd %", "HBM read MB", "HBM write MB", "$ per million")
@@ -98,6 +99,7 @@ class SummaryTable(QTableWidget):
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.verticalHeader().setVisible(False)
+        compact_rows(self)
         QShortcut(QKeySequence.StandardKey.Copy, self, self.copy_selection)
         session.sig_runs_changed.connect(self.refresh)
         session.sig_baseline_changed.connect(self.refresh)

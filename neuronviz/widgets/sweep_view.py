@@ -30,6 +30,7 @@ from neuronviz.axes import log_ticks
 from neuronviz.runner import SimulationRunner, _Worker
 from neuronviz.session import Session
 from neuronviz.theme import GENERATION_COLORS, palette
+from neuronviz.widgets import compact_rows
 from sim.errors import SimError
 from sim.sweep import STATUS_OK, Point, execute, grid, pareto_front, read_results, write_results
 
@@ -167,6 +168,7 @@ class SweepView(QWidget):
         self.table.setSortingEnabled(False)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.verticalHeader().setVisible(False)
+        compact_rows(self.table)
         self.table.doubleClicked.connect(lambda index: self.open_configuration(self.model.rows[index.row()]))
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.plot)

@@ -305,6 +305,16 @@ def test_at_1600x900_every_demo_pane_keeps_its_traffic_band_with_its_titles_acro
         assert text.sum() > 30 and rows.max() - rows.min() < 16, k  # one line of text, not turned along
 
 
+def test_at_1600x900_the_summary_shows_every_run_of_the_demo_whole(demo_window, qtbot):
+    demo_window.resize(1600, 900)
+    table = demo_window.summary
+    qtbot.waitUntil(lambda: table.viewport().height() < 200, timeout=2000)
+    last = table.visualRect(table.model().index(table.rowCount() - 1, 0))
+    assert table.rowCount() == 4 and last.bottom() <= table.viewport().height()
+    # a row is a line of text and a little air, not the style's 30 px
+    assert table.rowHeight(0) == table.fontMetrics().height() + 6
+
+
 def test_a_chrome_trace_of_another_tool_opens_as_a_generic_pane(demo_window, qtbot):
     from pathlib import Path
 
