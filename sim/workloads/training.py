@@ -15,7 +15,9 @@ kept from the forward pass; the backward pass recomputes a layer's forward ops (
 outputs for its gradient ops) just before it needs them. Selective checkpointing (NxD Training's
 ``activations_checkpoint_granularity: selective`` recomputing ``[CoreAttention, LlamaMLP]``)
 recomputes only the MLPs and attention's core (scores, softmax, context), keeping the outputs of
-the attention's projections and norms.
+the attention's projections and of the blocks' norms and residual adds. Of what is recomputed,
+only what a gradient needs runs again: torch-xla's lazy tensors compute what a step's results
+reach, so a checkpointed MLP's last projection, and the collective after it, are not rerun.
 
 Flash attention is an NKI kernel with a backward kernel of its own (``flash_attn_bwd``, which NxD
 calls directly, not through ``CoreAttention``): it keeps only the softmax's log-sum-exp from the
@@ -47,14 +49,18 @@ CHECKPOINTS = ("full", "selective")  # activation checkpointing granularities
 CORE_ATTENTION = frozenset(("scores", "causal_mask", "softmax_max", "softmax_exp", "softmax_norm", "probs_transpose",
                             "context"))
 
+# a block's norm and residual add, outside its MLP module (NxD's LlamaDecoderLayer holds them):
+# selective checkpointing keeps their outputs, as it keeps the attention's projections
+BLOCK_EDGES = frozenset(("layernorm", "layernorm_transpose", "residual"))
+
 
 def recomputed(op: Op, layer: Layer, checkpoint: str) -> bool:
     """Whether activation checkpointing of granularity ``checkpoint`` ("" for none) recomputes
     ``op`` of ``layer`` in the backward pass instead of keeping its output (a flash-attention
     kernel recomputes what it needs in its own backward pass, :func:`_flash_backward`)."""
     if checkpoint == "selective":
-        return layer.kind in ("mlp", "moe") or (layer.kind == "attention" and op.name in CORE_ATTENTION
-                                                and not op.fused)
+        return ((layer.kind in ("mlp", "moe") and op.name not in BLOCK_EDGES)
+                or (layer.kind == "attention" and op.name in CORE_ATTENTION and not op.fused))
     return checkpoint == "full"
 
 FP32_BYTES = 4
@@ -97,10 +103,10 @@ def _flash_backward(kernel: dict[str, Op]) -> list[Op]:
     def per_key(op: Op) -> Op:  # an op over the forward's probabilities, over the backward's tiles instead
         return replace(op, elems=op.elems // context.k * keys)
 
-    ops = [replace(scores, name="scores.recompute"),  # reads the keys
-           replace(per_key(exp), name="softmax_exp.recompute")]  # exp(scores - log-sum-exp)
+    ops = [replace(scores, name="scores.grad_recompute"),  # reads the keys
+           replace(per_key(exp), name="softmax_exp.grad_recompute")]  # exp(scores - log-sum-exp)
     if "causal_mask" in kernel:
-        ops.insert(1, replace(per_key(kernel["causal_mask"]), name="causal_mask.recompute"))
+        ops.insert(1, replace(per_key(kernel["causal_mask"]), name="causal_mask.grad_recompute"))
     return ops + [
         # D = rowsum(dY * Y), one number per query
         Op(name="context.rowsum", kind=OpKind.VECTOR, elems=rows * v_dim * context.count, rows=rows * context.count,
@@ -159,9 +165,9 @@ def training_program(forward: Program, params_per_layer: list[int], dp: DataPara
     op's output, the next layer's input, is always kept.
     """
     ends = {la.first_op + la.n_ops - 1 for la in forward.layers}
-    again = {i for la in forward.layers for i in range(la.first_op, la.first_op + la.n_ops)
-             if recomputed(forward.ops[i], la, checkpoint)}
-    prog = Program(ops=[op if i in again and i not in ends else _save_activation(op)
+    again = _run_again(forward.ops, {i for la in forward.layers for i in range(la.first_op, la.first_op + la.n_ops)
+                                     if recomputed(forward.ops[i], la, checkpoint)} - ends)
+    prog = Program(ops=[op if i in again else _save_activation(op)
                         for i, op in enumerate(forward.ops)], layers=list(forward.layers))
     reductions = _Reductions(prog, dp)
     prev = len(prog.ops) - 1  # the backward chain; reductions hang off it without blocking it
@@ -188,6 +194,25 @@ def training_program(forward: Program, params_per_layer: list[int], dp: DataPara
         reductions.flush(prev)
         _optimizer(prog, forward, reductions.updated(len(forward.layers)), tuple(reductions.ops) + (prev,), dp)
     return prog
+
+
+def _run_again(ops: list[Op], recompute: set[int]) -> set[int]:
+    """The ops of ``recompute`` that the backward pass runs again. torch-xla's lazy tensors compute
+    only what a step's results reach, so a recomputed op runs only if a gradient reads its output
+    (a Vector, Scalar or GpSimd op's gradient reads it; a matmul's weight gradient reads its input;
+    a fused kernel's backward reads its outputs) or a recomputed op that runs reads it: the last
+    projection of a checkpointed MLP and the collective after it are never run again."""
+    readers: dict[int, list[int]] = {}
+    for i, op in enumerate(ops):
+        for d in op.deps:
+            readers.setdefault(d, []).append(i)
+    run: set[int] = set()
+    for i in sorted(recompute, reverse=True):  # an op's readers come after it
+        op = ops[i]
+        if (op.fused or op.kind in (OpKind.VECTOR, OpKind.SCALAR, OpKind.GPSIMD)
+                or any(r in run or ops[r].kind is OpKind.MATMUL for r in readers.get(i, ()))):
+            run.add(i)
+    return run
 
 
 def _layer_gradients(ops: list[Op], layer_ops: range, accumulate: bool) -> Iterator[list[Op]]:

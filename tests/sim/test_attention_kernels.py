@@ -75,19 +75,19 @@ def _backward(checkpoint=""):
 def test_flash_attentions_backward_kernel_recomputes_the_scores_and_exponentials_only():
     ops = _backward()
     names = {op.name for op in ops}
-    assert {"scores.recompute", "softmax_exp.recompute", "context.grad_input", "softmax.grad",
+    assert {"scores.grad_recompute", "softmax_exp.grad_recompute", "context.grad_input", "softmax.grad",
             "scores.grad_input", "context.grad_weight", "scores.grad_weight"} <= names
     # the log-sum-exp replaces the maximum and the normalisation; the context is never recomputed
     assert not names & {"softmax_max.grad", "softmax_norm.grad", "softmax_exp.grad", "context.recompute",
                         "softmax_max.recompute"}
     # five matmuls of 128-query by 512-key tiles, those below the diagonal: 4,352 keys a query on
     # average (the forward's scores skip the same tiles), 4 x 8,192 query rows, head_dim 128
-    kernel = {"scores.recompute", "context.grad_input", "scores.grad_input", "context.grad_weight",
+    kernel = {"scores.grad_recompute", "context.grad_input", "scores.grad_input", "context.grad_weight",
               "scores.grad_weight"}
     flops = sum(op.flops for op in ops if op.name in kernel)
     assert flops == 5 * 2 * (4 * 8192) * 4352 * 128 * 32
     # one exponential and one Vector pass a (query, key) of those tiles
-    exp = sum(op.flops for op in ops if op.name == "softmax_exp.recompute")
+    exp = sum(op.flops for op in ops if op.name == "softmax_exp.grad_recompute")
     assert exp == sum(op.flops for op in ops if op.name == "softmax.grad") == 4 * 8192 * 4352 * 32  # 4 heads a core
 
 
