@@ -149,11 +149,17 @@ class MainWindow(QMainWindow):
         dock = self._dock(title, view, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.tabifyDockWidget(after, dock)
         dock.visibilityChanged.connect(lambda shown: shown and self._grow_dock(dock, height))
+        # runs that give the open tab something to show: it grows then (a tab behind another
+        # counts as visible, with nothing of it on screen)
+        self.session.sig_runs_changed.connect(
+            lambda *_: not dock.visibleRegion().isEmpty() and self._grow_dock(dock, height))
         return dock
 
     def _grow_dock(self, dock: QDockWidget, height: int) -> None:
-        """Give a bottom dock at least ``height`` pixels (its plots are unreadable squeezed)."""
-        if dock.height() < height:
+        """Give a bottom dock at least ``height`` pixels (its plots are unreadable squeezed), unless
+        its view has nothing to show for these runs but a line saying so."""
+        empty = getattr(dock.widget(), "has_nothing_to_show", None)
+        if dock.height() < height and not (empty is not None and empty()):
             self.resizeDocks([dock], [height], Qt.Orientation.Vertical)
 
     def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:

@@ -74,6 +74,10 @@ class RequestsView(LazyView):
     def first_shown(self) -> None:
         self.refresh()
 
+    def has_nothing_to_show(self) -> bool:
+        """No serving run: the tab is one line of text (its dock need not grow for it)."""
+        return not self.serving_runs()
+
     def serving_runs(self) -> list[tuple[int, Run]]:
         return [(i, r) for i, r in enumerate(self.session.runs)
                 if r.trace.meta.get("mode") == "serve" and r.trace.meta.get("serving")]

@@ -974,9 +974,12 @@ def test_the_requests_tab_draws_every_request_of_a_serving_run_and_their_distrib
 
     requests_dock = demo_window.findChild(QDockWidget, "Requests")
     view = demo_window.requests
+    summary_height = demo_window.findChild(QDockWidget, "Summary").height()
     requests_dock.raise_()
     QApplication.processEvents()
     assert view.message.isVisible() and "serving runs" in view.message.text()  # the demo serves none
+    # a line of text: the dock keeps the panes' room instead of growing to the plots' height
+    assert requests_dock.height() == summary_height < 200
     traces = [simulate(RunConfig(model="gpt2", chip=c, mode="serve", batch=2, concurrency=4, requests=6, seq=64,
                                  new_tokens=8), max_events=0) for c in ("inf2", "trn2")]
     path = tmp_path / "serve.nvtrace"
@@ -984,6 +987,7 @@ def test_the_requests_tab_draws_every_request_of_a_serving_run_and_their_distrib
     assert demo_window.open_files([str(path)])
     QApplication.processEvents()
     assert not view.message.isVisible() and len(view.gantts) == 2
+    assert requests_dock.height() > summary_height + 100  # now it has plots to show, its dock grows for them
     bars = [item for item in view.gantts[1].getPlotItem().items if isinstance(item, pg.BarGraphItem)]
     served = traces[1].meta["serving"]
     waiting, decoding = (np.asarray(b.opts["x1"]) - np.asarray(b.opts["x0"]) for b in bars)
