@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QTableView
 
-ROW_PADDING_PX = 6  # above and below a table row's line of text
+ROW_PADDING_PX = 6  # a table row's air around its line of text (half above, half below)
 
 
 def compact_rows(view: QTableView) -> None:
