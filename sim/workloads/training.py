@@ -165,9 +165,10 @@ def training_program(forward: Program, params_per_layer: list[int], dp: DataPara
     op's output, the next layer's input, is always kept.
     """
     ends = {la.first_op + la.n_ops - 1 for la in forward.layers}
-    again = _run_again(forward.ops, {i for la in forward.layers for i in range(la.first_op, la.first_op + la.n_ops)
-                                     if recomputed(forward.ops[i], la, checkpoint)} - ends)
-    prog = Program(ops=[op if i in again else _save_activation(op)
+    dropped = {i for la in forward.layers for i in range(la.first_op, la.first_op + la.n_ops)
+               if recomputed(forward.ops[i], la, checkpoint)} - ends
+    again = _run_again(forward.ops, dropped)  # what no gradient reads is neither kept nor rerun
+    prog = Program(ops=[op if i in dropped else _save_activation(op)
                         for i, op in enumerate(forward.ops)], layers=list(forward.layers))
     reductions = _Reductions(prog, dp)
     prev = len(prog.ops) - 1  # the backward chain; reductions hang off it without blocking it

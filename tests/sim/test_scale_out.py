@@ -126,6 +126,21 @@ def test_a_checkpointed_mlp_reruns_what_its_gradients_read_and_no_more():
                                                    "residual"} & set(full["attention"])
 
 
+def test_a_checkpointed_op_that_no_gradient_reads_is_not_kept_either():
+    """Selective checkpointing drops the MLP's activations: the up projection and SiLU x up are
+    rerun, and the down projection, which no gradient reads, is neither rerun nor written out for
+    the backward pass. Without checkpointing its output is kept: a row-parallel projection's partial
+    sums over every token before the reduce-scatter, 2,048 x 4,096 elements."""
+    forward = build_program(get_model("llama-3-8b"), Phase(1, 2048, 2048, 8, training=True, flash=True,
+                                                           sequence_parallel=True), 2)
+    layer = next(la for la in forward.layers if la.name == "layer0.mlp")
+    down = next(i for i in range(layer.first_op, layer.first_op + layer.n_ops) if forward.ops[i].name == "down")
+    written = {c: training_program(forward, forward.params_per_layer(), DataParallel(),
+                                   checkpoint=c).ops[down].hbm_write_elems for c in ("", "selective")}
+    assert written[""] - written["selective"] == 2048 * 4096
+    assert written["selective"] == forward.ops[down].hbm_write_elems
+
+
 def test_selective_checkpointing_recomputes_only_the_mlps_and_attentions_core():
     """BERT-base at 128 tokens, per token: a layer's forward is QKV 2 x 768 x 2304 = 3.539 M FLOPs,
     the output projection 1.180 M, the MLP 2 x 2 x 768 x 3072 = 9.437 M, scores and context 2 x
