@@ -35,10 +35,10 @@ def main() -> None:
         print(f"bert-large b1 s128 on {chip}: {secs * 1e3:7.1f} ms, {events:8d} events")
     print(f"bert-large on four generations: {total:.3f} s (target < 1 s, ratio {total / 1.0:.2f})")
 
-    secs, events = timed(RunConfig(model="bert-large", chip="trn1", batch=64, seq=512), repeats=1)
+    secs, events = timed(RunConfig(model="bert-large", chip="trn1", batch=64, seq=512))
     print(f"bert-large b64 s512 on trn1: {secs:.3f} s, {events} events, {events / secs / 1e6:.2f} M events/s "
           f"(target >= 1 M/s, ratio {events / secs / 1e6:.2f})")
-    secs, events = timed(RunConfig(model="bert-large", chip="trn1", mode="training", batch=16, seq=512), repeats=1)
+    secs, events = timed(RunConfig(model="bert-large", chip="trn1", mode="training", batch=16, seq=512))
     print(f"bert-large training b16 s512 on trn1: {secs:.3f} s, {events} events, {events / secs / 1e6:.2f} M events/s")
     for chip in ("inf2", "trn2"):
         secs, events = timed(RunConfig(model="llama-3-8b", chip=chip, mode="decode", seq=128, new_tokens=128),

@@ -109,6 +109,8 @@ def _pipeline_bounded(stages: list[Stage], n: int, ready0: list[float], free: li
 
     Chunk ``j`` of stage ``s`` also waits until stage ``s+1`` has finished chunk
     ``j - buffers`` (the buffer it will write into), which is already known at that point.
+    Without a throttle the chunks settle into a steady state (:func:`_steady_periods`), from
+    which the remaining chunks follow in one step.
     """
     n_st = len(stages)
     starts = [[0.0] * n for _ in range(n_st)]
@@ -118,6 +120,7 @@ def _pipeline_bounded(stages: list[Stage], n: int, ready0: list[float], free: li
     ramped = [ramp is not None and st.resource == TENSOR for st in stages]
     lats = [st.latency_s for st in stages]
     bufs = [st.buffers if 0 < st.buffers < n else 0 for st in stages]
+    window = max(bufs) + 3  # chunks of constant steps that make a steady state
     free = list(free)
     for j in range(n):
         for s in range(n_st):
@@ -131,7 +134,40 @@ def _pipeline_bounded(stages: list[Stage], n: int, ready0: list[float], free: li
             free[s] = start + (ramp.duration(start, durs[s], waits[s]) if ramped[s] else durs[s])
             starts[s][j] = start
             ends[s][j] = free[s]
+        if j % window == window - 1 and j + 1 < n and not any(ramped):
+            periods = _steady_periods(starts, j, window, bufs)
+            if periods is not None:
+                rest = np.arange(1, n - j)
+                return [(np.concatenate((a[:j + 1], a[j] + rest * p)), np.concatenate((e[:j + 1], e[j] + rest * p)))
+                        for a, e, p in zip(starts, ends, periods, strict=True)]
     return [(np.array(a), np.array(e)) for a, e in zip(starts, ends, strict=True)]
+
+
+STEADY_TOLERANCE = 1e-9  # relative difference below which two steps of a stage count as equal
+
+
+def _steady_periods(starts: list[list[float]], j: int, window: int, bufs: list[int]) -> list[float] | None:
+    """Each stage's step between chunks if the chunks up to ``j`` are in a steady state, else None.
+
+    Every term a chunk's start is the maximum of grows linearly in the chunk number once each
+    stage's steps have stayed constant for ``window`` chunks (more than the deepest buffer): the
+    previous stage's end, the next stage's end ``buffers`` chunks back, the stage's own previous
+    end. If the term that each stage follows also grows fastest (its step is at least that of the
+    stages it waits on), the maximum keeps picking it, and every later chunk is one step on.
+    """
+    periods = []
+    for a in starts:
+        steps = np.diff(a[j - window + 1:j + 1])
+        p = steps[-1]
+        if p <= 0 or np.any(np.abs(steps - p) > STEADY_TOLERANCE * p):
+            return None
+        periods.append(float(p))
+    for s, p in enumerate(periods):
+        if s and periods[s - 1] > p * (1 + STEADY_TOLERANCE):
+            return None
+        if bufs[s] and periods[s + 1] > p * (1 + STEADY_TOLERANCE):
+            return None
+    return periods
 
 
 KERNEL_TILE_BUFFERS = 2  # a fused kernel's tiles in flight between two of its ops (double buffering)
