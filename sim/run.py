@@ -14,7 +14,7 @@ from sim.hardware.chip import DEFAULT_OPT_LEVEL, OPT_LEVELS, Chip, Efficiency, S
 from sim.hardware.instances import Instance, get_instance
 from sim.lowering import GPSIMD, RESOURCE_NAMES, CoreContext, LoweredOp, lower
 from sim.quant import Precision, dense, precision
-from sim.scheduler import CoreScheduler, copy_span, log_mark, repeat_tail
+from sim.scheduler import CoreScheduler, column, copy_span, log_mark, psum_columns, repeat_tail
 from sim.serve import ServeLog, serve, serving_record, serving_summary
 from sim.serve import lengths as serve_lengths
 from sim.trace import PIPELINE_BUBBLE, Counter, Trace, Track
@@ -751,10 +751,10 @@ def _build_trace(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alo
                  served: dict | None = None) -> Trace:
     sched, tables = timeline.sched, timeline.tables
     log = sched.log
-    track = np.concatenate(log.track)
+    track = column(log.track, np.int16)
     start_ns = np.concatenate(log.start) * 1e9
     dur_ns = np.concatenate(log.dur) * 1e9
-    op = np.concatenate(log.op)
+    op = column(log.op, np.int32)
     order = np.lexsort((start_ns, track))
     track, start_ns, dur_ns, op = track[order], start_ns[order], dur_ns[order], op[order]
     op_layer = np.asarray(tables.op_layer, np.int32)
@@ -766,7 +766,7 @@ def _build_trace(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alo
     np.maximum.at(lend, layer, start_ns + dur_ns)
     lstart[np.isinf(lstart)] = 0.0
     events = {"track": track, "start_ns": start_ns, "dur_ns": dur_ns, "op": op, "layer": layer,
-              "flops": np.concatenate(log.flops)[order], "bytes": np.concatenate(log.nbytes)[order]}
+              "flops": column(log.flops, np.float64)[order], "bytes": column(log.nbytes, np.float64)[order]}
     tracks = tuple(Track(f"NC0 {name}", name, 0) for i, name in enumerate(RESOURCE_NAMES)
                    if i != GPSIMD or dep.chip.gpsimd is not None)
     remap = np.array([tracks.index(next(t for t in tracks if t.kind == n)) if any(t.kind == n for t in tracks)
@@ -797,10 +797,8 @@ def _counters(log, events: dict, tracks: tuple[Track, ...], tables: _Tables) -> 
         t, v = _step(a[:, 0] * 1e9, a[:, 1] * 1e9, a[:, 2])
         out[name] = Counter(name, "B", t, v)
     if log.psum:
-        s = np.concatenate([p[0] for p in log.psum]) * 1e9
-        e = np.concatenate([p[1] for p in log.psum]) * 1e9
-        amt = np.concatenate([np.full(len(p[0]), p[2]) for p in log.psum])
-        t, v = _step(s, e, amt)
+        s, e, amt = psum_columns(log.psum)
+        t, v = _step(s * 1e9, e * 1e9, amt)
     else:
         t, v = np.zeros(1), np.zeros(1)
     out["psum_bytes"] = Counter("psum_bytes", "B", t, v)

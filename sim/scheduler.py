@@ -248,17 +248,19 @@ class EventLog:
     # per op id: seconds its TensorE chunks lost to the dI/dt limit, and waited on semaphores
     throttled: dict[int, float] = field(default_factory=dict)
     waited: dict[int, float] = field(default_factory=dict)
-    sbuf: list[tuple[float, float, float]] = field(default_factory=list)
-    psum: list[tuple[np.ndarray, np.ndarray, float]] = field(default_factory=list)
+    sbuf: list[tuple[float, float, float] | list[float]] = field(default_factory=list)
+    psum: list[tuple[np.ndarray, np.ndarray, float | np.ndarray]] = field(default_factory=list)
 
     def add(self, track: int, start: np.ndarray, end: np.ndarray, stage: Stage, op_id: int) -> None:
         n = len(start)
-        self.track.append(np.full(n, track, np.int16))
+        # a stage's chunks share their track, op, FLOPs and bytes: kept as (value, count) until
+        # the columns are joined (column())
+        self.track.append((track, n))
         self.start.append(start)
         self.dur.append(end - start)
-        self.op.append(np.full(n, op_id, np.int32))
-        self.flops.append(np.full(n, stage.flops))
-        self.nbytes.append(np.full(n, stage.nbytes))
+        self.op.append((op_id, n))
+        self.flops.append((stage.flops, n))
+        self.nbytes.append((stage.nbytes, n))
         if track == TENSOR:
             # a throttled TensorE chunk takes longer than its full-rate time (its wait is not in the span)
             lost = float(np.maximum(end - start - stage.dur_s, 0.0).sum())
@@ -435,8 +437,24 @@ class CoreScheduler:
                    None if write is None else _rechunk(write, lowered[i].chunks / n))
 
 
-def _concat(parts: list[np.ndarray], dtype) -> np.ndarray:
-    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.empty(0, dtype)
+def column(parts: list, dtype) -> np.ndarray:
+    """One column of an :class:`EventLog`, from its parts: arrays, and (value, count) runs of one
+    value (each run of consecutive ones expanded by one ``np.repeat``)."""
+    out: list[np.ndarray] = []
+    values: list = []
+    counts: list[int] = []
+    for part in parts:
+        if isinstance(part, tuple):
+            values.append(part[0])
+            counts.append(part[1])
+            continue
+        if values:
+            out.append(np.repeat(np.asarray(values, dtype), counts))
+            values, counts = [], []
+        out.append(part)
+    if values:
+        out.append(np.repeat(np.asarray(values, dtype), counts))
+    return np.concatenate(out).astype(dtype, copy=False) if out else np.empty(0, dtype)
 
 
 def repeat_tail(log: EventLog, mark: tuple[int, int, int], times: int, period_s: float, op_stride: int) -> None:
@@ -454,9 +472,9 @@ def copy_span(log: EventLog, begin: tuple[int, int, int], end: tuple[int, int, i
     if not len(shifts_s):
         return
     ev, sb, ps = begin
-    cols = {name: _concat(getattr(log, name)[ev:end[0]], np.float64) for name in ("start", "dur", "flops", "nbytes")}
-    track = _concat(log.track[ev:end[0]], np.int16)
-    op = _concat(log.op[ev:end[0]], np.int32)
+    cols = {name: column(getattr(log, name)[ev:end[0]], np.float64) for name in ("start", "dur", "flops", "nbytes")}
+    track = column(log.track[ev:end[0]], np.int16)
+    op = column(log.op[ev:end[0]], np.int32)
     times = len(shifts_s)
     log.track.append(np.tile(track, times))
     log.start.append(np.tile(cols["start"], times) + np.repeat(shifts_s, len(track)))
@@ -470,10 +488,23 @@ def copy_span(log: EventLog, begin: tuple[int, int, int], end: tuple[int, int, i
             for shift in op_shifts:
                 per_op.update((k + int(shift), v) for k, v in copied)
     log.op.append(np.tile(op, times) + np.repeat(np.asarray(op_shifts, np.int64), len(op)).astype(np.int32))
-    sbuf, psum = log.sbuf[sb:end[1]], log.psum[ps:end[2]]
-    for dt in shifts_s:
-        log.sbuf.extend((a + dt, b + dt, c) for a, b, c in sbuf)
-        log.psum.extend((a + dt, b + dt, c) for a, b, c in psum)
+    sbuf = np.asarray(log.sbuf[sb:end[1]], np.float64).reshape(-1, 3)
+    if len(sbuf):
+        copies = np.tile(sbuf, (times, 1))
+        copies[:, :2] += np.repeat(shifts_s, len(sbuf))[:, None]
+        log.sbuf.extend(copies.tolist())
+    if ps < end[2]:  # one entry per copy, of every span's chunks
+        start, stop, amount = psum_columns(log.psum[ps:end[2]])
+        log.psum.extend((start + dt, stop + dt, amount) for dt in shifts_s)
+
+
+def psum_columns(entries: list[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The PSUM occupancy an :class:`EventLog` holds, as starts, ends and bytes per chunk (an
+    entry's bytes are one number for all its chunks, or one per chunk)."""
+    start = np.concatenate([e[0] for e in entries])
+    stop = np.concatenate([e[1] for e in entries])
+    amount = np.concatenate([np.broadcast_to(np.asarray(e[2], np.float64), len(e[0])) for e in entries])
+    return start, stop, amount
 
 
 def log_mark(log: EventLog) -> tuple[int, int, int]:
