@@ -89,11 +89,11 @@ class TraceView:
 
     def activity(self, t_ns: float, window_ns: float) -> dict[str, float]:
         """Busy fraction of each engine kind (core 0) in a window centred on ``t_ns``."""
-        edges = np.array([t_ns - window_ns / 2, t_ns + window_ns / 2])
+        a, b = t_ns - window_ns / 2, t_ns + window_ns / 2
         out: dict[str, float] = {}
         for kind, track, bi in zip(self.row_kinds, self.rows, self.integrals, strict=True):
             if self.trace.tracks[track].core == 0:
-                out[kind] = max(out.get(kind, 0.0), float(bi.fractions(edges)[0]))
+                out[kind] = max(out.get(kind, 0.0), min(1.0, max(0.0, bi.window_mean(a, b))))
         return out
 
 

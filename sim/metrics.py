@@ -185,6 +185,14 @@ class _Integral:
     def at(self, t: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def value_at(self, t: float) -> float:
+        """:meth:`at` of one instant (a chip diagram asks for two at every playback frame)."""
+        return float(self.at(np.array([t]))[0])
+
+    def window_mean(self, a: float, b: float) -> float:
+        """The mean rate over ``[a, b)``, 0 for an empty window: one window of :meth:`means`."""
+        return (self.value_at(b) - self.value_at(a)) / (b - a) if b > a else 0.0
+
 
 class IntegralStack:
     """Several integrals of one run, evaluated together at the same window edges (the pixel
@@ -292,6 +300,10 @@ class BusyIntegral(_Integral):
 
     at = busy
 
+    def value_at(self, t: float) -> float:
+        i = int(self.start.searchsorted(t, side="right")) - 1
+        return float(self.before[i] + min(max(t - self.start[i], 0.0), self.dur[i])) if i >= 0 else 0.0
+
     def fractions(self, edges: np.ndarray) -> np.ndarray:
         """Busy fraction of each window between consecutive ``edges`` (clipped to [0, 1])."""
         return np.clip(_window_rates(edges, self.busy(edges)), 0.0, 1.0)
@@ -370,6 +382,10 @@ class CounterIntegral(_Integral):
         return np.where(i >= 0, self.cum[ic] + self.v[ic] * (t - self.t[ic]), 0.0)
 
     at = integral
+
+    def value_at(self, t: float) -> float:
+        i = int(self.t.searchsorted(t, side="right")) - 1
+        return float(self.cum[i] + self.v[i] * (t - self.t[i])) if i >= 0 else 0.0
 
     def means(self, edges: np.ndarray) -> np.ndarray:
         """Mean value over each window between consecutive ``edges``."""

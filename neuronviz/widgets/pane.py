@@ -548,13 +548,12 @@ class ComparisonPane(QWidget):
         chip = self._chip()
         window = ACTIVITY_WINDOW * self.run.duration_ns
         activity = self.view.activity(t_ns, window)
-        edges = np.array([t_ns - window / 2, t_ns + window / 2])
 
         def mean(name: str) -> float:
             """The counter's mean over the same window as the engines' activity (not its value at one
             instant, which flickers between a transfer and the gap after it)."""
             ci = self._counter_integrals.get(name)
-            return float(ci.means(edges)[0]) if ci is not None else 0.0
+            return ci.window_mean(t_ns - window / 2, t_ns + window / 2) if ci is not None else 0.0
 
         sbuf = mean("sbuf_bytes") / chip.sbuf_bytes if chip else 0.0
         psum = mean("psum_bytes") / chip.psum_bytes if chip else 0.0

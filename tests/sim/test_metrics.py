@@ -120,3 +120,30 @@ def test_steps_not_stored_as_events_still_count_in_the_metrics(monkeypatch):
     assert (b.hbm_read_bytes, b.hbm_write_bytes) == pytest.approx((a.hbm_read_bytes, a.hbm_write_bytes), rel=1e-9)
     for engine, busy in a.engine_utilization.items():
         assert b.engine_utilization[engine] == pytest.approx(busy, rel=1e-6)
+
+
+def test_one_window_of_an_integral_by_hand():
+    """The chip diagram's activity and gauges ask for one window at every playback frame."""
+    busy = BusyIntegral(np.array([20.0, 0.0]), np.array([10.0, 10.0]))  # busy [0, 10) and [20, 30)
+    assert busy.window_mean(5.0, 25.0) == pytest.approx((5 + 5) / 20)
+    assert busy.window_mean(-10.0, 0.0) == 0.0 and busy.window_mean(30.0, 40.0) == 0.0
+    assert busy.window_mean(12.0, 12.0) == 0.0  # an empty window
+    counter = CounterIntegral(np.array([0.0, 10.0, 20.0]), np.array([2.0, 4.0, 0.0]))
+    assert counter.window_mean(5.0, 15.0) == pytest.approx((2 * 5 + 4 * 5) / 10)
+    assert counter.window_mean(-5.0, 5.0) == pytest.approx(2 * 5 / 10)  # nothing before the first step
+
+
+def test_one_window_matches_the_windows_of_a_run_with_replayed_steps():
+    from sim.metrics import replayed
+    from sim.run import RunConfig, simulate
+
+    trace = simulate(RunConfig(model="gpt2", chip="trn2", mode="decode", seq=64, new_tokens=300), max_events=20_000)
+    assert len(trace.replays[0])  # some token steps are not stored as events
+    tensor = next(i for i, t in enumerate(trace.tracks) if t.kind == "tensor")
+    integrals = [replayed(BusyIntegral.of_track(trace, tensor), trace),
+                 replayed(CounterIntegral(trace.counters["hbm_read_bytes_per_s"].t_ns,
+                                          trace.counters["hbm_read_bytes_per_s"].value), trace)]
+    for a in np.linspace(0.0, trace.duration_ns, 37):
+        for it in integrals:
+            b = a + 0.013 * trace.duration_ns
+            assert it.window_mean(a, b) == pytest.approx(float(it.means(np.array([a, b]))[0]), rel=1e-9, abs=1e-12)
