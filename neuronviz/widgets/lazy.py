@@ -25,7 +25,7 @@ class LazyView(QWidget):
     def paintEvent(self, event) -> None:  # noqa: N802 (Qt)
         super().paintEvent(event)
         if not self.shown:  # not while painting: the content is made right after
-            QTimer.singleShot(0, self._looked_at)
+            QTimer.singleShot(0, self, self._looked_at)  # dropped if the view is gone by then
 
     def _looked_at(self) -> None:
         if not self.shown and self.isVisible() and not self.visibleRegion().isEmpty():
