@@ -7,7 +7,8 @@ from functools import cached_property
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QPoint, QPointF, Qt, Signal
+from pyqtgraph.graphicsItems.LegendItem import ItemSample
+from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QGraphicsItem, QHBoxLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
@@ -27,7 +28,8 @@ COUNTER_BAND_HEIGHT = 70
 AREA_COLOR = (0, 114, 178, 40)  # the selected window: translucent blue over the tracks
 AREA_EDGE_COLOR = (0, 114, 178, 160)
 UNSTORED_COLOR = (128, 128, 128, 28)  # executions not stored as events, drawn from their twins: a light shade
-LEGEND_VEIL_ALPHA = 210  # counter legends sit on the background at this opacity, over the curves
+LEGEND_VEIL_ALPHA = 150  # counter legends sit on the background at this opacity, over the curves
+LEGEND_SAMPLE_PX = (14, 10)  # a legend entry's line sample: a band is 38-70 px, its legend one short row
 LEGEND_MARGIN_PX = 8  # a counter legend keeps this far inside its plot
 COUNTER_BAND_MIN_HEIGHT = 38  # two tick labels and a title on two lines; a shorter band is left out instead
 TRACK_ROW_MIN_PX = 16  # the timeline's rows at their tightest: a row label's height and a little air
@@ -175,6 +177,24 @@ def _deployment_text(m) -> str:
         text += f" on {m['nodes']}&nbsp;×&nbsp;{m.get('instance', 'instances')}"
     return text
 
+
+
+class LineSample(ItemSample):
+    """A counter legend's sample: a short line in the curve's pen, as low as a line of text (the
+    default sample is a 20 px square, which made each legend cover most of its band)."""
+
+    def __init__(self, item) -> None:
+        super().__init__(item)
+        self.setFixedWidth(LEGEND_SAMPLE_PX[0])  # the layout's size for it (the default is 20 x 20)
+        self.setFixedHeight(LEGEND_SAMPLE_PX[1])
+
+    def boundingRect(self) -> QRectF:
+        return QRectF(0, 0, *LEGEND_SAMPLE_PX)
+
+    def paint(self, p, *args) -> None:
+        p.setPen(pg.mkPen(self.item.opts["pen"]))
+        w, h = LEGEND_SAMPLE_PX
+        p.drawLine(QPointF(0, h / 2), QPointF(w, h / 2))
 
 class ComparisonPane(QWidget):
     """Draws one run; reads the session, never other panes."""
@@ -352,7 +372,8 @@ class ComparisonPane(QWidget):
         # on a veil of the background, so the names stay readable where curves run under them
         veil = QColor(palette().background)
         veil.setAlpha(LEGEND_VEIL_ALPHA)
-        legend = pg.LegendItem(labelTextSize="7pt", colCount=4, brush=veil)
+        legend = pg.LegendItem(labelTextSize="7pt", colCount=4, brush=veil, sampleType=LineSample)
+        legend.layout.setContentsMargins(2, 0, 2, 0)  # one row of text: the curves under it stay in sight
         legend.setParentItem(self.counters.getViewBox())
         self.legends.append(legend)
         return k
@@ -360,7 +381,13 @@ class ComparisonPane(QWidget):
     def _curve(self, band: int, values, kind: str, name: str, color: QColor | None = None) -> None:
         pen = pg.mkPen(color or engine_color(kind), width=1)
         self.curves[band].add(values, color or engine_color(kind))
-        self.legends[band].addItem(pg.PlotDataItem(pen=pen), name)
+        legend = self.legends[band]
+        legend.addItem(pg.PlotDataItem(pen=pen), name)
+        label = legend.items[-1][1]
+        label.item.document().setDocumentMargin(0)  # the text's own height, not 4 px of air around it
+        label.updateMin()
+        label.setMaximumHeight(label.minimumHeight())  # not stretched to the legend's earlier height
+        legend.updateSize()
 
     def _counter_series(self, counter: Counter, scale: float):
         """``counter``'s mean per window times ``scale``, as a plot series. The counters of all
@@ -452,6 +479,8 @@ class ComparisonPane(QWidget):
             while columns > 1 and legend.boundingRect().width() > room:
                 columns = -(-columns // 2)
                 legend.setColumnCount(columns)
+            legend.layout.activate()  # its rows at their labels' heights before it measures them
+            legend.updateSize()
 
     def _show_bands(self, n: int) -> None:
         if n == self._shown_bands:

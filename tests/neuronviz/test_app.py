@@ -833,6 +833,18 @@ def test_counter_legends_fold_into_rows_to_stay_inside_narrow_panes(demo_window,
     assert busy.columnCount == 4  # wide again: one line
 
 
+def test_a_counter_legend_is_one_short_row_that_leaves_its_band_in_sight(demo_window, qtbot):
+    """A legend on one line covers the top of its band only: the default 20 px samples and 9 px
+    margins made it 38 px of a 53 px band, and the curves under its veil looked like they ended
+    where it began."""
+    demo_window.resize(1600, 900)
+    qtbot.wait(50)
+    for pane in demo_window.panes:
+        band_px = pane.counters.getViewBox().height() / pane._shown_bands
+        for legend in pane.legends[:pane._shown_bands]:
+            assert legend.boundingRect().height() <= band_px * 0.35, pane.run.title
+
+
 def test_a_training_run_over_instances_plots_its_neuronlink_and_efa_traffic(demo_window, qtbot, tmp_path):
     from sim.io import save_file
     from sim.run import RunConfig, simulate
