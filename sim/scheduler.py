@@ -156,12 +156,11 @@ def _steady_periods(starts: list[list[float]], j: int, window: int, bufs: list[i
     stages it waits on), the maximum keeps picking it, and every later chunk is one step on.
     """
     periods = []
-    for a in starts:
-        steps = np.diff(a[j - window + 1:j + 1])
-        p = steps[-1]
-        if p <= 0 or np.any(np.abs(steps - p) > STEADY_TOLERANCE * p):
+    for a in starts:  # a few chunks: plain floats are faster than arrays here
+        p = a[j] - a[j - 1]
+        if p <= 0 or any(abs(a[i] - a[i - 1] - p) > STEADY_TOLERANCE * p for i in range(j - window + 2, j)):
             return None
-        periods.append(float(p))
+        periods.append(p)
     for s, p in enumerate(periods):
         if s and periods[s - 1] > p * (1 + STEADY_TOLERANCE):
             return None
@@ -500,10 +499,11 @@ def copy_span(log: EventLog, begin: tuple[int, int, int], end: tuple[int, int, i
 
 def psum_columns(entries: list[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The PSUM occupancy an :class:`EventLog` holds, as starts, ends and bytes per chunk (an
-    entry's bytes are one number for all its chunks, or one per chunk)."""
+    entry's bytes are one number for all its chunks, as the scheduler records them, or one per
+    chunk, as copies hold them)."""
     start = np.concatenate([e[0] for e in entries])
     stop = np.concatenate([e[1] for e in entries])
-    amount = np.concatenate([np.broadcast_to(np.asarray(e[2], np.float64), len(e[0])) for e in entries])
+    amount = column([(e[2], len(e[0])) if np.ndim(e[2]) == 0 else e[2] for e in entries], np.float64)
     return start, stop, amount
 
 
