@@ -16,9 +16,9 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from PIL import Image
 from PySide6.QtCore import QPoint, QRect, QSize
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtSvg import QSvgGenerator
@@ -27,6 +27,9 @@ from PySide6.QtWidgets import QApplication, QGraphicsItem, QGraphicsView, QWidge
 from neuronviz.session import Session
 from neuronviz.widgets.summary import summary_csv_rows
 from sim.errors import SimError
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 IMAGE_SUFFIXES = (".png", ".svg")
 MIN_SIZE, MAX_SIZE = QSize(200, 150), QSize(8000, 8000)
@@ -187,6 +190,8 @@ def _frames(session: Session, widget: QWidget, frames: int, size: QSize | None,
 
 
 def _to_pil(image: QImage) -> Image.Image:
+    from PIL import Image  # only exports need it: not loaded when the app starts
+
     rgb = image.convertToFormat(QImage.Format.Format_RGB888)
     row = rgb.bytesPerLine()
     a = np.frombuffer(rgb.constBits(), np.uint8, rgb.sizeInBytes()).reshape(rgb.height(), row)
@@ -220,6 +225,8 @@ def write_animation(session: Session, widget: QWidget, path: str | os.PathLike, 
 
 def _write_gif(session: Session, widget: QWidget, target: Path, fps: int, frames: int, size: QSize | None,
                progress: Progress | None) -> None:
+    from PIL import Image
+
     images: list[Image.Image] = []
     palette: Image.Image | None = None
     for image in _frames(session, widget, frames, size, progress):

@@ -12,7 +12,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sim.errors import TraceFileError
-from sim.io.chrome import GZIP_MAGIC, load_chrome, save_chrome
 from sim.io.inputs import open_regular
 from sim.io.native import load_traces, read_problem, save_traces
 from sim.trace import Trace
@@ -31,6 +30,8 @@ def format_for(path: str | os.PathLike) -> str:
 def load_file(path: str | os.PathLike, progress: Callable[[float], None] | None = None) -> list[Trace]:
     """Every run in a native or Chrome JSON trace file. ``progress`` hears the share of a Chrome
     file read as it goes (a native file loads in one go); an exception it raises stops the load."""
+    from sim.io.chrome import GZIP_MAGIC, load_chrome  # JSON support loads when a file is opened, not at startup
+
     label = str(path)
     try:
         with open_regular(path) as f:
@@ -51,6 +52,8 @@ def save_file(path: str | os.PathLike, traces: Sequence[Trace], fmt: str | None 
     """Write ``traces`` to ``path`` atomically, as ``fmt`` or the format its name implies."""
     fmt = fmt or format_for(path)
     if fmt == "chrome":
+        from sim.io.chrome import save_chrome
+
         save_chrome(path, traces)
     elif fmt == "nvtrace":
         save_traces(path, traces)
