@@ -32,3 +32,8 @@ def test_the_reserve_is_given_exactly_when_the_binding_needs_it():
     reserved = sys.getrefcount(None) > qt_binding.RESERVE // 2
     assert reserved == qt_binding.needed()
     assert qt_binding.needed() == (sys.version_info < (3, 12) and qt_binding._binding_version() >= (6, 12))
+
+
+def test_the_binding_version_read_from_its_folder_is_the_installed_one():
+    """Read from the .dist-info folder's name at startup (importlib.metadata costs 80 ms there)."""
+    assert qt_binding._binding_version() == qt_binding._metadata_version() is not None
