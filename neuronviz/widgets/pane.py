@@ -178,7 +178,6 @@ def _deployment_text(m) -> str:
     return text
 
 
-
 class LineSample(ItemSample):
     """A counter legend's sample: a short line in the curve's pen, as low as a line of text (the
     default sample is a 20 px square, which made each legend cover most of its band)."""
@@ -195,6 +194,7 @@ class LineSample(ItemSample):
         p.setPen(pg.mkPen(self.item.opts["pen"]))
         w, h = LEGEND_SAMPLE_PX
         p.drawLine(QPointF(0, h / 2), QPointF(w, h / 2))
+
 
 class ComparisonPane(QWidget):
     """Draws one run; reads the session, never other panes."""
