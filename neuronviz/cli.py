@@ -89,8 +89,16 @@ def simulate_runs(args: argparse.Namespace) -> list[Trace]:
                                quant=args.quant, quant_scales=args.quant_scales, sparsity=args.sparsity,
                                lnc=args.lnc, kv_cache=args.kv_cache, optlevel=args.optlevel,
                                draft=args.draft, spec_k=args.spec_k, acceptance=args.acceptance,
-                               bucketing=not args.no_buckets, prefill_chunk=args.prefill_chunk, head=args.head))
+                               bucketing=not args.no_buckets, prefill_chunk=args.prefill_chunk, head=args.head,
+                               context_buckets=_buckets(args.context_encoding_buckets),
+                               token_buckets=_buckets(args.token_generation_buckets),
+                               nki_kernels=tuple(k for k, on in (("qkv", args.qkv_kernel_enabled),
+                                                                 ("mlp", args.mlp_kernel_enabled)) if on)))
             for chip in chips]
+
+
+def _buckets(lengths: list[int] | None) -> tuple[int, ...] | None:
+    return tuple(lengths) if lengths else None
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -202,6 +210,16 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
                        help="one graph of --max-seq tokens instead of NxD's powers-of-two buckets")
     serve.add_argument("--prefill-chunk", type=_positive_int, default=0, metavar="N",
                        help="encode the prompt in chunks of N tokens")
+    serve.add_argument("--context-encoding-buckets", type=_positive_int, nargs="+", metavar="N",
+                       help="the prompt lengths context-encoding graphs are compiled for, as NxD Inference takes "
+                            "them (default: powers of two from 128 and --max-seq)")
+    serve.add_argument("--token-generation-buckets", type=_positive_int, nargs="+", metavar="N",
+                       help="the context lengths token-generation graphs are compiled for; the largest is the "
+                            "compiled sequence length (default: as the context-encoding ones)")
+    serve.add_argument("--qkv-kernel-enabled", action="store_true",
+                       help="NxD Inference's NKI kernel for the QKV projection (qkv_kernel_enabled)")
+    serve.add_argument("--mlp-kernel-enabled", action="store_true",
+                       help="NxD Inference's NKI kernel for the MLP (mlp_kernel_enabled)")
     p.add_argument("-o", "--output", help="save the runs to a trace file (.nvtrace, or .json/.json.gz for Chrome JSON)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.set_defaults(func=cmd_simulate)

@@ -231,9 +231,12 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     if op.fused:  # the kernel keeps only the output tiles in flight (see _held)
         act = min(act_in + _held(op, out, chunks), budget)
     # weights are loaded in the compiler's weight descriptors (a row of a weight matrix shorter
-    # than one is loaded in its own descriptors); a KV cache in runs of at least the compiler's
-    # cache descriptor (several positions when a position's row is shorter) or of one row
-    if op.weights:
+    # than one is loaded in its own descriptors), or by a kernel in its tiles of rows; a KV cache
+    # in runs of at least the compiler's cache descriptor (several positions when a position's
+    # row is shorter) or of one row
+    if op.weights and op.weight_run_rows > 1:
+        stream_run = op.weight_run_rows * op.n * prec.weight_bits / 8
+    elif op.weights:
         stream_run = min(chip.efficiency.weight_descriptor_bytes, op.n * prec.weight_bits / 8)
     elif op.kv_row_elems and weights:
         stream_run = min(max(op.kv_row_elems * prec.weight_bits / 8, chip.efficiency.kv_descriptor_bytes),
@@ -401,5 +404,5 @@ def lower(ctx: CoreContext, op: Op) -> LoweredOp:
                passes=op.passes, rows=op.rows, hbm_elems=op.hbm_elems, hbm_write_elems=op.hbm_write_elems,
                params=op.params, act=op.act, dtype_bytes=op.dtype_bytes, collective=op.collective,
                across_copies=op.across_copies, weights=op.weights, fused=op.fused, reduced=op.reduced,
-               kv_row_elems=op.kv_row_elems)
+               kv_row_elems=op.kv_row_elems, weight_run_rows=op.weight_run_rows)
     return _lower_cached(ctx, shape)

@@ -42,6 +42,7 @@ DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp32": 4}
 AUTOCAST = ("matmult", "all", "none")
 KV_CACHE_DTYPES = ("fp8",)  # NxD Inference's kv_cache_quant stores the cache in float8_e4m3fn
 ATTENTION = ("flash", "compiler")
+NKI_KERNELS = ("qkv", "mlp")  # NxD Inference's qkv_kernel_enabled and mlp_kernel_enabled
 MIN_DECODE_BUCKET = 128  # NxD Inference token-generation buckets: powers of two from 128
 # Repeated decode steps are stored as events until the trace holds this many; later steps are
 # still simulated (their time counts in every metric) but not kept as events.
@@ -90,12 +91,22 @@ class RunConfig:
     concurrency: int | None = None
     max_seq: int | None = None  # the compiled sequence length (None: prompt + new tokens)
     bucketing: bool = True  # graphs for powers-of-two lengths from 128 (False: one graph of max_seq)
+    # the lengths graphs are compiled for, as NxD Inference takes them (context_encoding_buckets,
+    # token_generation_buckets): a prompt is padded to the shortest context-encoding bucket that
+    # holds it, a token step's context to the shortest token-generation one (None: the automatic
+    # buckets above; the largest token-generation bucket is the compiled sequence length)
+    context_buckets: tuple[int, ...] | None = None
+    token_buckets: tuple[int, ...] | None = None
     prefill_chunk: int = 0  # encode the prompt in chunks of this many tokens (0: in one pass)
     # attention as NxD Inference runs decoders ("flash": the fused NKI kernel, except for the
     # prompts it encodes with the compiler's ops, kernels.toml) or as the compiler's separate ops,
     # their score matrices spilling when SBUF cannot hold them ("compiler", as torch-neuronx traces
     # and Transformers NeuronX ran); None: flash for decode
     attention: str | None = None
+    # NxD Inference's NKI kernels for the QKV projection and the MLP (qkv_kernel_enabled,
+    # mlp_kernel_enabled; NKI_KERNELS): each runs as one kernel, its matmuls pipelined without the
+    # compiler's per-instruction waits, its tiles kept in SBUF, its weights loaded in long runs
+    nki_kernels: tuple[str, ...] = ()
     # mixtures of experts: expert-parallel groups among the copy's cores (1: experts split
     # tensor-parallel), and how many times the mean share of routed tokens the busiest group gets
     ep: int = 1
@@ -247,6 +258,8 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
         longest = " (the longest of their spread lengths)" if spread else ""
         raise ConfigError(f"a prompt of {seq} and {cfg.new_tokens} new tokens{longest} need {total} positions; "
                           f"the graphs are compiled for {cfg.max_seq}")
+    if cfg.mode in GENERATING:
+        _validate_buckets(cfg, seq + SPREADS * cfg.seq_spread, total)
     if limit and not spec.is_vision and total > limit:
         raise ConfigError(f"{spec.name} handles at most {limit} positions; asked for {total}")
     if spec.is_vision and seq % (spec.patch_size if spec.family == "vision-transformer" else 1):
@@ -256,6 +269,13 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
         raise ConfigError(f"{spec.name}'s {pools} max pools need an image of at least {1 << pools} pixels; got {seq}")
     if cfg.attention not in (None, *ATTENTION):
         raise ConfigError(f"unknown attention '{cfg.attention}': choose one of {', '.join(ATTENTION)}")
+    if not isinstance(cfg.nki_kernels, tuple | list):
+        raise ConfigError(f"NKI kernels are a list of names, got {cfg.nki_kernels!r}")
+    unknown = [k for k in cfg.nki_kernels if k not in NKI_KERNELS]
+    if unknown:
+        raise ConfigError(f"unknown NKI kernel '{unknown[0]}': choose from {', '.join(NKI_KERNELS)}")
+    if cfg.nki_kernels and cfg.mode not in GENERATING:
+        raise ConfigError("the QKV and MLP kernels are NxD Inference's, for decode and serve modes")
     if cfg.autocast is not None and cfg.autocast not in AUTOCAST:
         raise ConfigError(f"unknown autocast '{cfg.autocast}': choose one of {', '.join(AUTOCAST)}")
     act, matmul = compute_dtypes(cfg, chip)
@@ -297,8 +317,32 @@ def _validate_speculation(cfg: RunConfig, spec: ModelSpec) -> None:
         raise ConfigError(f"--acceptance is a probability from 0 to 1, got {p}")
 
 
+def _validate_buckets(cfg: RunConfig, prompt: int, total: int) -> None:
+    """Bucket lists NxD Inference would compile: positive lengths within the compiled sequence
+    length, a context-encoding one for the longest ``prompt`` (unless prompts go in chunks) and a
+    token-generation one for all ``total`` positions."""
+    for name, buckets in (("context-encoding", cfg.context_buckets), ("token-generation", cfg.token_buckets)):
+        if buckets is None:
+            continue
+        if not buckets or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in buckets):
+            raise ConfigError(f"{name} buckets must be positive whole numbers of positions, got {list(buckets)}")
+        if not cfg.bucketing:
+            raise ConfigError(f"{name} buckets and one graph of the compiled length (--no-buckets) exclude each "
+                              "other")
+        if cfg.max_seq is not None and max(buckets) > cfg.max_seq:
+            raise ConfigError(f"the {name} bucket of {max(buckets)} positions is longer than the compiled "
+                              f"sequence length, {cfg.max_seq}")
+    if cfg.context_buckets and not cfg.prefill_chunk and prompt > max(cfg.context_buckets):
+        raise ConfigError(f"a prompt of {prompt} tokens fits no context-encoding bucket: the largest is "
+                          f"{max(cfg.context_buckets)}")
+    if cfg.token_buckets and total > max(cfg.token_buckets):
+        raise ConfigError(f"the prompt and new tokens need {total} positions: the largest token-generation "
+                          f"bucket is {max(cfg.token_buckets)}")
+
+
 def _validate_serving(cfg: RunConfig) -> None:
-    serving = cfg.concurrency is not None or cfg.max_seq is not None or not cfg.bucketing or cfg.prefill_chunk
+    serving = (cfg.concurrency is not None or cfg.max_seq is not None or not cfg.bucketing or cfg.prefill_chunk
+               or cfg.context_buckets is not None or cfg.token_buckets is not None)
     if serving and cfg.mode not in GENERATING:
         raise ConfigError("concurrency, compiled sequence length, buckets and prefill chunks are for decode and "
                           "serve modes")
@@ -340,6 +384,14 @@ def graph_lengths(max_seq: int, bucketing: bool) -> list[int]:
     return sorted({*(b for b in (MIN_DECODE_BUCKET << i for i in range(32)) if b < max_seq), max_seq})
 
 
+def bucket_lengths(cfg: RunConfig, seq: int) -> tuple[list[int], list[int]]:
+    """The prompt lengths a generating run's context-encoding graphs are compiled for, and the
+    context lengths of its token-generation graphs: as given, else the automatic buckets."""
+    auto = graph_lengths(compiled_length(cfg, seq), cfg.bucketing)
+    return (sorted(cfg.context_buckets) if cfg.context_buckets else auto,
+            sorted(cfg.token_buckets) if cfg.token_buckets else auto)
+
+
 def _bucket(length: int, lengths: list[int]) -> int:
     return next(b for b in lengths if b >= length)
 
@@ -362,11 +414,12 @@ def flash_attention(cfg: RunConfig) -> bool:
 
 def _kernels(cfg: RunConfig, prompt: int = 0, lnc: int = 1) -> dict:
     """How a run's programs are built: its attention kernel (for a whole prompt of ``prompt``
-    positions on logical cores of ``lnc``, the one NxD Inference picks), whether tokens are
-    split, and how experts are spread."""
+    positions on logical cores of ``lnc``, the one NxD Inference picks), its QKV and MLP kernels,
+    whether tokens are split, and how experts are spread."""
     flash = flash_attention(cfg) and (not prompt or context_encoding_kernel(prompt, lnc))
     return {"flash": flash, "sequence_parallel": cfg.sequence_parallel, "ep": cfg.ep,
-            "expert_imbalance": float(cfg.expert_imbalance), "head": cfg.head}
+            "expert_imbalance": float(cfg.expert_imbalance), "head": cfg.head,
+            "qkv_kernel": "qkv" in cfg.nki_kernels, "mlp_kernel": "mlp" in cfg.nki_kernels}
 
 
 def _prefill_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int, lengths: list[int]
@@ -391,10 +444,10 @@ def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int)
     if cfg.mode == "inference":
         prog = build_program(spec, Phase(cfg.batch, seq, seq, tp, **_kernels(cfg)), dt)
         return [_Phase("inference", prog, repeat=request_count(cfg), numbered=False)]
-    lengths = graph_lengths(compiled_length(cfg, seq), cfg.bucketing)
-    out = _prefill_phases(cfg, spec, seq, dep, dt, lengths)
+    prompts, contexts = bucket_lengths(cfg, seq)
+    out = _prefill_phases(cfg, spec, seq, dep, dt, prompts)
     per_step = tokens_per_step(cfg)
-    for bucket, steps in _decode_buckets(seq, cfg.new_tokens, lengths):
+    for bucket, steps in _decode_buckets(seq, cfg.new_tokens, contexts):
         out.append(_Phase(f"decode ctx {bucket}", _token_step(cfg, spec, bucket, tp, dt),
                           max(1, round(steps / per_step)) if cfg.draft else steps))
     return out
@@ -424,7 +477,7 @@ def _run_serving(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt:
     """Serve ``cfg``'s requests on one copy of ``dep`` (:func:`sim.serve.serve`), each step a
     program on the core's timeline followed by the runtime's launch of the next."""
     timeline = _timeline(cfg, dep, max_events)
-    lengths = graph_lengths(compiled_length(cfg, seq), cfg.bucketing)
+    prompts, contexts = bucket_lengths(cfg, seq)
     steps: dict[tuple[str, int], _Phase] = {}
     gap, tp, chunk = dep.chip.efficiency.launch_overhead_s, dep.shards, cfg.prefill_chunk
 
@@ -442,7 +495,7 @@ def _run_serving(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt:
         return timeline.run(steps[key], t, gap)
 
     def prefill(t: float, prompt: int, i: int) -> float:
-        return run(("chunk", i) if chunk else ("prefill", _bucket(prompt, lengths)), t)
+        return run(("chunk", i) if chunk else ("prefill", _bucket(prompt, prompts)), t)
 
     rng = np.random.default_rng(cfg.seed + 2)
     n = request_count(cfg)
@@ -450,15 +503,19 @@ def _run_serving(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt:
                 outputs=serve_lengths(cfg.new_tokens, cfg.new_tokens_spread, n, rng),
                 concurrency=cfg.concurrency, rate=cfg.rate, seed=cfg.seed, batch=cfg.batch, chunk=chunk,
                 handling_s=dep.chip.efficiency.request_overhead_s, prefill=prefill,
-                decode=lambda t, context: run(("decode", _bucket(context, lengths)), t),
+                decode=lambda t, context: run(("decode", _bucket(context, contexts)), t),
                 speculation=(cfg.spec_k, cfg.acceptance) if cfg.draft else None)
     return timeline, log
 
 
 def compiled_length(cfg: RunConfig, seq: int) -> int:
-    """The sequence length a generating run's graphs are compiled for: as asked, else the
-    longest prompt and output its requests may have."""
-    return cfg.max_seq or seq + cfg.new_tokens + SPREADS * (cfg.seq_spread + cfg.new_tokens_spread)
+    """The sequence length a generating run's graphs are compiled for: as asked (or the largest
+    token-generation bucket), else the longest prompt and output its requests may have."""
+    if cfg.max_seq:
+        return cfg.max_seq
+    if cfg.token_buckets:
+        return max(cfg.token_buckets)
+    return seq + cfg.new_tokens + SPREADS * (cfg.seq_spread + cfg.new_tokens_spread)
 
 
 def tokens_per_step(cfg: RunConfig) -> float:
@@ -853,12 +910,17 @@ def _host_copy_s(cfg: RunConfig, spec: ModelSpec, seq: int, chip: Chip) -> float
     return inputs / eff.host_copy_bytes_per_s + outputs / out_rate
 
 
+def _config_record(cfg: RunConfig) -> dict:
+    """``cfg`` as the trace's metadata keeps it: lists where it has tuples, as JSON reads them back."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()}
+
+
 def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Deployment, sched: CoreScheduler,
           phases: list, loaded: list | dict | None, single: list | None, served: dict | None) -> dict:
     chip, inst = dep.chip, dep.instance
     prec = run_precision(cfg, chip)
     meta = {
-        "simulator_version": __version__, "config": asdict(cfg) | {"seq": seq},
+        "simulator_version": __version__, "config": _config_record(cfg) | {"seq": seq},
         "chip": chip.key, "chip_name": chip.name, "core_version": chip.core_version,
         "instance": inst.name, "chips_per_instance": inst.chips, "price_usd_per_hour": inst.price_usd_per_hour,
         "model": spec.name, "model_type": spec.model_type, "family": spec.family, "mode": cfg.mode, "batch": cfg.batch,

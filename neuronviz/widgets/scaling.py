@@ -38,7 +38,8 @@ def training_config(meta) -> RunConfig | None:
         return None
     known = {f.name for f in fields(RunConfig)}
     try:
-        return replace(RunConfig(**{k: v for k, v in config.items() if k in known}), copies=None)
+        return replace(RunConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()
+                                    if k in known}), copies=None)
     except TypeError:
         return None
 

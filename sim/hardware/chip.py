@@ -300,6 +300,13 @@ def load_toml(name: str) -> dict[str, Any]:
 
 
 @cache
+def kernel_settings(table: str) -> dict[str, int]:
+    """How the NKI kernels that NxD calls tile their work (kernels.toml), one table of it."""
+    entries = load_toml("kernels.toml")[table]
+    return {k: int(sourced(entries, k, f"kernels.toml [{table}]")) for k in entries}
+
+
+@cache
 def all_chips() -> Mapping[str, Chip]:
     """Every chip generation in the data directory, by key, oldest first."""
     efficiency = load_toml("efficiency.toml")

@@ -57,7 +57,7 @@ class ProgramBuilder:
     def matmul(self, name: str, m: int, k: int, n: int, *, count: int = 1, weights: bool = True,
                hbm_elems: int | None = None, act: str = "", deps: tuple[int, ...] | None = None,
                shared_weights: bool = False, params: int | None = None, read_after: int = -1,
-               weight_replicas: int = 1, kv_row_elems: int = 0) -> int:
+               weight_replicas: int = 1, kv_row_elems: int = 0, weight_run_rows: int = 1) -> int:
         """``count`` x ``[m,k] @ [k,n]``; with ``weights`` the ``[k,n]`` operand comes from memory.
 
         ``shared_weights``: the weights belong to another op (tied embeddings) and are not
@@ -68,6 +68,7 @@ class ProgramBuilder:
         ``weight_replicas``: cores that hold these weights whole, each running its share of the
         ``m`` rows (see :class:`Op`).
         ``kv_row_elems``: ``hbm_elems`` are a KV cache laid out in rows this long (see :class:`Op`).
+        ``weight_run_rows``: weight rows one partition reads in one run (see :class:`Op`).
         """
         if hbm_elems is None:
             hbm_elems = k * n * count if weights else 0
@@ -76,7 +77,8 @@ class ProgramBuilder:
         owned = params if weights and not (shared_weights or self.shared_weights) else 0
         return self.add(name, OpKind.MATMUL, deps, m=m, k=k, n=n, count=count, rows=m,
                         hbm_elems=hbm_elems, params=owned, weights=weights, act=act, read_after=read_after,
-                        weight_replicas=weight_replicas, kv_row_elems=kv_row_elems)
+                        weight_replicas=weight_replicas, kv_row_elems=kv_row_elems,
+                        weight_run_rows=weight_run_rows)
 
     def transpose(self, name: str, rows: int, cols: int, *, count: int = 1,
                   deps: tuple[int, ...] | None = None) -> int:

@@ -79,6 +79,9 @@ class Op:
         Cores that each hold this matmul's weights whole and run it for their share of its rows
         (a convolution's output rows split over the physical cores of a logical core): each finds
         a partial weight gradient, which a training step sums over them.
+    weight_run_rows : int
+        Consecutive rows of the weight matrix one partition reads in one DMA run: 1 as compiled
+        code's descriptors load weights, more in an NKI kernel that loads tiles of rows.
     """
 
     name: str
@@ -104,6 +107,7 @@ class Op:
     read_after: int = -1
     kv_row_elems: int = 0
     weight_replicas: int = 1
+    weight_run_rows: int = 1
 
     @property
     def flops(self) -> float:

@@ -39,9 +39,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from sim.hardware.chip import kernel_settings
 from sim.workloads.builder import share
 from sim.workloads.graph import Layer, Op, OpKind, Program
-from sim.workloads.transformer import kernel_settings
 
 CHECKPOINTS = ("full", "selective")  # activation checkpointing granularities
 # the ops of attention's core, as sim.workloads.transformer names them: what selective

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cache
 
 import numpy as np
 
-from sim.hardware.chip import load_toml, sourced
+from sim.hardware.chip import kernel_settings
 from sim.workloads.builder import ProgramBuilder
 from sim.workloads.builder import share as _shard
 from sim.workloads.models import DECODER, VISION_TRANSFORMER, ModelSpec
@@ -36,6 +35,11 @@ class Phase:
     decode_step: bool = False
     training: bool = False
     flash: bool = False  # attention as one fused kernel (NxD's flash attention): scores never leave SBUF
+    # NxD Inference's NKI kernels for the QKV projection and for a dense MLP (qkv_kernel_enabled,
+    # mlp_kernel_enabled): each one kernel (see ProgramBuilder.fused), its weights loaded in
+    # tiles of several rows a partition (kernels.toml [nki_projection])
+    qkv_kernel: bool = False
+    mlp_kernel: bool = False
     # sequence parallelism (Megatron's, NxD's): outside attention and the MLP each of the tp cores
     # keeps 1/tp of the tokens; the all-reduce after a block becomes a reduce-scatter and the
     # tokens are all-gathered before the next block's matmuls (the same bytes, in two halves)
@@ -70,7 +74,8 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool, layer
     tokens, window = ph.batch * ph.seq, spec.window(layer)
     ctx = min(ph.context, window) if window else ph.context
     _block_input(b, spec, ph, "attn")
-    qkv = b.matmul("qkv", tokens, spec.hidden, (heads + 2 * kv) * hd)
+    with b.fused(ph.qkv_kernel):
+        qkv = b.matmul("qkv", tokens, spec.hidden, (heads + 2 * kv) * hd, weight_run_rows=_kernel_rows(ph.qkv_kernel))
     # a decode step reads its whole context bucket of keys and values from the cache; a prompt
     # chunk reads those of the chunks before it (a prompt encoded in one pass reads none)
     cached = ctx if ph.decode_step else max(0, ctx - ph.seq)
@@ -118,13 +123,6 @@ def _scores_softmax_context(b: ProgramBuilder, ph: Phase, causal: bool, rows: in
         b.transpose("probs_transpose", rows, weighed, count=count)
         b.matmul("context", rows, weighed, v_dim, count=count, weights=False, hbm_elems=cache_elems * v_dim // qk_dim,
                  kv_row_elems=kv_row * v_dim // qk_dim)
-
-
-@cache
-def kernel_settings(table: str) -> dict[str, int]:
-    """The tiling of the NKI attention kernels (kernels.toml), one table of it."""
-    entries = load_toml("kernels.toml")[table]
-    return {k: int(sourced(entries, k, f"kernels.toml [{table}]")) for k in entries}
 
 
 def context_encoding_kernel(positions: int, lnc: int) -> bool:
@@ -239,19 +237,28 @@ def mlp(b: ProgramBuilder, spec: ModelSpec, ph: Phase, layer: int = 0) -> None:
         _experts(b, spec, ph, tokens, width)
         if spec.shared_experts:
             _gated(b, "shared_", tokens, spec.hidden, _shard(spec.shared_experts * width, ph.tp), spec.act)
-    elif spec.gated_mlp:
-        _gated(b, "", tokens, spec.hidden, _shard(spec.intermediate, ph.tp), spec.act)
     else:
-        inter = _shard(spec.intermediate, ph.tp)
-        b.matmul("up", tokens, spec.hidden, inter, act=spec.act)
-        b.matmul("down", tokens, inter, spec.hidden)
+        rows = _kernel_rows(ph.mlp_kernel)
+        with b.fused(ph.mlp_kernel):
+            if spec.gated_mlp:
+                _gated(b, "", tokens, spec.hidden, _shard(spec.intermediate, ph.tp), spec.act, rows)
+            else:
+                inter = _shard(spec.intermediate, ph.tp)
+                b.matmul("up", tokens, spec.hidden, inter, act=spec.act, weight_run_rows=rows)
+                b.matmul("down", tokens, inter, spec.hidden, weight_run_rows=rows)
     _block_output(b, spec, ph, "mlp")
 
 
-def _gated(b: ProgramBuilder, prefix: str, tokens: int, hidden: int, inter: int, act: str) -> None:
-    b.matmul(f"{prefix}gate_up", tokens, hidden, 2 * inter, act=act)
+def _kernel_rows(kernel: bool) -> int:
+    """Rows of a weight matrix one partition reads in one run: an NKI projection kernel's tile of
+    rows (kernels.toml), or one row as the compiler's descriptors load them."""
+    return kernel_settings("nki_projection")["weight_rows_per_partition"] if kernel else 1
+
+
+def _gated(b: ProgramBuilder, prefix: str, tokens: int, hidden: int, inter: int, act: str, rows: int = 1) -> None:
+    b.matmul(f"{prefix}gate_up", tokens, hidden, 2 * inter, act=act, weight_run_rows=rows)
     b.vector(f"{prefix}gate_mul", elems=tokens * inter, rows=tokens)
-    b.matmul(f"{prefix}down", tokens, inter, hidden)
+    b.matmul(f"{prefix}down", tokens, inter, hidden, weight_run_rows=rows)
 
 
 def experts_touched(experts: int, per_token: int, tokens: int, among: int | None = None) -> int:

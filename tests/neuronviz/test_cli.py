@@ -102,6 +102,9 @@ def test_simulate_table_is_readable(capsys):
     (["--model", "gpt2", "--chips", "trn2", "--mode", "serve", "--seed", "-1"], "the seed must be a whole number"),
     (["--model", "gpt2", "--chips", "trn2", "--mode", "serve", "--seq-spread", "-1"], "the prompt length spread"),
     (["--model", "gpt2", "--chips", "trn2", "--rate", "2"], "a request rate (and its seed) is for serve mode"),
+    (["--model", "gpt2", "--chips", "trn2", "--mode", "decode", "--seq", "600", "--context-encoding-buckets", "256",
+      "512"], "a prompt of 600 tokens fits no context-encoding bucket: the largest is 512"),
+    (["--model", "gpt2", "--chips", "trn2", "--mlp-kernel-enabled"], "NxD Inference's, for decode and serve modes"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(capsys, argv, message):
     code, out, err = run_cli(capsys, "simulate", *argv)
@@ -127,7 +130,8 @@ def test_copies_sets_how_many_copies_run_at_once(capsys):
 
 
 @pytest.mark.parametrize("flag, value", [("--batch", "-3"), ("--batch", "two"), ("--seq", "0"), ("--copies", "0"),
-                                         ("--grad-accum", "0"), ("--nodes", "0")])
+                                         ("--grad-accum", "0"), ("--nodes", "0"),
+                                         ("--context-encoding-buckets", "-512")])
 def test_bad_numbers_exit_2(capsys, flag, value):
     with pytest.raises(SystemExit) as info:
         main(["simulate", "--model", "bert-base", flag, value])

@@ -55,11 +55,40 @@ def test_a_chunked_prompt_reads_the_keys_and_values_of_the_chunks_before():
         trace.events["op"], trace.events["track"], trace.events["layer"], strict=True) if t == dma and la == first)
 
 
+def test_a_prompt_is_encoded_in_the_shortest_context_encoding_bucket_given_that_holds_it():
+    # NxD Inference's --context-encoding-buckets: a 1500-token prompt pads to 1536, not to the
+    # automatic buckets' 2048; every op of the prompt's graph works on 1536 positions instead
+    given = _decode(batch=1, context_buckets=(1024, 1536, 4096), max_seq=4096)
+    auto = _decode(batch=1, max_seq=4096)
+    layer = "prefill/layer0.mlp"
+    assert _layer_flops(given, layer) / _layer_flops(auto, layer) == pytest.approx(1536 / 2048, rel=1e-12)
+
+
+def test_token_steps_run_in_the_token_generation_buckets_given():
+    # contexts 1501..1503 of a 1500-token prompt and 4 new tokens: the 1502 bucket, then 4096
+    trace = simulate(RunConfig(model="llama-3-8b", chip="trn2", mode="decode", batch=1, seq=1500, new_tokens=4,
+                               cores=4, token_buckets=(1502, 4096)))
+    steps = [(p["name"], p["repeat"]) for p in trace.meta["phases"] if p["name"].startswith("decode")]
+    assert steps == [("decode ctx 1502", 2), ("decode ctx 4096", 1)]
+    assert trace.meta["config"]["token_buckets"] == [1502, 4096]
+
+
+def _layer_flops(trace, name: str) -> float:
+    i = trace.layer_names.index(name)
+    return float(trace.events["flops"][trace.events["layer"] == i].sum())
+
+
 @pytest.mark.parametrize("kw, message", [
     (dict(concurrency=9), "cannot run on a graph compiled for batch 8"),
     (dict(max_seq=1000), "the graphs are compiled for 1000"),
     (dict(prefill_chunk=-1), "prefill chunk must be a whole number"),
     (dict(mode="inference", concurrency=1), "are for decode and serve modes"),
+    (dict(context_buckets=(512, 1024)), "a prompt of 1500 tokens fits no context-encoding bucket: the largest is 1024"),
+    (dict(token_buckets=(1024, 1503)), "need 1504 positions: the largest token-generation bucket is 1503"),
+    (dict(context_buckets=(2048,), bucketing=False, max_seq=2048), "exclude each other"),
+    (dict(context_buckets=(4096,), max_seq=2048), "bucket of 4096 positions is longer than the compiled"),
+    (dict(token_buckets=(0, 2048)), "must be positive whole numbers of positions"),
+    (dict(mode="inference", token_buckets=(2048,)), "are for decode and serve modes"),
 ])
 def test_impossible_serving_setups_are_refused(kw, message):
     with pytest.raises(ConfigError, match=message):
