@@ -1,7 +1,8 @@
 """Validation against published Neuron measurements: simulate each row as published, report the error.
 
 Two tables of published figures (``calibration/published.csv``, the Neuron documentation's benchmark
-pages; ``calibration/published-2025-2026.csv``, serving on Trainium2 and Inferentia2) become
+pages; ``calibration/published-2025-2026.csv``, serving on Trainium2 and Inferentia2 and NxD
+Inference's Trainium2 tutorials) become
 :class:`Row` s. A row's deployment comes from what its publication states, never from its measured
 values:
 
@@ -13,7 +14,7 @@ values:
   the published global batch needs; a tensor/pipeline-parallel row runs its published degrees
   with the rest as the NxD Training recipe it comes from sets it (``calibration/recipes-training.toml``);
 - 2025-2026 serving rows follow ``calibration/setups-2025-2026.toml`` (the serving command each
-  source quotes: compiled batch, users, compiled length, buckets, prompt chunks); a row from a
+  source quotes: compiled batch, users, compiled length, buckets, kernels, prompt chunks); a row from a
   source without an entry there runs what the row itself states (:func:`_stated_setup`).
 
 A measurement whose value follows from another of the same run is reported but not counted as an
@@ -273,8 +274,6 @@ def _setups() -> list[dict]:
         return tomllib.load(f)["setup"]
 
 
-
-
 def _metric_2025(name: str) -> tuple[str, float] | None:
     """The metric a 2025-2026 figure is, and the factor taking its value to that metric's unit;
     None for a figure the simulator does not produce."""
@@ -323,6 +322,10 @@ def _stated_setup(r: dict[str, str]) -> dict | None:
                 new_tokens=new_tokens)
 
 
+def _lengths(buckets: list[int] | None) -> tuple[int, ...] | None:
+    return tuple(buckets) if buckets else None
+
+
 def _row_2025(r: dict[str, str], setups: list[dict]) -> Row:
     published_model = r["model"]
     model = _preset(published_model.split(" + ")[0])
@@ -355,7 +358,10 @@ def _row_2025(r: dict[str, str], setups: list[dict]) -> Row:
                     batch=setup["batch"], seq=setup["seq"], new_tokens=setup["new_tokens"], cores=setup["tp"],
                     concurrency=concurrency, max_seq=setup["max_seq"], bucketing=setup["bucketing"],
                     prefill_chunk=setup["prefill_chunk"], requests=setup.get("requests") if serving else None,
-                    **spreads)
+                    context_buckets=_lengths(setup.get("context_buckets")),
+                    token_buckets=_lengths(setup.get("token_buckets")),
+                    nki_kernels=tuple(setup.get("nki_kernels", ())),
+                    sequence_parallel=setup.get("sequence_parallel", False), **spreads)
     return Row(**common, config=cfg, independent=metric != "request_tok_s")
 
 
