@@ -540,7 +540,7 @@ def insights(trace: Trace, others: list[Trace] = (), analysis: RunAnalysis | Non
         add(share, "semaphore_wait",
             f"TensorE waits on its semaphores {100 * share:.0f}% of the time ({_names(waited)}): compiled code "
             "synchronises every matmul instruction with its operands' DMA and the PSUM evacuation; fewer, wider "
-            "instructions (a larger batch) or an NKI kernel pipeline the wait away.", waited)
+            f"instructions (a larger batch) or {_kernels_hint(trace.meta)} pipeline the wait away.", waited)
 
     evac = []
     for s in layers:
@@ -567,6 +567,17 @@ def insights(trace: Trace, others: list[Trace] = (), analysis: RunAnalysis | Non
         found += _comparisons(trace, layers, other, total, theirs.layers if theirs else None)
     found.sort(key=lambda x: -x[0])
     return [ins for _, ins in found]
+
+
+def _kernels_hint(meta) -> str:
+    """The NKI kernels a run could call: for a decoder's decode or serve run, NxD Inference's
+    projection kernels it has not enabled."""
+    if meta.get("mode") not in ("decode", "serve"):
+        return "an NKI kernel"
+    enabled = (meta.get("config") or {}).get("nki_kernels") or ()
+    flags = [flag for name, flag in (("qkv", "--qkv-kernel-enabled"), ("mlp", "--mlp-kernel-enabled"))
+             if name not in enabled]
+    return f"an NKI kernel (NxD Inference's {' and '.join(flags)})" if flags else "an NKI kernel"
 
 
 def _comparisons(trace: Trace, layers: list[Stats], other: Trace, total: float,

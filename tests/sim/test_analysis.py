@@ -158,6 +158,21 @@ def test_tensore_semaphore_waits_are_found_above_fifteen_percent():
     assert "semaphore_wait" not in keys(built([("m", "mlp", events)], stats={"tensor_waited_ns": [10 * US]}))
 
 
+def test_a_decoders_semaphore_waits_point_at_the_nxd_kernels_it_has_not_enabled():
+    events = [("tensor", 0, 75, 1e10, 0), ("dma_write", 95, 5, 0, 1e5)]
+
+    def text(**meta):
+        decode = {"new_tokens": 2, "prefill_ns": 50 * US, "per_token_ns": 50 * US}
+        found = insights(built([("m", "mlp", events)], stats={"tensor_waited_ns": [20 * US]}, **decode, **meta))
+        return next(i.text for i in found if i.key == "semaphore_wait")
+
+    assert text(mode="decode", config={"nki_kernels": []}).endswith(
+        "or an NKI kernel (NxD Inference's --qkv-kernel-enabled and --mlp-kernel-enabled) pipeline the wait away.")
+    assert "(NxD Inference's --mlp-kernel-enabled)" in text(mode="decode", config={"nki_kernels": ["qkv"]})
+    assert text(mode="decode", config={"nki_kernels": ["qkv", "mlp"]}).endswith(
+        "or an NKI kernel pipeline the wait away.")
+
+
 def test_tensore_throttling_is_found_above_five_percent():
     events = [("tensor", 0, 100, 1e10, 0)]
     assert "throttled" in keys(built([("m", "mlp", events)], stats={"tensor_throttled_ns": [10 * US]}))
