@@ -93,7 +93,8 @@ def simulate_runs(args: argparse.Namespace) -> list[Trace]:
                                context_buckets=_buckets(args.context_encoding_buckets),
                                token_buckets=_buckets(args.token_generation_buckets),
                                nki_kernels=tuple(k for k, on in (("qkv", args.qkv_kernel_enabled),
-                                                                 ("mlp", args.mlp_kernel_enabled)) if on)))
+                                                                 ("mlp", args.mlp_kernel_enabled),
+                                                                 ("attention", args.attn_kernel_enabled)) if on)))
             for chip in chips]
 
 
@@ -220,6 +221,9 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
                        help="NxD Inference's NKI kernel for the QKV projection (qkv_kernel_enabled)")
     serve.add_argument("--mlp-kernel-enabled", action="store_true",
                        help="NxD Inference's NKI kernel for the MLP (mlp_kernel_enabled)")
+    serve.add_argument("--attn-kernel-enabled", action="store_true",
+                       help="NxD Inference's flash-attention kernel for prompts of every bucket it can take "
+                            "(attn_kernel_enabled; on one core a logical core from 512 positions, not 4,096)")
     p.add_argument("-o", "--output", help="save the runs to a trace file (.nvtrace, or .json/.json.gz for Chrome JSON)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.set_defaults(func=cmd_simulate)

@@ -42,7 +42,7 @@ DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp32": 4}
 AUTOCAST = ("matmult", "all", "none")
 KV_CACHE_DTYPES = ("fp8",)  # NxD Inference's kv_cache_quant stores the cache in float8_e4m3fn
 ATTENTION = ("flash", "compiler")
-NKI_KERNELS = ("qkv", "mlp")  # NxD Inference's qkv_kernel_enabled and mlp_kernel_enabled
+NKI_KERNELS = ("qkv", "mlp", "attention")  # NxD Inference's qkv_, mlp_ and attn_kernel_enabled
 MIN_DECODE_BUCKET = 128  # NxD Inference token-generation buckets: powers of two from 128
 # Repeated decode steps are stored as events until the trace holds this many; later steps are
 # still simulated (their time counts in every metric) but not kept as events.
@@ -105,7 +105,9 @@ class RunConfig:
     attention: str | None = None
     # NxD Inference's NKI kernels for the QKV projection and the MLP (qkv_kernel_enabled,
     # mlp_kernel_enabled; NKI_KERNELS): each runs as one kernel, its matmuls pipelined without the
-    # compiler's per-instruction waits, its tiles kept in SBUF, its weights loaded in long runs
+    # compiler's per-instruction waits, its tiles kept in SBUF, its weights loaded in long runs;
+    # "attention" (attn_kernel_enabled): the flash kernel also for the prompt buckets it leaves to
+    # the compiler's ops by default (one core a logical core: from 512 positions, not 4,096)
     nki_kernels: tuple[str, ...] = ()
     # mixtures of experts: expert-parallel groups among the copy's cores (1: experts split
     # tensor-parallel), and how many times the mean share of routed tokens the busiest group gets
@@ -275,7 +277,8 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
     if unknown:
         raise ConfigError(f"unknown NKI kernel '{unknown[0]}': choose from {', '.join(NKI_KERNELS)}")
     if cfg.nki_kernels and cfg.mode not in GENERATING:
-        raise ConfigError("the QKV and MLP kernels are NxD Inference's, for decode and serve modes")
+        raise ConfigError("the QKV, MLP and attention kernel settings are NxD Inference's, for decode and serve "
+                          "modes")
     if cfg.autocast is not None and cfg.autocast not in AUTOCAST:
         raise ConfigError(f"unknown autocast '{cfg.autocast}': choose one of {', '.join(AUTOCAST)}")
     act, matmul = compute_dtypes(cfg, chip)
@@ -416,7 +419,8 @@ def _kernels(cfg: RunConfig, prompt: int = 0, lnc: int = 1) -> dict:
     """How a run's programs are built: its attention kernel (for a whole prompt of ``prompt``
     positions on logical cores of ``lnc``, the one NxD Inference picks), its QKV and MLP kernels,
     whether tokens are split, and how experts are spread."""
-    flash = flash_attention(cfg) and (not prompt or context_encoding_kernel(prompt, lnc))
+    asked = "attention" in cfg.nki_kernels
+    flash = flash_attention(cfg) and (not prompt or context_encoding_kernel(prompt, lnc, asked))
     return {"flash": flash, "sequence_parallel": cfg.sequence_parallel, "ep": cfg.ep,
             "expert_imbalance": float(cfg.expert_imbalance), "head": cfg.head,
             "qkv_kernel": "qkv" in cfg.nki_kernels, "mlp_kernel": "mlp" in cfg.nki_kernels}

@@ -125,15 +125,16 @@ def _scores_softmax_context(b: ProgramBuilder, ph: Phase, causal: bool, rows: in
                  kv_row_elems=kv_row * v_dim // qk_dim)
 
 
-def context_encoding_kernel(positions: int, lnc: int) -> bool:
+def context_encoding_kernel(positions: int, lnc: int, enabled: bool = False) -> bool:
     """Whether NxD Inference encodes a prompt bucket of ``positions`` with its flash-attention
-    kernel on logical cores of ``lnc`` physical cores, rather than the compiler's ops (kernels.toml)."""
+    kernel on logical cores of ``lnc`` physical cores, rather than the compiler's ops (kernels.toml);
+    ``enabled``: attn_kernel_enabled set, which one core also heeds for shorter buckets."""
     t = kernel_settings("nxdi_context_encoding")
     if lnc > 1:
         if positions >= t["sharded_min_positions"]:
             return positions % t["sharded_multiple"] == 0
         return positions % t["sharded_short_multiple"] == 0
-    return positions >= t["unsharded_min_positions"]
+    return positions >= (t["unsharded_enabled_min_positions"] if enabled else t["unsharded_min_positions"])
 
 
 def causal_keys(seq: int, ctx: int) -> tuple[int, int]:

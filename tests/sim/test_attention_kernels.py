@@ -52,14 +52,25 @@ def test_nxd_inference_picks_its_kernel_for_a_prompt_bucket_as_its_source_does(p
     assert context_encoding_kernel(positions, lnc) is kernel
 
 
-def _ttft(chip, attention):
-    cfg = RunConfig(model="qwen3-0.6b", chip=chip, mode="decode", seq=2048, new_tokens=1, attention=attention)
+@pytest.mark.parametrize("positions, lnc, kernel", [
+    (256, 1, False), (512, 1, True), (2048, 1, True), (128, 2, False), (1280, 2, False), (1536, 2, True),
+])
+def test_attn_kernel_enabled_takes_one_cores_prompt_buckets_from_512_positions(positions, lnc, kernel):
+    # attn_kernel_enabled: the unsharded kernel for buckets of 512 and more; two cores a logical
+    # core keep their divisibility rules
+    assert context_encoding_kernel(positions, lnc, enabled=True) is kernel
+
+
+def _ttft(chip, attention, **kw):
+    cfg = RunConfig(model="qwen3-0.6b", chip=chip, mode="decode", seq=2048, new_tokens=1, attention=attention, **kw)
     return compute_metrics(simulate(cfg)).time_to_first_token_s
 
 
 def test_a_2048_token_prompt_is_encoded_with_the_compilers_ops_on_one_core_and_the_kernel_on_two():
     # Inferentia2 (LNC=1): below 4,096 positions NxD Inference leaves attention to the compiler
     assert _ttft("inf2", "flash") == _ttft("inf2", "compiler")
+    # unless attn_kernel_enabled asks for the kernel
+    assert _ttft("inf2", "flash", nki_kernels=("attention",)) < _ttft("inf2", "compiler")
     # Trainium2 (LNC=2): 2,048 positions, a multiple of 512, run the sharded kernel
     assert _ttft("trn2", "flash") < _ttft("trn2", "compiler")
 
