@@ -96,19 +96,27 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool, layer
     # by default); Transformers NeuronX (the compiler's attention) keeps each position's heads of
     # the whole batch together, [positions, batch, kv heads x head_dim] (cache_layout SBH)
     row = hd if ph.flash else ph.batch * kv * hd
-    _scores_softmax_context(b, ph, causal, ph.seq * group, hd, hd, ctx, ph.batch * kv, cache_elems, heads, ready, row)
+    _scores_softmax_context(b, ph, causal, ph.seq * group, hd, hd, ctx, ph.batch * kv, cache_elems, heads, ready, row,
+                            window, spec.window_kind == "chunked")
     b.matmul("out_proj", tokens, heads * hd, spec.hidden)
     _block_output(b, spec, ph, "attn")
 
 
 def _scores_softmax_context(b: ProgramBuilder, ph: Phase, causal: bool, rows: int, qk_dim: int, v_dim: int,
-                            ctx: int, count: int, cache_elems: int, heads: int, ready: int, kv_row: int) -> None:
-    """Scores of ``rows`` queries against ``ctx`` keys (``count`` times), the softmax, and the
-    context: as one fused kernel with flash attention. The ``cache_elems`` of keys read from the
-    KV cache lie in rows of ``kv_row`` elements per position (values likewise)."""
-    # a causal flash kernel skips the key tiles after a query tile (the compiler's ops compute the
-    # whole masked square, as does a decode step's one query over its cache)
-    scored, weighed = causal_keys(ph.seq, ctx) if ph.flash and causal and not ph.decode_step else (ctx, ctx)
+                            ctx: int, count: int, cache_elems: int, heads: int, ready: int, kv_row: int,
+                            window: int = 0, chunked: bool = False) -> None:
+    """Scores of ``rows`` queries against the keys they meet (``count`` times), the softmax, and
+    the context: as one fused kernel with flash attention. A decode step meets the ``ctx`` keys it
+    reads (a windowed layer's window); a prompt meets all ``ph.context`` positions in the
+    compiler's ops, which compute the whole square a causal or ``window`` mask then masks, and in a
+    causal flash kernel the key tiles it does not skip (:func:`causal_keys`). The ``cache_elems``
+    of keys read from the KV cache lie in rows of ``kv_row`` elements per position (values likewise)."""
+    if ph.decode_step:
+        scored = weighed = ctx
+    elif ph.flash and causal:
+        scored, weighed = causal_keys(ph.seq, ph.context, window, chunked)
+    else:
+        scored = weighed = ph.context
     with b.fused(ph.flash):
         b.matmul("scores", rows, qk_dim, scored, count=count, weights=False, hbm_elems=cache_elems, deps=(ready,),
                  kv_row_elems=kv_row)
@@ -137,19 +145,30 @@ def context_encoding_kernel(positions: int, lnc: int, enabled: bool = False) -> 
     return positions >= (t["unsharded_enabled_min_positions"] if enabled else t["unsharded_min_positions"])
 
 
-def causal_keys(seq: int, ctx: int) -> tuple[int, int]:
+def causal_keys(seq: int, ctx: int, window: int = 0, chunked: bool = False) -> tuple[int, int]:
     """The keys a query of a causal NKI flash-attention kernel is multiplied by, on average, when
     ``seq`` queries are the last of ``ctx`` positions: in the scores matmul, and in the softmax
     and the context matmul. A tile of queries runs the key tiles that start at or before its
-    first position (kernels.toml): score-sized ones for the scores, large ones for the rest."""
+    first position (kernels.toml): score-sized ones for the scores, large ones for the rest. With
+    a ``window`` a query attends the ``window`` positions up to its own (or, ``chunked``, those of
+    its chunk of ``window`` positions), and the tiles that end before the earliest key a tile's
+    first query attends are skipped too."""
     t = kernel_settings("flash_attention")
     q_tile, score_tile, key_tile = t["query_tile"], t["score_tile"], min(t["key_tile"], ctx)
     starts = np.arange(0, seq, q_tile)
     rows = np.minimum(q_tile, seq - starts)  # the last tile may be partial
     first = ctx - seq + starts  # each tile's first position
-    scored = np.minimum(ctx, (first // score_tile + 1) * score_tile)
-    weighed = np.minimum(ctx, (first // key_tile + 1) * key_tile)
-    return round(float(rows @ scored) / seq), round(float(rows @ weighed) / seq)
+    if not window:
+        earliest = np.zeros_like(first)
+    elif chunked:
+        earliest = first // window * window
+    else:
+        earliest = np.maximum(0, first - window + 1)
+
+    def keys(tile: int) -> np.ndarray:
+        return np.minimum(ctx, (first // tile - earliest // tile + 1) * tile)
+
+    return round(float(rows @ keys(score_tile)) / seq), round(float(rows @ keys(key_tile)) / seq)
 
 
 def _latent_attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, layer: int) -> None:

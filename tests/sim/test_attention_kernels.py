@@ -28,6 +28,31 @@ def test_a_causal_flash_kernel_skips_the_key_tiles_after_each_query_tile():
     assert causal_keys(128, 128) == (128, 128)
 
 
+def test_a_windowed_flash_prompt_also_skips_the_key_tiles_before_its_window():
+    # 4,096 queries, a sliding window of 128: a query tile starting at 512k + 128j needs keys from
+    # 127 before its first query, within its own 512-key sub-tile except for j = 0 (k >= 1), which
+    # reaches into the sub-tile before: (4 x 512 + 7 x (1024 + 3 x 512)) / 32 tiles = 624 keys a
+    # query. Of the 2,048-key tiles only the query tile starting at 2048 reaches back into a second.
+    assert causal_keys(4096, 4096, window=128) == (624, (31 * 2048 + 4096) // 32) == (624, 2112)
+    # chunks of 1,024 positions: a query tile in a chunk's first half scores one sub-tile, in its
+    # second half two; every query's chunk lies in one 2,048-key tile
+    assert causal_keys(4096, 4096, window=1024, chunked=True) == ((16 * 512 + 16 * 1024) // 32, 2048)
+    # tiles wider than the window skip nothing
+    assert causal_keys(512, 512, window=128) == (512, 512)
+
+
+def test_a_sliding_window_layers_prompt_scores_no_negative_keys():
+    # gpt-oss: every other layer attends a window of 128 positions. A 512-token prompt (the kernel on
+    # Trainium2's two cores a logical core) scores 512 keys a query on every layer; with the
+    # compiler's ops the whole masked square, 512 too
+    spec = get_model("gpt-oss-20b")
+    for flash in (True, False):
+        program = build_program(spec, Phase(1, 512, 512, 1, flash=flash), 2)
+        scores = [op for op in program.ops if op.name == "scores"]
+        assert len(scores) == spec.layers and all(op.n == 512 for op in scores), flash
+        assert all(op.flops >= 0 for op in program.ops)
+
+
 def test_only_a_causal_flash_prompt_skips_tiles():
     spec = get_model("llama-3-8b")
 
