@@ -21,7 +21,8 @@ values. Only independent data points count in the medians: a Real Time row's lat
 its copy alone), a Batch row's throughput (every copy busy), a decoder's time to first token and
 time per output token, a serving run's end-to-end latency, a training row's throughput. A value
 that follows from another of the same run (a Real Time row's throughput, a Batch row's latency,
-tokens per second) is listed as "derived" and not counted.
+tokens per second, a serving run's output throughput beside its own TTFT and TPOT) is listed as
+"derived" and not counted.
 """
 
 

@@ -20,8 +20,10 @@ values:
 A measurement whose value follows from another of the same run is reported but not counted as an
 independent data point: the throughput of a Real Time row (copies x batch / its latency), the
 latency of a Batch row (it depends on how many requests the benchmark queued, which the pages do
-not state), a decoder's tokens per second (batch / time per token). Rows the simulator cannot set
-up are reported as skipped with the reason, never dropped.
+not state), a decoder's tokens per second (batch / time per token), a serving run's output
+throughput when the same run's time to first token and time per output token are published (its
+users each wait for their last request: users x tokens / (TTFT + tokens x TPOT)). Rows the
+simulator cannot set up are reported as skipped with the reason, never dropped.
 """
 
 from __future__ import annotations
@@ -372,8 +374,20 @@ def read_rows(path: Path = PUBLISHED, path_2025: Path | None = PUBLISHED_2025) -
     if path_2025 is not None:
         setups = _setups()
         with open(path_2025, newline="", encoding="utf-8") as f:
-            rows += [_row_2025(r, setups) for r in csv.DictReader(f) if _metric_2025(r["metric"])]
+            rows += _derived_throughputs([_row_2025(r, setups) for r in csv.DictReader(f) if _metric_2025(r["metric"])])
     return rows
+
+
+def _derived_throughputs(rows: list[Row]) -> list[Row]:
+    """``rows`` with the output throughputs of runs whose TTFT and TPOT are published too marked
+    derived: their users wait for their last request, so the throughput follows from those two."""
+    def run(r: Row) -> tuple:
+        return r.source, r.model, r.instance, r.seq, r.config.concurrency if r.config else None
+
+    published = {(run(r), r.metric) for r in rows}
+    return [replace(r, independent=False)
+            if r.metric == "output_tok_s" and {(run(r), "ttft_ms"), (run(r), "tpot_ms")} <= published else r
+            for r in rows]
 
 
 # --- simulation ----------------------------------------------------------------------------------

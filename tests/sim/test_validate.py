@@ -216,7 +216,18 @@ def test_unsupported_models_are_reported_as_skipped():
 
 def test_every_published_row_is_read_and_has_a_setup_or_a_reason():
     rows = read_rows()
-    assert len(rows) == 292 + 26 + 4  # every row of both tables (and the four tutorial rows added to the second)
+    assert len(rows) == 292 + 26 + 7  # every row of both tables (and the seven tutorial rows added to the second)
     assert all((r.config is None) == bool(r.skip) for r in rows)
     assert all(isinstance(r, Row) for r in rows)
     assert {r.generation for r in rows if r.config} >= {"inf1", "inf2", "trn1", "trn2"}
+
+
+def test_a_serving_runs_output_throughput_beside_its_own_ttft_and_tpot_is_not_a_point_of_its_own():
+    # vLLM Neuron's Llama-3.1-8B baseline: two users, each waiting for its last request, publish
+    # TTFT, TPOT and output throughput of one run; optimum-neuron's 128-user throughput has no
+    # TTFT or TPOT of its own users (those are of one user) and stays a point
+    throughput = {(r.instance, r.config.concurrency if r.config else None): r.independent
+                  for r in read_rows() if r.metric == "output_tok_s" and r.model == "llama-3.1-8b"}
+    assert throughput[("trn2.48xlarge", 2)] is False
+    assert throughput[("trn2.3xlarge", 128)] is True
+    assert throughput[("inf2.48xlarge", 32)] is True
