@@ -327,8 +327,9 @@ def _validate_buckets(cfg: RunConfig, prompt: int, total: int) -> None:
     for name, buckets in (("context-encoding", cfg.context_buckets), ("token-generation", cfg.token_buckets)):
         if buckets is None:
             continue
-        if not buckets or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in buckets):
-            raise ConfigError(f"{name} buckets must be positive whole numbers of positions, got {list(buckets)}")
+        if (not isinstance(buckets, tuple | list) or not buckets
+                or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in buckets)):
+            raise ConfigError(f"{name} buckets must be positive whole numbers of positions, got {buckets!r}")
         if not cfg.bucketing:
             raise ConfigError(f"{name} buckets and one graph of the compiled length (--no-buckets) exclude each "
                               "other")

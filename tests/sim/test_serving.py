@@ -88,6 +88,7 @@ def _layer_flops(trace, name: str) -> float:
     (dict(context_buckets=(2048,), bucketing=False, max_seq=2048), "exclude each other"),
     (dict(context_buckets=(4096,), max_seq=2048), "bucket of 4096 positions is longer than the compiled"),
     (dict(token_buckets=(0, 2048)), "must be positive whole numbers of positions"),
+    (dict(context_buckets=2048), "must be positive whole numbers of positions, got 2048"),
     (dict(mode="inference", token_buckets=(2048,)), "are for decode and serve modes"),
 ])
 def test_impossible_serving_setups_are_refused(kw, message):
