@@ -22,7 +22,8 @@ its copy alone), a Batch row's throughput (every copy busy), a decoder's time to
 time per output token, a serving run's end-to-end latency, a training row's throughput. A value
 that follows from another of the same run (a Real Time row's throughput, a Batch row's latency,
 tokens per second, a serving run's output throughput beside its own TTFT and TPOT) is listed as
-"derived" and not counted.
+"derived" and not counted; a figure published on two pages is counted once (the other listed as
+"duplicate").
 """
 
 

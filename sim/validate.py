@@ -22,8 +22,9 @@ independent data point: the throughput of a Real Time row (copies x batch / its 
 latency of a Batch row (it depends on how many requests the benchmark queued, which the pages do
 not state), a decoder's tokens per second (batch / time per token), a serving run's output
 throughput when the same run's time to first token and time per output token are published (its
-users each wait for their last request: users x tokens / (TTFT + tokens x TPOT)). Rows the
-simulator cannot set up are reported as skipped with the reason, never dropped.
+users each wait for their last request: users x tokens / (TTFT + tokens x TPOT)). A figure published
+on two pages (the same setup and value) counts once. Rows the simulator cannot set up are reported
+as skipped with the reason, never dropped.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ class Row:
     config: RunConfig | None  # the simulation that reproduces it; None when it cannot be set up
     skip: str = ""  # why not, when config is None
     independent: bool = True  # a data point of its own (not derived from another row of the run)
+    duplicate: bool = False  # the same figure of the same setup as an earlier row (published on two pages)
     batch: int = 1
     seq: str = ""  # prompt/output or sequence, for the report
     published_metric: str = ""
@@ -111,7 +113,7 @@ class Result:
 
     @property
     def counted(self) -> bool:
-        return self.error is not None and self.row.independent
+        return self.error is not None and self.row.independent and not self.row.duplicate
 
 
 def relative_error(simulated: float, measured: float) -> float:
@@ -370,12 +372,25 @@ def _row_2025(r: dict[str, str], setups: list[dict]) -> Row:
 def read_rows(path: Path = PUBLISHED, path_2025: Path | None = PUBLISHED_2025) -> list[Row]:
     """Every published figure of both tables, as :class:`Row` s."""
     with open(path, newline="", encoding="utf-8") as f:
-        rows = [_row_2024(r) for r in csv.DictReader(f) if r["metric"] in METRICS_2024]
+        rows = _duplicates([_row_2024(r) for r in csv.DictReader(f) if r["metric"] in METRICS_2024])
     if path_2025 is not None:
         setups = _setups()
         with open(path_2025, newline="", encoding="utf-8") as f:
             rows += _derived_throughputs([_row_2025(r, setups) for r in csv.DictReader(f) if _metric_2025(r["metric"])])
     return rows
+
+
+def _duplicates(rows: list[Row]) -> list[Row]:
+    """``rows`` with each figure that repeats an earlier row's (the same model, instance, batch,
+    lengths, metric and value: Llama-2-70B's batch-1 runs are on both the latency and the
+    throughput pages) marked a duplicate: one measurement, counted once."""
+    seen: set[tuple] = set()
+    out = []
+    for r in rows:
+        key = (r.model, r.instance, r.batch, r.seq, r.metric, r.measured)
+        out.append(replace(r, duplicate=True) if key in seen else r)
+        seen.add(key)
+    return out
 
 
 def _derived_throughputs(rows: list[Row]) -> list[Row]:
@@ -453,6 +468,7 @@ def validate(rows: Iterable[Row], residuals: Residuals | None = None, workers: i
 class Summary:
     compared: int  # independent data points simulated
     derived: int  # rows following from another row of the same run
+    duplicates: int  # rows repeating an earlier row's figure
     skipped: int
     median_abs_error: float
     ratio_pairs: int
@@ -480,7 +496,8 @@ def summarise(results: list[Result]) -> Summary:
     errors = [abs(r.error) for r in results if r.counted]
     ratios = [abs(e) for _, _, e in generation_ratios(results)]
     derived = sum(1 for r in results if r.error is not None and not r.row.independent)
-    return Summary(len(errors), derived, sum(1 for r in results if r.simulated is None),
+    duplicates = sum(1 for r in results if r.error is not None and r.row.independent and r.row.duplicate)
+    return Summary(len(errors), derived, duplicates, sum(1 for r in results if r.simulated is None),
                    statistics.median(errors) if errors else float("nan"), len(ratios),
                    statistics.median(ratios) if ratios else float("nan"))
 
@@ -525,7 +542,8 @@ def report(results: list[Result]) -> str:
         row = r.row
         sim = f"{r.simulated:,.2f}" if r.simulated is not None else f"skipped: {r.skipped}"
         err = f"{100 * r.error:+.1f}%" if r.error is not None else ""
-        counted = "yes" if r.counted else ("derived" if r.error is not None else "")
+        counted = ("yes" if r.counted else "" if r.error is None
+                   else "derived" if not row.independent else "duplicate")
         lines.append(f"| {row.model} | {row.instance} | {row.batch} | {row.seq} | {row.published_metric} "
                      f"| {row.measured:,.2f} | {sim} | {err} | {counted} |")
     pairs = generation_ratios(results)
@@ -540,6 +558,7 @@ def report(results: list[Result]) -> str:
     median = f"{100 * s.median_abs_error:.1f}%" if s.compared else "none (no row compared)"
     ratios = (f"{s.ratio_pairs} pairs, median absolute error {100 * s.median_abs_ratio_error:.1f}%" if s.ratio_pairs
               else "none (no workload measured on two generations)")
-    lines += ["", f"Independent data points compared: {s.compared} (plus {s.derived} derived rows shown, not "
-                  f"counted); skipped: {s.skipped}. Median absolute error: {median}. Generation ratios: {ratios}."]
+    lines += ["", f"Independent data points compared: {s.compared} (plus {s.derived} derived and {s.duplicates} "
+                  f"duplicate rows shown, not counted); skipped: {s.skipped}. Median absolute error: {median}. "
+                  f"Generation ratios: {ratios}."]
     return "\n".join(lines)

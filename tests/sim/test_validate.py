@@ -231,3 +231,15 @@ def test_a_serving_runs_output_throughput_beside_its_own_ttft_and_tpot_is_not_a_
     assert throughput[("trn2.48xlarge", 2)] is False
     assert throughput[("trn2.3xlarge", 128)] is True
     assert throughput[("inf2.48xlarge", 32)] is True
+
+
+def test_a_figure_published_on_two_pages_counts_once():
+    # Llama-2-70B at batch 1 on inf2.48xlarge: the latency and the throughput page give the same
+    # 76.60 ms time to first token for 128 + 128 tokens, one measurement
+    rows = [r for r in read_rows() if (r.model, r.instance, r.metric, r.seq) == ("llama-2-70b", "inf2.48xlarge",
+                                                                                   "ttft_ms", "128/128")]
+    assert [r.measured for r in rows] == [76.6, 76.6]
+    assert [r.duplicate for r in rows] == [False, True]
+    results = [Result(r, 80.0) for r in rows]
+    assert [r.counted for r in results] == [True, False]
+    assert summarise(results).duplicates == 1
