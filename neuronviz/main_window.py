@@ -11,12 +11,14 @@ from PySide6.QtGui import QAction, QActionGroup, QCursor, QKeySequence, QShortcu
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
+    QFrame,
     QGridLayout,
     QLabel,
     QMainWindow,
     QMenu,
     QMessageBox,
     QProgressDialog,
+    QScrollArea,
     QVBoxLayout,
     QWidget,
 )
@@ -126,7 +128,11 @@ class MainWindow(QMainWindow):
         sweep = self.findChild(QDockWidget, "Sweep")
         self.run_panel.sig_sweep.connect(lambda points: (sweep.raise_(), self.sweep.start_sweep(points, "Run panel")))
         self.findChild(QDockWidget, "Summary").raise_()
-        run_dock = self._dock("Run", self.run_panel, Qt.DockWidgetArea.RightDockWidgetArea)
+        run_scroll = QScrollArea()  # the panel scrolls rather than squeeze its rows in a short window
+        run_scroll.setWidget(self.run_panel)
+        run_scroll.setWidgetResizable(True)
+        run_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        run_dock = self._dock("Run", run_scroll, Qt.DockWidgetArea.RightDockWidgetArea)
         run_dock.hide()
         self.resizeDocks([details], [SUMMARY_HEIGHT], Qt.Orientation.Vertical)
         self._menus(run_dock)

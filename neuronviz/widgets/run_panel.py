@@ -1,6 +1,7 @@
 """The run panel: choose a model (or a config.json), mode, sizes (micro-batches per training
-step too), dtype, chips (or one instance) and cores per copy; simulate in the background with
-progress and cancel; the results open as panes."""
+step too), dtype, chips (or one instance), cores per copy and attention, and for generating runs
+the graphs the serving stack compiles (sequence length, buckets, NKI kernels, prefill chunks);
+simulate in the background with progress and cancel; the results open as panes."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
     QFormLayout,
+    QGroupBox,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QMessageBox,
     QProgressBar,
     QPushButton,
@@ -24,11 +27,11 @@ from PySide6.QtWidgets import (
 
 from neuronviz.runner import SimulationRunner
 from neuronviz.session import Session
-from sim.errors import SimError
+from sim.errors import ConfigError, SimError
 from sim.hardware.chip import all_chips
 from sim.hardware.instances import all_instances, default_instance
 from sim.quant import QUANTS
-from sim.run import DTYPE_BYTES, MODES, RunConfig
+from sim.run import ATTENTION, DTYPE_BYTES, GENERATING, MODES, NKI_KERNELS, RunConfig
 from sim.sweep import Point, grid
 from sim.workloads import preset_names
 
@@ -36,6 +39,8 @@ DEFAULT_CHIPS = ("inf1", "inf2", "trn1", "trn2")
 DEFAULT_INSTANCE = "default for each chip"
 NO_QUANT = "none (weights in the data type)"
 DEFAULT_LNC = "chip default"
+STACK_ATTENTION = "serving stack default"  # flash for generating runs, the compiler's ops otherwise
+KERNEL_LABELS = {"qkv": "QKV", "mlp": "MLP", "attention": "attention"}
 SWEEP_BATCHES = (1, 2, 4, 8, 16, 32)  # the Sweep button's batch sizes
 
 
@@ -96,6 +101,16 @@ class RunPanel(QWidget):
         self.copies.setSpecialValueText("all")
         self.copies.setToolTip("Model copies running at once: all that the instance holds (throughput under load) "
                                "or 1 (a single request's latency, its copy alone on the chip)")
+        self.attention = QComboBox()
+        self.attention.addItems([STACK_ATTENTION, *ATTENTION])
+        self.attention.setToolTip("Attention as one fused flash kernel (NxD Inference) or as the compiler's "
+                                  "separate ops, their scores spilling when SBUF cannot hold them (torch-neuronx "
+                                  "traces, Transformers NeuronX)")
+        self.sequence_parallel = QCheckBox("Sequence parallel")
+        self.sequence_parallel.setToolTip("With several cores per copy, each keeps its share of the tokens outside "
+                                          "attention and the MLP (all-gather and reduce-scatter instead of "
+                                          "all-reduce)")
+        self.generation_box = self._generation_settings()
         self.keep = QCheckBox("Keep the open runs")
         self.keep.setChecked(True)
         self.run_button = QPushButton("Simulate")
@@ -127,14 +142,19 @@ class RunPanel(QWidget):
             chip_row.addWidget(box)
         form.addRow("Chips", chip_row)
         form.addRow("Instance", self.instance)
-        form.addRow("Cores per copy", self.cores)
+        cores_row = QHBoxLayout()
+        cores_row.addWidget(self.cores, 1)
+        cores_row.addWidget(self.sequence_parallel)
+        form.addRow("Cores per copy", cores_row)
         form.addRow("Copies running", self.copies)
+        form.addRow("Attention", self.attention)
         buttons = QHBoxLayout()
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.cancel_button)
         buttons.addWidget(self.sweep_button)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
+        layout.addWidget(self.generation_box)
         layout.addWidget(self.keep)
         layout.addLayout(buttons)
         layout.addWidget(self.progress)
@@ -146,9 +166,70 @@ class RunPanel(QWidget):
         runner.sig_finished.connect(self._finished)
         runner.sig_failed.connect(self._failed)
 
+    def _generation_settings(self) -> QGroupBox:
+        """The graphs a serving stack compiles for a generating run, as NxD Inference's settings name
+        them (``neuronviz simulate --help`` has the same)."""
+        self.max_seq = self._spin(0, 1_048_576, 0)
+        self.max_seq.setSpecialValueText("prompt + new tokens")
+        self.max_seq.setToolTip("Sequence length the graphs are compiled for (--max-seq)")
+        self.one_graph = QCheckBox("One graph of the compiled length (no buckets)")
+        self.one_graph.setToolTip("Instead of NxD Inference's powers-of-two buckets (--no-buckets)")
+        self.context_buckets = QLineEdit()
+        self.token_buckets = QLineEdit()
+        for box, name, flag in ((self.context_buckets, "context-encoding", "--context-encoding-buckets"),
+                                (self.token_buckets, "token-generation", "--token-generation-buckets")):
+            box.setPlaceholderText("automatic")
+            box.setToolTip(f"The {name} bucket lengths, e.g. 2048 4096 8192 ({flag}); empty: powers of two "
+                           "up to the compiled length")
+        self.kernels = {k: QCheckBox(KERNEL_LABELS[k]) for k in NKI_KERNELS}
+        for k, box in self.kernels.items():
+            box.setToolTip(f"NxD Inference's {k}_kernel_enabled" if k != "attention"
+                           else "NxD Inference's attn_kernel_enabled: the flash kernel for every prompt bucket it "
+                                "can take")
+        self.prefill_chunk = self._spin(0, 131_072, 0)
+        self.prefill_chunk.setSpecialValueText("whole prompt")
+        self.prefill_chunk.setToolTip("Encode the prompt in chunks of this many tokens (--prefill-chunk)")
+        kernel_row = QHBoxLayout()
+        for box in self.kernels.values():
+            kernel_row.addWidget(box)
+        kernel_row.addStretch(1)
+        form = QFormLayout()
+        form.addRow("Compiled length", self.max_seq)
+        form.addRow(self.one_graph)
+        form.addRow("Context buckets", self.context_buckets)
+        form.addRow("Token buckets", self.token_buckets)
+        form.addRow("NKI kernels", kernel_row)
+        form.addRow("Prefill chunk", self.prefill_chunk)
+        box = QGroupBox("Generation graphs (decode, serve)")
+        box.setLayout(form)
+        box.setEnabled(False)
+        self.one_graph.toggled.connect(lambda on: [b.setEnabled(not on)
+                                                   for b in (self.context_buckets, self.token_buckets)])
+        return box
+
     def _mode_changed(self, mode: str) -> None:
         self.grad_accum.setEnabled(mode == "training")
         self.users.setEnabled(mode == "serve")
+        self.generation_box.setEnabled(mode in GENERATING)
+
+    @staticmethod
+    def _lengths(box: QLineEdit, name: str) -> tuple[int, ...] | None:
+        """The bucket lengths typed in ``box`` (spaces or commas between them), None when empty."""
+        words = box.text().replace(",", " ").split()
+        if not all(w.isdigit() and int(w) > 0 for w in words):
+            raise ConfigError(f"{name} buckets must be positive whole numbers of positions, got {box.text()!r}")
+        return tuple(int(w) for w in words) or None
+
+    def _generation(self) -> dict:
+        """The generation-graph settings of a decode or serve run (none otherwise)."""
+        if not self.generation_box.isEnabled():
+            return {}
+        buckets = not self.one_graph.isChecked()
+        return {"max_seq": self.max_seq.value() or None, "bucketing": buckets,
+                "context_buckets": self._lengths(self.context_buckets, "context-encoding") if buckets else None,
+                "token_buckets": self._lengths(self.token_buckets, "token-generation") if buckets else None,
+                "nki_kernels": tuple(k for k, box in self.kernels.items() if box.isChecked()),
+                "prefill_chunk": self.prefill_chunk.value()}
 
     @staticmethod
     def _spin(lo: int, hi: int, value: int) -> QSpinBox:
@@ -163,11 +244,15 @@ class RunPanel(QWidget):
             self.model.setCurrentText(path)
 
     def configs(self) -> list[RunConfig]:
+        """The runs the panel describes, one per chip ticked (or the one instance); raises
+        :class:`ConfigError` for bucket lists that are not lengths."""
         instance = self.instance.currentText()
         if instance != DEFAULT_INSTANCE:
             targets = [(None, instance)]
         else:
             targets = [(k, None) for k, box in self.chips.items() if box.isChecked()]
+        attention = self.attention.currentText()
+        generation = self._generation()
         return [RunConfig(model=self.model.currentText().strip(), chip=chip, instance=inst,
                           mode=self.mode.currentText(), batch=self.batch.value(), seq=self.seq.value() or None,
                           new_tokens=self.new_tokens.value(), dtype=self.dtype.currentText(),
@@ -175,7 +260,9 @@ class RunPanel(QWidget):
                           grad_accum=self.grad_accum.value() if self.grad_accum.isEnabled() else 1,
                           concurrency=(self.users.value() or None) if self.users.isEnabled() else None,
                           quant=None if self.quant.currentText() == NO_QUANT else self.quant.currentText(),
-                          lnc=None if self.lnc.currentText() == DEFAULT_LNC else int(self.lnc.currentText()))
+                          lnc=None if self.lnc.currentText() == DEFAULT_LNC else int(self.lnc.currentText()),
+                          attention=None if attention == STACK_ATTENTION else attention,
+                          sequence_parallel=self.sequence_parallel.isChecked(), **generation)
                 for chip, inst in targets]
 
     def sweep_points(self) -> list[Point]:
@@ -200,7 +287,11 @@ class RunPanel(QWidget):
         self.sig_sweep.emit(points)
 
     def start(self) -> None:
-        configs = self.configs()
+        try:
+            configs = self.configs()
+        except SimError as exc:
+            self.status.setText(str(exc))
+            return
         if not configs:
             self.status.setText("Tick at least one chip.")
             return

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QApplication, QDockWidget, QMessageBox
 
 from neuronviz.theme import ENGINE_COLORS, palette
 from neuronviz.trace_view import window_stats
+from sim.errors import ConfigError
 
 
 def test_demo_opens_four_panes_on_four_generations(demo_window):
@@ -599,6 +600,64 @@ def test_run_panel_users_apply_to_serving_only(demo_window):
     panel.users.setValue(12)
     panel.mode.setCurrentText("decode")
     assert not panel.users.isEnabled() and panel.configs()[0].concurrency is None
+
+
+def test_run_panel_sets_up_a_published_tutorial_as_its_page_states(demo_window):
+    # NxD Inference's Llama-3.3-70B tutorial on trn2.48xlarge, as validation runs it
+    from sim.validate import read_rows
+
+    (row,) = [r for r in read_rows() if r.model == "llama-3.3-70b" and r.metric == "ttft_ms"]
+    panel = demo_window.run_panel
+    assert not panel.generation_box.isEnabled()
+    panel.model.setCurrentText("llama-3.3-70b")
+    panel.instance.setCurrentText("trn2.48xlarge")
+    panel.mode.setCurrentText("decode")
+    assert panel.generation_box.isEnabled()
+    panel.cores.setValue(64)
+    panel.seq.setValue(10000)
+    panel.new_tokens.setValue(1500)
+    panel.max_seq.setValue(12800)
+    panel.context_buckets.setText("2048, 4096 8192 12288")
+    panel.token_buckets.setText("2048 4096 8192 12800")
+    for box in panel.kernels.values():
+        box.setChecked(True)
+    panel.sequence_parallel.setChecked(True)
+    (cfg,) = panel.configs()
+    fields = ("model", "instance", "mode", "cores", "seq", "new_tokens", "max_seq", "bucketing", "context_buckets",
+              "token_buckets", "nki_kernels", "sequence_parallel", "prefill_chunk", "attention")
+    assert [getattr(cfg, f) for f in fields] == [getattr(row.config, f) for f in fields]
+    assert cfg.context_buckets == (2048, 4096, 8192, 12288) and cfg.nki_kernels == ("qkv", "mlp", "attention")
+
+
+def test_run_panel_generation_graphs_apply_to_generating_runs_only(demo_window):
+    panel = demo_window.run_panel
+    panel.mode.setCurrentText("serve")
+    panel.context_buckets.setText("512 1024")
+    panel.one_graph.setChecked(True)  # one graph of the compiled length: the bucket lists do not apply
+    assert not panel.context_buckets.isEnabled()
+    panel.prefill_chunk.setValue(1024)
+    assert {(c.bucketing, c.context_buckets, c.prefill_chunk) for c in panel.configs()} == {(False, None, 1024)}
+    panel.one_graph.setChecked(False)
+    assert {c.context_buckets for c in panel.configs()} == {(512, 1024)}
+    panel.attention.setCurrentText("compiler")
+    panel.mode.setCurrentText("inference")  # the values stay for later, but an inference compiles one graph
+    assert not panel.generation_box.isEnabled()
+    assert {(c.context_buckets, c.prefill_chunk, c.bucketing, c.attention) for c in panel.configs()} == {
+        (None, 0, True, "compiler")}
+
+
+def test_run_panel_refuses_bucket_lists_that_are_not_lengths(demo_window):
+    panel = demo_window.run_panel
+    panel.mode.setCurrentText("decode")
+    panel.token_buckets.setText("2048 4k")
+    with pytest.raises(ConfigError, match="token-generation buckets must be positive whole numbers"):
+        panel.configs()
+    panel.start()  # nothing starts; the panel says why
+    assert panel.status.text() == "token-generation buckets must be positive whole numbers of positions, got '2048 4k'"
+    assert panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()
+    panel.token_buckets.setText("0 2048")
+    with pytest.raises(ConfigError):
+        panel.configs()
 
 
 def test_closing_with_unsaved_simulated_runs_asks_first(demo_window, qtbot, monkeypatch, tmp_path):
