@@ -78,6 +78,8 @@ RESIDUALS: tuple[Residual, ...] = (
     Residual("mm_wait_cycles", "encoder and vision throughput at batch 8 and more, and training throughput",
              lambda r: (_encoder(r) and r.metric == "throughput" and r.config.batch >= 8) or r.metric == "train_per_s",
              0.0, 1024.0),
+    Residual("mm_wait_cycles", "Trainium2's time to first token (its prompts encoded by compiled matmuls)",
+             lambda r: r.generation == "trn2" and _decode(r) and r.metric == "ttft_ms", 0.0, 1024.0, chip="trn2"),
     Residual("request_overhead_s", "time to first token of prompts of at most 512 tokens",
              lambda r: _decode(r) and r.metric == "ttft_ms" and _prompt(r) <= 512, 0.0, 0.06),
     Residual("collective_setup_s", "time per output token of copies spanning several chips",

@@ -14,3 +14,8 @@ def test_a_generations_own_residual_is_its_own_key_and_goes_back_to_its_table():
     assert tables["default"]["host_copy_bytes_per_s"] == 1e9
     assert tables["trn1"] == {"host_copy_bytes_per_s": 2e9}
     assert tables["inf1"] == {"core_dma_bytes_per_s": values["core_dma_bytes_per_s[inf1]"]}
+    # Trainium2's own semaphore wait replaces the default one for it alone
+    assert values["mm_wait_cycles[trn2]"] == get_chip("trn2").efficiency.mm_wait_cycles
+    default = values["mm_wait_cycles"]
+    assert get_chip("trn1").efficiency.mm_wait_cycles == get_chip("trn3").efficiency.mm_wait_cycles == default
+    assert _overrides({**values, "mm_wait_cycles[trn2]": 50.0})["trn2"] == {"mm_wait_cycles": 50.0}
