@@ -117,8 +117,10 @@ class RunPanel(QWidget):
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setEnabled(False)
         self.sweep_button = QPushButton("Sweep batch sizes")
-        self.sweep_button.setToolTip("This configuration on each ticked chip's instance (or the chosen one) at batch "
-                                     + ", ".join(map(str, SWEEP_BATCHES)) + ", in the Sweep tab")
+        self.sweep_button.setToolTip("This model, mode, sequence, new tokens, data type, quantization and cores per "
+                                     "copy on each ticked chip's instance (or the chosen one) at batch "
+                                     + ", ".join(map(str, SWEEP_BATCHES)) + ", in the Sweep tab (with each stack's "
+                                     "default graphs and attention)")
         self.sweep_button.clicked.connect(self.sweep)
         self.progress = QProgressBar()
         self.status = QLabel()
@@ -275,7 +277,8 @@ class RunPanel(QWidget):
                          if self.chips[key].isChecked()]
         return grid([self.model.currentText().strip()], instances, SWEEP_BATCHES, [self.seq.value() or None],
                     [self.cores.value() or None], [self.dtype.currentText()], [self.mode.currentText()],
-                    new_tokens=self.new_tokens.value())
+                    new_tokens=self.new_tokens.value(),
+                    quants=[None if self.quant.currentText() == NO_QUANT else self.quant.currentText()])
 
     def sweep(self) -> None:
         try:

@@ -92,3 +92,14 @@ def test_the_run_panel_sweeps_its_configuration_over_batch_sizes(demo_window, qt
     panel.model.setCurrentText("no-such-model")
     panel.sweep_button.click()
     assert "unknown model 'no-such-model'" in panel.status.text() and view.source == "Run panel"
+
+
+def test_the_run_panels_sweep_keeps_its_quantization(demo_window):
+    panel = demo_window.run_panel
+    panel.model.setCurrentText("llama-3-8b")
+    panel.mode.setCurrentText("decode")
+    panel.instance.setCurrentText("inf2.48xlarge")
+    panel.quant.setCurrentText("int8-weights")
+    points = panel.sweep_points()
+    assert {(p.instance, p.mode, p.quant) for p in points} == {("inf2.48xlarge", "decode", "int8-weights")}
+    assert [p.batch for p in points] == [1, 2, 4, 8, 16, 32]
