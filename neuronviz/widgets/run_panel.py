@@ -217,10 +217,13 @@ class RunPanel(QWidget):
     @staticmethod
     def _lengths(box: QLineEdit, name: str) -> tuple[int, ...] | None:
         """The bucket lengths typed in ``box`` (spaces or commas between them), None when empty."""
-        words = box.text().replace(",", " ").split()
-        if not all(w.isdigit() and int(w) > 0 for w in words):
+        try:
+            lengths = tuple(int(w) for w in box.text().replace(",", " ").split())
+        except ValueError:
+            lengths = (0,)
+        if any(n < 1 for n in lengths):
             raise ConfigError(f"{name} buckets must be positive whole numbers of positions, got {box.text()!r}")
-        return tuple(int(w) for w in words) or None
+        return lengths or None
 
     def _generation(self) -> dict:
         """The generation-graph settings of a decode or serve run (none otherwise)."""

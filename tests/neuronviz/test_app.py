@@ -655,9 +655,10 @@ def test_run_panel_refuses_bucket_lists_that_are_not_lengths(demo_window):
     panel.start()  # nothing starts; the panel says why
     assert panel.status.text() == "token-generation buckets must be positive whole numbers of positions, got '2048 4k'"
     assert panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()
-    panel.token_buckets.setText("0 2048")
-    with pytest.raises(ConfigError):
-        panel.configs()
+    for text in ("0 2048", "-512", "2048 ²", "2e3"):
+        panel.token_buckets.setText(text)
+        with pytest.raises(ConfigError):
+            panel.configs()
 
 
 def test_closing_with_unsaved_simulated_runs_asks_first(demo_window, qtbot, monkeypatch, tmp_path):
