@@ -225,6 +225,10 @@ class RunPanel(QWidget):
             raise ConfigError(f"{name} buckets must be positive whole numbers of positions, got {box.text()!r}")
         return lengths or None
 
+    def _quant(self) -> str | None:
+        """The quantization chosen, None for weights in the data type."""
+        return None if self.quant.currentText() == NO_QUANT else self.quant.currentText()
+
     def _generation(self) -> dict:
         """The generation-graph settings of a decode or serve run (none otherwise)."""
         if not self.generation_box.isEnabled():
@@ -264,7 +268,7 @@ class RunPanel(QWidget):
                           cores=self.cores.value() or None, copies=self.copies.value() or None,
                           grad_accum=self.grad_accum.value() if self.grad_accum.isEnabled() else 1,
                           concurrency=(self.users.value() or None) if self.users.isEnabled() else None,
-                          quant=None if self.quant.currentText() == NO_QUANT else self.quant.currentText(),
+                          quant=self._quant(),
                           lnc=None if self.lnc.currentText() == DEFAULT_LNC else int(self.lnc.currentText()),
                           attention=None if attention == STACK_ATTENTION else attention,
                           sequence_parallel=self.sequence_parallel.isChecked(), **generation)
@@ -281,7 +285,7 @@ class RunPanel(QWidget):
         return grid([self.model.currentText().strip()], instances, SWEEP_BATCHES, [self.seq.value() or None],
                     [self.cores.value() or None], [self.dtype.currentText()], [self.mode.currentText()],
                     new_tokens=self.new_tokens.value(),
-                    quants=[None if self.quant.currentText() == NO_QUANT else self.quant.currentText()])
+                    quants=[self._quant()])
 
     def sweep(self) -> None:
         try:
