@@ -210,7 +210,9 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--no-buckets", action="store_true",
                        help="one graph of --max-seq tokens instead of NxD's powers-of-two buckets")
     serve.add_argument("--prefill-chunk", type=_positive_int, default=0, metavar="N",
-                       help="encode the prompt in chunks of N tokens")
+                       help="encode the prompt in chunks of N tokens, as optimum-neuron's chunked prefill does "
+                            "(each chunk's attention over the whole compiled cache in the compiler's ops; a flash "
+                            "kernel over the chunks before it with --attention flash)")
     serve.add_argument("--context-encoding-buckets", type=_positive_int, nargs="+", metavar="N",
                        help="the prompt lengths context-encoding graphs are compiled for, as NxD Inference takes "
                             "them (default: powers of two from 128 and --max-seq)")

@@ -430,16 +430,27 @@ def _kernels(cfg: RunConfig, prompt: int = 0, lnc: int = 1) -> dict:
 def _prefill_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int, lengths: list[int]
                     ) -> list[_Phase]:
     """The prompt's encoding: one graph of the bucket that holds it (the padding is computed
-    too), or chunks of ``prefill_chunk`` tokens each attending to the chunks before it."""
+    too), or chunks of ``prefill_chunk`` tokens (:func:`_chunk_phase`)."""
     batch = cfg.batch if cfg.concurrency is None else 1  # continuous batching encodes one prompt at a time
     tp = dep.shards
     if not cfg.prefill_chunk:
         ce = _bucket(seq, lengths)
         return [_Phase("prefill", build_program(spec, Phase(batch, ce, ce, tp, **_kernels(cfg, ce, dep.lnc)), dt))]
+    return [_chunk_phase(cfg, spec, i, batch, seq, tp, dt) for i in range(-(-seq // cfg.prefill_chunk))]
+
+
+def _chunk_phase(cfg: RunConfig, spec: ModelSpec, n: int, batch: int, seq: int, tp: int, dt: int) -> _Phase:
+    """Chunk ``n`` of a prompt as optimum-neuron's chunked prefill runs it (NxD Inference's vLLM
+    does not chunk prefills): one graph for every chunk, the token-generation attention in the
+    compiler's ops over the whole compiled cache and the chunk's own keys, the chunk padded to
+    its size. With ``--attention flash`` asked for, a kernel that meets the chunks before it."""
     chunk = cfg.prefill_chunk
-    return [_Phase(f"prefill chunk {i + 1}",
-                   build_program(spec, Phase(batch, chunk, (i + 1) * chunk, tp, **_kernels(cfg)), dt))
-            for i in range(-(-seq // chunk))]
+    if cfg.attention == "flash":
+        phase = Phase(batch, chunk, (n + 1) * chunk, tp, **_kernels(cfg))
+    else:
+        phase = Phase(batch, chunk, compiled_length(cfg, seq) + chunk, tp, static_chunk=True,
+                      **{**_kernels(cfg), "flash": False})
+    return _Phase(f"prefill chunk {n + 1}", build_program(spec, phase, dt))
 
 
 def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int) -> list[_Phase]:
@@ -491,9 +502,8 @@ def _run_serving(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt:
             kind, n = key
             if kind == "decode":
                 steps[key] = _Phase(f"decode ctx {n}", _token_step(cfg, spec, n, tp, dt))
-            elif kind == "chunk":  # chunk n of a prompt, attending to the chunks before it
-                steps[key] = _Phase(f"prefill chunk {n + 1}",
-                                    build_program(spec, Phase(1, chunk, (n + 1) * chunk, tp, **_kernels(cfg)), dt))
+            elif kind == "chunk":  # chunk n of a prompt
+                steps[key] = _chunk_phase(cfg, spec, n, 1, seq, tp, dt)
             else:  # a whole prompt, padded to its bucket
                 steps[key] = _Phase(f"prefill ctx {n}",
                                     build_program(spec, Phase(1, n, n, tp, **_kernels(cfg, n, dep.lnc)), dt))

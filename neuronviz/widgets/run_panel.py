@@ -190,7 +190,9 @@ class RunPanel(QWidget):
                                 "can take")
         self.prefill_chunk = self._spin(0, 131_072, 0)
         self.prefill_chunk.setSpecialValueText("whole prompt")
-        self.prefill_chunk.setToolTip("Encode the prompt in chunks of this many tokens (--prefill-chunk)")
+        self.prefill_chunk.setToolTip("Encode the prompt in chunks of this many tokens, as optimum-neuron's "
+                                      "chunked prefill does: each chunk attends over the whole compiled cache "
+                                      "(--prefill-chunk)")
         kernel_row = QHBoxLayout()
         for box in self.kernels.values():
             kernel_row.addWidget(box)

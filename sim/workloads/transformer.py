@@ -35,6 +35,11 @@ class Phase:
     decode_step: bool = False
     training: bool = False
     flash: bool = False  # attention as one fused kernel (NxD's flash attention): scores never leave SBUF
+    # a prompt chunk of optimum-neuron's chunked prefill: one graph for every chunk, whose
+    # attention is the token-generation one in the compiler's ops (compute_for_token_gen): the
+    # chunk's queries meet every position of the compiled KV cache, the mask hiding those not
+    # written yet, and the chunk's own keys; ``context`` is the cache's positions plus ``seq``
+    static_chunk: bool = False
     # NxD Inference's NKI kernels for the QKV projection and for a dense MLP (qkv_kernel_enabled,
     # mlp_kernel_enabled): each one kernel (see ProgramBuilder.fused), its weights loaded in
     # tiles of several rows a partition (kernels.toml [nki_projection])
@@ -91,11 +96,12 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool, layer
     # grouped-query attention: the query heads that share a KV head are stacked on the matmul's
     # free axis against that head's keys and values, which are loaded once, not once per query head
     group = -(-heads // kv)
-    # the cache as the serving stack lays it out: NxD Inference (flash attention) keeps each
-    # head's positions together, [batch, kv heads, positions, head_dim] (K_cache_transposed off
-    # by default); Transformers NeuronX (the compiler's attention) keeps each position's heads of
-    # the whole batch together, [positions, batch, kv heads x head_dim] (cache_layout SBH)
-    row = hd if ph.flash else ph.batch * kv * hd
+    # the cache as the serving stack lays it out: NxD Inference (flash attention) and
+    # optimum-neuron keep each head's positions together, [batch, kv heads, positions, head_dim]
+    # (K_cache_transposed off by default); Transformers NeuronX (the compiler's attention) keeps
+    # each position's heads of the whole batch together, [positions, batch, kv heads x head_dim]
+    # (cache_layout SBH)
+    row = hd if ph.flash or ph.static_chunk else ph.batch * kv * hd
     _scores_softmax_context(b, ph, causal, ph.seq * group, hd, hd, ctx, ph.batch * kv, cache_elems, heads, ready, row,
                             window, spec.window_kind == "chunked")
     b.matmul("out_proj", tokens, heads * hd, spec.hidden)

@@ -1,5 +1,6 @@
 """Decode as serving stacks compile and run it: buckets, compiled batches, prompt chunks."""
 
+import numpy as np
 import pytest
 
 from sim.errors import ConfigError
@@ -41,18 +42,40 @@ def test_a_lone_request_on_a_batch_graph_pays_for_the_padded_batch():
     assert m_one.throughput_per_s == pytest.approx(m_full.throughput_per_s / 8)  # padding serves nobody
 
 
-def test_a_chunked_prompt_reads_the_keys_and_values_of_the_chunks_before():
+def test_a_chunk_scores_the_whole_compiled_cache_and_its_own_keys():
+    # optimum-neuron's chunked prefill: one graph for every chunk, the token-generation attention
+    # (compute_for_token_gen) in the compiler's ops over all 4096 cached positions, masked, and
+    # the chunk's own 1024 keys
     trace = _decode(concurrency=1, max_seq=4096, prefill_chunk=1024)
     names = [p["name"] for p in trace.meta["phases"]]
     assert names[:2] == ["prefill chunk 1", "prefill chunk 2"] and names[2].startswith("decode")
-    dma = trace.track_index("dma_read")
-    layer = trace.layer_names.index("prefill chunk 2/layer0.attention")
-    ops = [trace.op_names[o] for o, t, la in zip(trace.events["op"], trace.events["track"], trace.events["layer"],
-                                                 strict=True) if t == dma and la == layer]
+    # a logical core's 8 query heads in 2 groups of 4 sharing a KV head, 128 wide, 1024 queries
+    # each, half of it on each of its 2 physical cores (trn2's LNC=2)
+    expected = 2 * (1024 * 4) * 128 * (4096 + 1024) * 2 / 2
+    for chunk in (1, 2):
+        assert _op_flops(trace, f"prefill chunk {chunk}/layer0.attention", "scores") == pytest.approx(expected)
+    # the first chunk reads the whole cache too, positions nothing has written yet included
+    assert "scores" in _dma_read_ops(trace, "prefill chunk 1/layer0.attention")
+
+
+def test_a_chunk_in_a_flash_kernel_meets_the_chunks_before_it():
+    trace = _decode(concurrency=1, max_seq=4096, prefill_chunk=1024, attention="flash")
+    ops = _dma_read_ops(trace, "prefill chunk 2/layer0.attention")
     assert "scores" in ops and "context" in ops  # the first chunk's cache, read back
-    first = trace.layer_names.index("prefill chunk 1/layer0.attention")
-    assert not any(trace.op_names[o] == "scores" for o, t, la in zip(
-        trace.events["op"], trace.events["track"], trace.events["layer"], strict=True) if t == dma and la == first)
+    assert "scores" not in _dma_read_ops(trace, "prefill chunk 1/layer0.attention")
+    assert _op_flops(trace, "prefill chunk 2/layer0.attention", "scores") < 2 * (1024 * 4) * 128 * 2048 * 2 / 2
+
+
+def _dma_read_ops(trace, layer: str) -> list[str]:
+    dma, i = trace.track_index("dma_read"), trace.layer_names.index(layer)
+    e = trace.events
+    return [trace.op_names[o] for o, t, la in zip(e["op"], e["track"], e["layer"], strict=True) if t == dma and la == i]
+
+
+def _op_flops(trace, layer: str, op: str) -> float:
+    e, i = trace.events, trace.layer_names.index(layer)
+    named = [k for k, name in enumerate(trace.op_names) if name == op]
+    return float(e["flops"][(e["layer"] == i) & np.isin(e["op"], named)].sum())
 
 
 def test_a_prompt_is_encoded_in_the_shortest_context_encoding_bucket_given_that_holds_it():
