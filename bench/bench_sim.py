@@ -1,5 +1,5 @@
 """Simulator speed: events per second, bert-large on four generations, llama-3-8b decode, a 671B MoE,
-a serving run.
+a chunked prompt, a serving run.
 
 Run: .venv/bin/python bench/bench_sim.py        (targets: < 1 s for the four generations,
 >= 1,000,000 scheduled events per second)
@@ -49,6 +49,10 @@ def main() -> None:
                                    new_tokens=1), repeats=1)
     print(f"deepseek-v3 (671B MoE) prompt and one decode step on trn2.48xlarge: {secs:.3f} s, {events} events "
           f"(target < 5 s, ratio {secs / 5:.2f})")
+    # a long prompt in chunks: one graph for every chunk, scheduled once and replayed
+    secs, events = timed(RunConfig(model="llama-3.1-8b", instance="trn2.3xlarge", cores=4, mode="decode", batch=4,
+                                   concurrency=1, seq=8000, new_tokens=16, max_seq=8208, prefill_chunk=512), repeats=1)
+    print(f"llama-3.1-8b 8000-token prompt in 16 chunks of 512 on trn2.3xlarge: {secs:.3f} s, {events} events")
     # a serving run: each distinct step scheduled once, the others replayed (kept as events up to
     # the trace's limit) or only counted
     cfg = RunConfig(model="llama-3.1-8b", instance="trn2.48xlarge", cores=8, mode="serve", batch=8, concurrency=16,

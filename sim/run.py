@@ -436,21 +436,30 @@ def _prefill_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, 
     if not cfg.prefill_chunk:
         ce = _bucket(seq, lengths)
         return [_Phase("prefill", build_program(spec, Phase(batch, ce, ce, tp, **_kernels(cfg, ce, dep.lnc)), dt))]
-    return [_chunk_phase(cfg, spec, i, batch, seq, tp, dt) for i in range(-(-seq // cfg.prefill_chunk))]
+    chunks = -(-seq // cfg.prefill_chunk)
+    if static_chunks(cfg):  # one graph for every chunk, run back to back
+        return [_Phase("prefill chunk", _chunk_program(cfg, spec, 0, batch, seq, tp, dt), chunks, number_from=1)]
+    return [_Phase(f"prefill chunk {i + 1}", _chunk_program(cfg, spec, i, batch, seq, tp, dt)) for i in range(chunks)]
 
 
-def _chunk_phase(cfg: RunConfig, spec: ModelSpec, n: int, batch: int, seq: int, tp: int, dt: int) -> _Phase:
-    """Chunk ``n`` of a prompt as optimum-neuron's chunked prefill runs it (NxD Inference's vLLM
+def static_chunks(cfg: RunConfig) -> bool:
+    """Whether a run's prompt chunks are optimum-neuron's chunked prefill (NxD Inference's vLLM
     does not chunk prefills): one graph for every chunk, the token-generation attention in the
     compiler's ops over the whole compiled cache and the chunk's own keys, the chunk padded to
-    its size. With ``--attention flash`` asked for, a kernel that meets the chunks before it."""
+    its size. With ``--attention flash`` asked for, each chunk is a kernel that meets the chunks
+    before it instead."""
+    return cfg.attention != "flash"
+
+
+def _chunk_program(cfg: RunConfig, spec: ModelSpec, n: int, batch: int, seq: int, tp: int, dt: int) -> Program:
+    """The program of chunk ``n`` of a prompt (:func:`static_chunks`)."""
     chunk = cfg.prefill_chunk
-    if cfg.attention == "flash":
-        phase = Phase(batch, chunk, (n + 1) * chunk, tp, **_kernels(cfg))
-    else:
+    if static_chunks(cfg):
         phase = Phase(batch, chunk, compiled_length(cfg, seq) + chunk, tp, static_chunk=True,
                       **{**_kernels(cfg), "flash": False})
-    return _Phase(f"prefill chunk {n + 1}", build_program(spec, phase, dt))
+    else:
+        phase = Phase(batch, chunk, (n + 1) * chunk, tp, **_kernels(cfg))
+    return build_program(spec, phase, dt)
 
 
 def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int) -> list[_Phase]:
@@ -502,15 +511,18 @@ def _run_serving(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt:
             kind, n = key
             if kind == "decode":
                 steps[key] = _Phase(f"decode ctx {n}", _token_step(cfg, spec, n, tp, dt))
-            elif kind == "chunk":  # chunk n of a prompt
-                steps[key] = _chunk_phase(cfg, spec, n, 1, seq, tp, dt)
+            elif kind == "chunk":  # chunk n of a prompt (any chunk: one graph for all, :func:`static_chunks`)
+                name = "prefill chunk" if static_chunks(cfg) else f"prefill chunk {n + 1}"
+                steps[key] = _Phase(name, _chunk_program(cfg, spec, n, 1, seq, tp, dt))
             else:  # a whole prompt, padded to its bucket
                 steps[key] = _Phase(f"prefill ctx {n}",
                                     build_program(spec, Phase(1, n, n, tp, **_kernels(cfg, n, dep.lnc)), dt))
         return timeline.run(steps[key], t, gap)
 
     def prefill(t: float, prompt: int, i: int) -> float:
-        return run(("chunk", i) if chunk else ("prefill", _bucket(prompt, prompts)), t)
+        if chunk:
+            return run(("chunk", 0 if static_chunks(cfg) else i), t)
+        return run(("prefill", _bucket(prompt, prompts)), t)
 
     rng = np.random.default_rng(cfg.seed + 2)
     n = request_count(cfg)
