@@ -135,7 +135,10 @@ class RequestsView(LazyView):
         self.playheads.append((line, scale))
 
     def _move_playheads(self, *_: object) -> None:
-        """The playhead in each run's own time (ms), as the panes place it."""
+        """The playhead in each run's own time (ms), as the panes place it; nothing to move before
+        the tab is first looked at (its plots are made then)."""
+        if not self.shown:
+            return
         runs = self.serving_runs()[:MAX_PLOTS]
         for (line, unit), (_, run) in zip(self.playheads, runs, strict=True):
             span = run.duration_ns if self.session.normalised else self.session.max_duration_ns

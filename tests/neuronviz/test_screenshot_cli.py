@@ -36,6 +36,18 @@ def test_one_pane_of_a_file(tmp_path):
     assert (img.width(), img.height()) == (800, 500)
 
 
+def test_a_serving_run_with_the_playhead_moved_before_its_requests_tab_is_looked_at(tmp_path):
+    from sim.io import save_file
+    from sim.run import RunConfig, simulate
+
+    served = tmp_path / "serve.nvtrace"
+    save_file(str(served), [simulate(RunConfig(model="gpt2", chip="trn2", mode="serve", batch=2, concurrency=2,
+                                               requests=4, seq=64, new_tokens=8), max_events=0)])
+    out = tmp_path / "serve.png"
+    assert main(["screenshot", str(served), "-o", str(out), "--size", "800x500", "--at", "0.3"]) == 0
+    assert QImage(str(out)).width() == 800
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--size", "big"], "bad size 'big'"), (["--size", "50x50"], "bad size"),
     (["--pane", "9"], "--pane 9: the view has 4 pane(s)"),
