@@ -430,7 +430,7 @@ def _kernels(cfg: RunConfig, prompt: int = 0, lnc: int = 1) -> dict:
 def _prefill_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int, lengths: list[int]
                     ) -> list[_Phase]:
     """The prompt's encoding: one graph of the bucket that holds it (the padding is computed
-    too), or chunks of ``prefill_chunk`` tokens (:func:`_chunk_phase`)."""
+    too), or chunks of ``prefill_chunk`` tokens (:func:`static_chunks`)."""
     batch = cfg.batch if cfg.concurrency is None else 1  # continuous batching encodes one prompt at a time
     tp = dep.shards
     if not cfg.prefill_chunk:
