@@ -432,18 +432,18 @@ def _add_animate(sub: argparse._SubParsersAction) -> None:
 def cmd_validate(args: argparse.Namespace) -> int:
     """Simulate the published measurements and print (or write) the accuracy report."""
     from sim.accuracy import accuracy_markdown
-    from sim.validate import read_rows, report, summarise, validate
+    from sim.validate import read_held_out, read_rows, report, summarise, validate
 
-    rows = read_rows()
-    if args.model:
-        rows = [r for r in rows if r.model == args.model]
-    if args.limit:
-        rows = rows[: args.limit]
+    def chosen(rows: list) -> list:
+        rows = [r for r in rows if r.model == args.model] if args.model else rows
+        return rows[: args.limit] if args.limit else rows
+
+    rows = chosen(read_held_out() if args.held_out else read_rows())
     if not rows:
-        raise UserError("no calibration rows match")
+        raise UserError("no held-out rows match" if args.held_out else "no calibration rows match")
     results = validate(rows)
     if args.output:
-        text = accuracy_markdown(results, rows if args.fit else None, args.output)
+        text = accuracy_markdown(results, rows if args.fit else None, args.output, validate(chosen(read_held_out())))
         target = Path(args.output)
         tmp = target.with_name(f".{target.name}.tmp")
         try:
@@ -463,7 +463,11 @@ def _add_validate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="compare the simulator with published Neuron measurements")
     p.add_argument("--model", help="only rows of this model")
     p.add_argument("--limit", type=_positive_int, help="only the first N rows")
-    p.add_argument("-o", "--output", help="write the report as Markdown to this file")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("-o", "--output", help="write the report as Markdown to this file (the calibration rows and "
+                                              "those never fitted on)")
+    which.add_argument("--held-out", action="store_true",
+                       help="the published rows no residual is fitted on (sim/calibration/held-out.csv) instead")
     p.add_argument("--fit", action="store_true",
                    help="with -o: also fit the named residuals and check each generation fitted without its rows "
                         "(slow: tens of minutes)")

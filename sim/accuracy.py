@@ -60,17 +60,33 @@ def fit_section(rows: Sequence[Row]) -> list[str]:
     return lines
 
 
-def accuracy_markdown(results: list[Result], fit_rows: Sequence[Row] | None, path: str) -> str:
-    """The whole report; with ``fit_rows`` the fit and the leave-one-generation-out check too."""
+HELD_OUT_INTRO = (
+    "The rows of the same benchmark pages that the calibration tables do not have "
+    "(`sim/calibration/held-out.csv`: newer models and Neuron releases). No residual is fitted on "
+    "them; they show how the simulator does on measurements it was not tuned to.")
+
+
+def accuracy_markdown(results: list[Result], fit_rows: Sequence[Row] | None, path: str,
+                      held_out: list[Result] | None = None) -> str:
+    """The whole report; with ``fit_rows`` the fit and the leave-one-generation-out check too, with
+    ``held_out`` the errors on the rows nothing is fitted on."""
     lines = [INTRO.format(path=path, fit=" --fit" if fit_rows else ""), "## Error by generation and metric", ""]
     body = report(results).split("\n")
     groups_end = body.index("")
-    lines += body[:groups_end] + ["", body[-1], "", "## Named residuals", "",
-                                  "Every other number is a published figure or a stated assumption in "
-                                  "`sim/hardware/data`. These are the few fitted to the measurements, each the "
-                                  "unknown of one mechanism:", ""]
+    lines += body[:groups_end] + ["", body[-1]]
+    held_body: list[str] = []
+    if held_out is not None:
+        held_body = report(held_out).split("\n")
+        held_end = held_body.index("")
+        lines += ["", "## Rows never fitted on", "", HELD_OUT_INTRO, ""] + held_body[:held_end] + ["", held_body[-1]]
+    lines += ["", "## Named residuals", "",
+              "Every other number is a published figure or a stated assumption in "
+              "`sim/hardware/data`. These are the few fitted to the measurements, each the "
+              "unknown of one mechanism:", ""]
     lines += residuals_table()
     if fit_rows is not None:
         lines += fit_section(fit_rows)
     lines += ["", "## Every row, and the generation ratios", ""] + body[groups_end + 1:-2]
+    if held_body:
+        lines += ["", "## Every row never fitted on", ""] + held_body[held_body.index("") + 1:-2]
     return "\n".join(lines) + "\n"

@@ -50,6 +50,7 @@ from sim.workloads.models import ENCODER
 CALIBRATION = Path(__file__).with_name("calibration")
 PUBLISHED = CALIBRATION / "published.csv"
 PUBLISHED_2025 = CALIBRATION / "published-2025-2026.csv"
+HELD_OUT = CALIBRATION / "held-out.csv"  # published figures nothing is fitted on (calibration/README.md)
 SETUPS_2025 = CALIBRATION / "setups-2025-2026.toml"
 RECIPES = CALIBRATION / "recipes-training.toml"
 TASKS = CALIBRATION / "benchmark-tasks.toml"
@@ -378,6 +379,12 @@ def read_rows(path: Path = PUBLISHED, path_2025: Path | None = PUBLISHED_2025) -
         with open(path_2025, newline="", encoding="utf-8") as f:
             rows += _derived_throughputs([_row_2025(r, setups) for r in csv.DictReader(f) if _metric_2025(r["metric"])])
     return rows
+
+
+def read_held_out() -> list[Row]:
+    """The published figures no residual is fitted on (``held-out.csv``): how the simulator does
+    on measurements it was not tuned to."""
+    return read_rows(HELD_OUT, None)
 
 
 def _duplicates(rows: list[Row]) -> list[Row]:

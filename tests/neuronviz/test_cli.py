@@ -218,3 +218,19 @@ def test_head_sets_what_an_encoder_returns_and_its_host_copy_is_in_the_json(caps
     assert runs["mlm"]["latency_ms"] > runs["mlm"]["host_copy_ms"]
     code, _, err = run_cli(capsys, "simulate", "--model", "gpt2", "--chips", "inf2", "--head", "none")
     assert code == 2 and "--head none is an encoder's inference output" in err
+
+
+def test_validate_runs_the_rows_never_fitted_on_apart_and_writes_them_beside_the_calibration(capsys, tmp_path):
+    code, out, _ = run_cli(capsys, "validate", "--held-out", "--model", "resnet50")
+    assert code == 0
+    rows = [line for line in out.splitlines() if line.startswith("| resnet50 |")]
+    assert len(rows) == 4 and all("inf2.xlarge" in line for line in rows)  # the held-out table's four figures
+    code, _, err = run_cli(capsys, "validate", "--held-out", "--model", "bert-tiny")
+    assert code == 2 and "no held-out rows match" in err
+    doc = tmp_path / "accuracy.md"
+    code, out, _ = run_cli(capsys, "validate", "--model", "bert-large", "-o", str(doc))
+    text = doc.read_text(encoding="utf-8")
+    assert code == 0 and "## Rows never fitted on" in text
+    calibration, held = text.split("## Every row never fitted on")
+    row = "| bert-large | inf2.xlarge | 1 | 128 | latency_ms_p50 | 2.69 |"  # Neuron 2.25's figure, held out
+    assert row in held and row not in calibration
