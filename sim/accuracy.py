@@ -66,19 +66,24 @@ HELD_OUT_INTRO = (
     "them; they show how the simulator does on measurements it was not tuned to.")
 
 
+def _report_parts(results: list[Result]) -> tuple[list[str], list[str], str]:
+    """:func:`report` cut into its error-by-group table, its every-row and ratio tables, and its
+    summary line."""
+    body = report(results).split("\n")
+    groups_end = body.index("")
+    return body[:groups_end], body[groups_end + 1:-2], body[-1]
+
+
 def accuracy_markdown(results: list[Result], fit_rows: Sequence[Row] | None, path: str,
                       held_out: list[Result] | None = None) -> str:
     """The whole report; with ``fit_rows`` the fit and the leave-one-generation-out check too, with
     ``held_out`` the errors on the rows nothing is fitted on."""
+    groups, rows, summary = _report_parts(results)
     lines = [INTRO.format(path=path, fit=" --fit" if fit_rows else ""), "## Error by generation and metric", ""]
-    body = report(results).split("\n")
-    groups_end = body.index("")
-    lines += body[:groups_end] + ["", body[-1]]
-    held_body: list[str] = []
+    lines += groups + ["", summary]
     if held_out is not None:
-        held_body = report(held_out).split("\n")
-        held_end = held_body.index("")
-        lines += ["", "## Rows never fitted on", "", HELD_OUT_INTRO, ""] + held_body[:held_end] + ["", held_body[-1]]
+        held_groups, held_rows, held_summary = _report_parts(held_out)
+        lines += ["", "## Rows never fitted on", "", HELD_OUT_INTRO, ""] + held_groups + ["", held_summary]
     lines += ["", "## Named residuals", "",
               "Every other number is a published figure or a stated assumption in "
               "`sim/hardware/data`. These are the few fitted to the measurements, each the "
@@ -86,7 +91,7 @@ def accuracy_markdown(results: list[Result], fit_rows: Sequence[Row] | None, pat
     lines += residuals_table()
     if fit_rows is not None:
         lines += fit_section(fit_rows)
-    lines += ["", "## Every row, and the generation ratios", ""] + body[groups_end + 1:-2]
-    if held_body:
-        lines += ["", "## Every row never fitted on", ""] + held_body[held_body.index("") + 1:-2]
+    lines += ["", "## Every row, and the generation ratios", ""] + rows
+    if held_out is not None:
+        lines += ["", "## Every row never fitted on", ""] + held_rows
     return "\n".join(lines) + "\n"
