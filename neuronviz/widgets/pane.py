@@ -169,7 +169,8 @@ def _deployment_text(m) -> str:
     if "copies" not in m:
         return ""
     n = m.get("data_parallel", m["copies"])  # a training run's copies on every instance
-    text = f"{m.get('cores_per_copy', 1)}&nbsp;core(s)/copy"
+    cores = m.get("cores_per_copy", 1)
+    text = f"{cores}&nbsp;core{'' if cores == 1 else 's'}/copy"
     if m.get("pipeline", 1) > 1:
         text += f" × {m['pipeline']}&nbsp;stages"
     text += f" × {n}&nbsp;cop{'y' if n == 1 else 'ies'}"

@@ -297,7 +297,8 @@ class SweepView(QWidget):
     def _tip(self, x: float, y: float, data: int) -> str:
         r = self.plotted[data]
         lines = [f"{r.get('instance')} · {r.get('model')} · {r.get('mode')}",
-                 f"batch {r.get('batch')} · seq {r.get('seq')} · {r.get('dtype')} · {r.get('cores_per_copy')} core(s)",
+                 f"batch {r.get('batch')} · seq {r.get('seq')} · {r.get('dtype')} · {r.get('cores_per_copy')} "
+                 f"core{'' if r.get('cores_per_copy') == 1 else 's'}",
                  f"latency {r[X_COLUMN]:,.2f} ms · {r.get('throughput_per_s', 0):,.1f} /s",
                  f"${r[Y_COLUMN]:,.3f} per million"]
         return "\n".join(lines)

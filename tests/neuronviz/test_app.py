@@ -916,7 +916,7 @@ def test_a_training_run_over_instances_plots_its_neuronlink_and_efa_traffic(demo
     (pane,) = demo_window.panes
     assert [band.title for band in pane.bands] == ["busy %", "SRAM %", "GB/s", "link GB/s"]
     assert [label.text for _, label in pane.legends[3].items] == ["NeuronLink", "EFA"]
-    assert "1&nbsp;core(s)/copy × 64&nbsp;copies on 2&nbsp;×&nbsp;trn1.32xlarge" in pane.header.text()
+    assert "1&nbsp;core/copy × 64&nbsp;copies on 2&nbsp;×&nbsp;trn1.32xlarge" in pane.header.text()
     # the gradient all-reduces light the band where they run, at the end of the backward pass
     pane.timeline.setXRange(0, pane.run.duration_ns, padding=0)
     qtbot.wait(20)
@@ -998,6 +998,9 @@ def test_a_training_panes_header_gives_the_step_time_and_samples_per_second():
     run = Run(simulate(RunConfig(model="distilbert", chip="trn1", mode="training", batch=8)))
     text = header_html(run, None)
     assert f"step {run.metrics.latency_s * 1e3:.3f} ms" in text and "samples/s" in text and "latency" not in text
+    assert "1&nbsp;core/copy" in text  # one core, singular; a copy over two cores, plural
+    two = Run(simulate(RunConfig(model="distilbert", chip="trn1", mode="training", batch=8, cores=2)))
+    assert "2&nbsp;cores/copy" in header_html(two, None)
 
 
 def test_an_inference_panes_header_says_when_host_copies_are_much_of_its_latency():
