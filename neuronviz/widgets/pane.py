@@ -155,7 +155,7 @@ def header_html(run: Run, baseline: Run | None) -> str:
     speed = ""
     if baseline is not None and baseline is not run:
         ratio = baseline.metrics.latency_s / met.latency_s if met.latency_s else 0.0
-        speed = f" · <b>{ratio:.2f}×</b> vs {baseline.trace.meta.get('chip', 'baseline')}"
+        speed = f" · <b>{ratio:.2f}×</b>&nbsp;vs&nbsp;{baseline.trace.meta.get('chip', 'baseline')}"  # one piece
     elif baseline is run:
         speed = " · baseline"
     cores = _deployment_text(m)
@@ -326,7 +326,8 @@ class ComparisonPane(QWidget):
         spans = self.run.trace.unstored_spans
         widest = max(range(len(spans)), key=lambda i: spans[i][1] - spans[i][0], default=-1)
         total = sum(n for _, _, n in spans)
-        self.unstored_items: list[tuple[pg.GraphicsObject, float, float]] = []
+        self.unstored_items: list[tuple[pg.LinearRegionItem, float, float]] = []
+        self.unstored_label: tuple[pg.TextItem, float, float] | None = None
         for i, (start, end, _) in enumerate(spans):
             for plot in self.plots:
                 region = pg.LinearRegionItem((start, end), movable=False, brush=pg.mkBrush(UNSTORED_COLOR),
@@ -341,7 +342,24 @@ class ComparisonPane(QWidget):
                 label = pg.TextItem(f"{total:,} executions drawn from stored twins", color=palette().foreground,
                                     anchor=(0, 0.5))
                 self.timeline.addItem(label, ignoreBounds=True)
-                self.unstored_items.append((label, start, end))
+                self.unstored_label = (label, start, end)
+        if self.unstored_label is not None:
+            vb = self.timeline.getViewBox()
+            vb.sigXRangeChanged.connect(self._place_unstored_label)
+            vb.sigResized.connect(self._place_unstored_label)
+
+    def _place_unstored_label(self, *_: object) -> None:
+        """Centre the label on the part of its span in view, moved inside the view where it would
+        stick out (a span at the end of a short run is narrower than the text); hidden while no
+        part of the span is in view."""
+        label, start, end = self.unstored_label
+        vb = self.timeline.getViewBox()
+        (x0, x1), _ = vb.viewRange()
+        lo, hi = max(start * self.x_scale(), x0), min(end * self.x_scale(), x1)
+        label.setVisible(lo < hi)
+        width = label.textItem.boundingRect().width() * vb.viewPixelSize()[0]
+        x = min(max((lo + hi - width) / 2, x0), x1 - width)
+        label.setPos(x, (len(self.view.rows) - 1) / 2)
 
     def _counter_bands(self) -> pg.PlotItem:
         """One plot for all counter plots, stacked as bands (see :mod:`neuronviz.items.bands`)."""
@@ -517,11 +535,10 @@ class ComparisonPane(QWidget):
         self.layers.set_x_scale(scale)
         for item in self.curves:
             item.set_x_scale(scale)
-        for item, start, end in self.unstored_items:
-            if isinstance(item, pg.LinearRegionItem):
-                item.setRegion((start * scale, end * scale))
-            else:
-                item.setPos(start * scale, (len(self.view.rows) - 1) / 2)
+        for region, start, end in self.unstored_items:
+            region.setRegion((start * scale, end * scale))
+        if self.unstored_label is not None:
+            self._place_unstored_label()
         self.show_playhead()
         self.show_area()
         self.show_markers()

@@ -999,6 +999,9 @@ def test_a_training_panes_header_gives_the_step_time_and_samples_per_second():
     text = header_html(run, None)
     assert f"step {run.metrics.latency_s * 1e3:.3f} ms" in text and "samples/s" in text and "latency" not in text
     assert "1&nbsp;core/copy" in text  # one core, singular; a copy over two cores, plural
+    base = Run(simulate(RunConfig(model="distilbert", chip="inf2", mode="training", batch=8)))
+    ratio = base.metrics.latency_s / run.metrics.latency_s
+    assert f"<b>{ratio:.2f}×</b>&nbsp;vs&nbsp;inf2" in header_html(run, base)  # a narrow header wraps it whole
     two = Run(simulate(RunConfig(model="distilbert", chip="trn1", mode="training", batch=8, cores=2)))
     assert "2&nbsp;cores/copy" in header_html(two, None)
 
@@ -1041,6 +1044,34 @@ def test_a_serving_pane_counts_requests_and_tokens_and_greys_the_steps_not_store
     steps = sum(k for e, k in zip(serving["step_end_ns"], serving["step_tokens"], strict=True) if e <= t)
     assert state.tokens_done == first + steps > 0
     assert state.activity["tensor"] > 0.05
+
+
+def test_the_stored_twins_label_stays_inside_the_timeline_and_over_its_span(demo_window, qtbot, tmp_path):
+    """The label of the unstored executions was anchored at its span's start: the span at the end
+    of a Trainium2 serving run, narrower than the text, pushed it past the plot's right edge."""
+    from sim.io import save_file
+    from sim.run import RunConfig, simulate
+
+    trace = simulate(RunConfig(model="gpt2", chip="trn2", mode="serve", batch=4, concurrency=4, requests=8, seq=128,
+                               new_tokens=64), max_events=60_000)
+    path = tmp_path / "serve.nvtrace"
+    save_file(str(path), [trace])
+    assert demo_window.open_files([str(path)])
+    demo_window.resize(1600, 900)
+    pane = demo_window.panes[0]
+    label, start, end = pane.unstored_label
+    vb = pane.timeline.getViewBox()
+    span = end - start
+    for x0, x1 in ((start - 20 * span, end), (start, end), (start + 0.9 * span, end)):
+        pane.timeline.setXRange(max(0.0, x0), x1, padding=0)
+        qtbot.wait(20)
+        text, view = label.sceneBoundingRect(), vb.sceneBoundingRect()
+        assert label.isVisible()
+        assert view.left() - 1 <= text.left() and text.right() <= view.right() + 1, (x0, x1)
+    if start > 0:  # a view before the span shows no label over the stored events there
+        pane.timeline.setXRange(0, start / 2, padding=0)
+        qtbot.wait(20)
+        assert not label.isVisible()
 
 
 def test_the_requests_tab_draws_every_request_of_a_serving_run_and_their_distributions(demo_window, tmp_path):
