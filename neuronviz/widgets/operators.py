@@ -156,9 +156,10 @@ class OperatorsView(LazyView):
                 op_row += [_cell("") for _ in range(2 * len(others))]
                 row[0].appendRow(op_row)
             self.model.appendRow(row)
-        for c in range(1, len(headers)):
+        for c in range(len(headers)):
             self.tree.resizeColumnToContents(c)
-        self.tree.setColumnWidth(0, max(160, self.tree.columnWidth(0)))
+        # the names, which say what each row is, as wide as they need up to a third of the table
+        self.tree.setColumnWidth(0, min(max(160, self.tree.columnWidth(0)), max(160, self.tree.width() // 3)))
         self._fill_insights(i)
 
     def _row(self, s: Stats, total: float, layer: str) -> list[QStandardItem]:

@@ -81,6 +81,23 @@ def test_the_operator_table_lists_layers_and_ops_with_deltas_against_the_run(dem
     assert delta.background().color().green() > delta.background().color().red()  # trn2 is faster: green
 
 
+def test_the_operator_table_shows_a_decode_runs_layer_names_whole(demo_window, tmp_path):
+    """A decode run's rows are named by phase and layer ("decode ctx 1152/layer18.mlp"): the name
+    column was 160 px wide whatever its names, and cut them to "decode ctx 1152/la..."."""
+    from sim.io import save_file
+    from sim.run import RunConfig, simulate
+
+    path = tmp_path / "decode.nvtrace"
+    save_file(str(path), [simulate(RunConfig(model="gpt2", chip="inf2", mode="decode", seq=1000, new_tokens=4))])
+    assert demo_window.open_files([str(path)])
+    demo_window.resize(1600, 900)
+    show(demo_window, "Operators")
+    table = demo_window.operators
+    names = [table.model.item(r, 0).text() for r in range(table.model.rowCount())]
+    widest = max(table.tree.fontMetrics().horizontalAdvance(n) for n in names)
+    assert widest > 160 and table.tree.columnWidth(0) > widest
+
+
 def test_delta_colours_saturate_at_twice_the_time():
     assert delta_color(0.5).alphaF() == pytest.approx(delta_color(0.1).alphaF())
     assert delta_color(2.0).alphaF() == pytest.approx(delta_color(9.0).alphaF())
