@@ -691,10 +691,16 @@ class _Timeline:
         # per program: (its first execution's log marks, first op id, start, period, phase index)
         self._seen: dict[int, tuple] = {}
         self._last: tuple[int, float] | None = None  # the program of the last phase, and when it ended
+        self._stored = self._counted = 0  # events the log holds, over its first _counted blocks
 
     def _room(self, per_step: int) -> int:
-        stored = sum(len(a) for a in self.sched.log.start)
-        return max(0, self.max_events - stored) // max(per_step, 1)
+        """How many more executions of ``per_step`` events the log has room for. The log only
+        grows: its new blocks are counted on top of the last count (counting all of them on every
+        phase made a long serving run quadratic in its steps)."""
+        starts = self.sched.log.start
+        self._stored += sum(len(a) for a in starts[self._counted:])
+        self._counted = len(starts)
+        return max(0, self.max_events - self._stored) // max(per_step, 1)
 
     def idle(self, name: str, program: Program, t0: float, periods: float) -> float:
         """The core waits ``periods`` times as long as ``program`` takes (measured on a scheduler

@@ -160,3 +160,18 @@ def test_executions_not_stored_are_drawn_exactly_as_if_they_were():
     counters = [replayed(CounterIntegral(t.counters["hbm_read_bytes_per_s"].t_ns,
                                          t.counters["hbm_read_bytes_per_s"].value), t) for t in (full, part)]
     assert counters[1].at(edges) == pytest.approx(counters[0].at(edges), rel=1e-6, abs=1.0)
+
+
+def test_a_serving_run_keeps_events_up_to_its_limit_and_counts_the_rest():
+    """The steps past the trace's limit are counted, not stored (the log's size is tallied as it
+    grows: recounting it at every step made long serving runs quadratic)."""
+    cfg = RunConfig(model="gpt2", chip="inf2", mode="serve", batch=4, concurrency=4, requests=8, seq=128,
+                    new_tokens=32)
+    full = simulate(cfg)
+    limit = full.n_events // 3
+    short = simulate(cfg, max_events=limit)
+    assert 0 < short.n_events <= limit < full.n_events
+    assert sum(p["stored"] for p in short.meta["phases"]) < sum(p["stored"] for p in full.meta["phases"])
+    a, b = compute_metrics(full), compute_metrics(short)
+    assert b.flops == pytest.approx(a.flops, rel=1e-9)
+    assert b.serving["output_tokens_per_s"] == pytest.approx(a.serving["output_tokens_per_s"], rel=1e-12)
