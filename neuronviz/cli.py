@@ -44,12 +44,13 @@ def _positive_int(text: str) -> int:
 def cmd_models(args: argparse.Namespace) -> int:
     from sim.workloads import Phase, build_program
 
-    print(f"{'model':16s} {'type':12s} {'family':20s} {'params':>10s}  source")
+    width = max(map(len, preset_names()))
+    print(f"{'model':{width}s} {'type':12s} {'family':20s} {'params':>10s}  source")
     for name in preset_names():
         spec = get_model(name)
         family = spec.family + (f" MoE top-{spec.experts_per_token}/{spec.experts}" if spec.experts else "")
         params = sum(op.params for op in build_program(spec, Phase(1, spec.default_seq, spec.default_seq), 2).ops)
-        print(f"{name:16s} {spec.model_type:12s} {family:20s} {params / 1e6:9.1f}M  {spec.source}")
+        print(f"{name:{width}s} {spec.model_type:12s} {family:20s} {params / 1e6:9.1f}M  {spec.source}")
     print("\nAny Hugging Face config.json of these model types works too: --model path/to/config.json")
     return 0
 
@@ -140,7 +141,7 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
                    help="M:N structured sparsity of the weights, e.g. 2:4 or 4:16 (Trainium2, Trainium3)")
     p.add_argument("--autocast", choices=AUTOCAST,
                    help="what of an fp32 model the compiler casts to bf16 (default: the chip's compiler's: "
-                        "matmult for neuronx-cc, all for Inferentia1's neuron-cc)")
+                        "none for neuronx-cc since Neuron 2.27, all for Inferentia1's neuron-cc)")
     p.add_argument("--cores", type=_positive_int, help="NeuronCores one model copy spans (tensor parallel)")
     p.add_argument("--lnc", type=int, choices=(1, 2),
                    help="physical cores per logical NeuronCore on Trn2/Trn3 (default 2; --cores counts logical ones)")
