@@ -24,7 +24,7 @@ from functools import lru_cache
 from sim.cost.collective import Group, collective
 from sim.cost.dma import core_bytes_per_s
 from sim.cost.stream import layout, stream_seconds
-from sim.cost.tensor import MatmulPlan, ceil_div, plan_matmul, plan_transpose
+from sim.cost.tensor import MatmulPlan, ceil_div, plan_matmul, plan_transpose, tiles_per_bank
 from sim.hardware.chip import Chip, StreamEngine
 from sim.hardware.instances import Topology
 from sim.quant import Precision, dense
@@ -38,6 +38,7 @@ RESOURCE_NAMES = ("tensor", "vector", "scalar", "gpsimd", "dma_read", "dma_write
 CHUNK_BYTES = 2 << 20  # DMA chunk a weight stream is cut into (large enough to saturate DMA)
 MAX_CHUNKS = 128
 STREAM_BUFFERS = 2  # weight chunks in flight at least, when weights exceed their room in SBUF
+PSUM_ELEM_BYTES = 4  # PSUM accumulates in FP32
 
 
 @dataclass(frozen=True)
@@ -248,7 +249,8 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     if read is not None and weights > weight_room:
         buffers = max(STREAM_BUFFERS, int(weight_room // read.nbytes))
         read = Stage(read.resource, read.dur_s, 0.0, read.nbytes, buffers, read.latency_s)
-    compute, psum = _array_stages(ctx, plan, chunks, op.flops, op.act, wait, evac_on_scalar=prec.extra_work)
+    compute, psum = _array_stages(ctx, plan, chunks, op.flops, op.act, wait, evac_on_scalar=prec.extra_work,
+                                  packed=not (op.weights or op.hbm_elems))
     if prec.extra_work:  # VectorE's share, ahead of the array (the evacuation then on ScalarE)
         compute = (Stage(VECTOR, _quant_seconds(ctx, op, prec) / chunks, 0.0, 0.0), *compute)
     return LoweredOp(
@@ -261,7 +263,7 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
 
 
 def _array_stages(ctx: CoreContext, plan: MatmulPlan, chunks: int, flops: float, act: str, wait_cycles: float = 0.0,
-                  evac_on_scalar: bool = False) -> tuple[tuple[Stage, Stage], float]:
+                  evac_on_scalar: bool = False, packed: bool = False) -> tuple[tuple[Stage, Stage], float]:
     """The TensorE stage of a planned matmul or transpose and the evacuation of its PSUM tiles.
 
     Two consecutive matmuls may overlap, so each uses at most half of the PSUM banks; a chunk
@@ -270,18 +272,26 @@ def _array_stages(ctx: CoreContext, plan: MatmulPlan, chunks: int, flops: float,
     instruction reads each PSUM tile: ScalarE (applying a fused activation) or VectorE, at
     their FP32 rate since PSUM holds FP32. Before each instruction of compiled code the array waits
     ``wait_cycles`` on its semaphores: occupied, not active (as Neuron Explorer counts active time).
+
+    A ``packed`` matmul (both operands already on chip: attention's scores and context over a
+    prompt, not a decode step's, whose keys and values stream in from the KV cache) lays its
+    output tiles side by side in PSUM when they are narrower than a bank (:func:`tiles_per_bank`):
+    the tiles of one bank share one wait, their instructions' operands being in SBUF and the bank
+    the only thing to wait for, and one evacuation instruction reads them all.
     """
     chip = ctx.chip
     te = chip.tensor
     tiles_per_chunk = max(1, plan.psum_tiles // chunks)
     banks = max(1, chip.psum_banks // 2)
     psum_bufs = max(1, banks // tiles_per_chunk)
+    parts = chip.sbuf_partitions
+    share = tiles_per_bank(plan, chip.psum_bytes // chip.psum_banks // parts // PSUM_ELEM_BYTES) if packed else 1
     tensor = Stage(TENSOR, plan.cycles / te.clock_hz / chunks, flops / chunks, 0.0, buffers=psum_bufs,
                    latency_s=te.fill_drain_cycles / te.clock_hz,
-                   wait_s=wait_cycles * plan.instructions / te.clock_hz / chunks)
-    parts = chip.sbuf_partitions
-    scalar_s = stream_seconds(chip.scalar, parts, plan.psum_free, plan.psum_tiles, 1, "fp32")
-    vector_s = stream_seconds(chip.vector, parts, plan.psum_free, plan.psum_tiles, 1, "fp32")
+                   wait_s=wait_cycles * plan.instructions / share / te.clock_hz / chunks)
+    evacuations = ceil_div(plan.psum_tiles, share)
+    scalar_s = stream_seconds(chip.scalar, parts, plan.psum_free, evacuations, 1, "fp32")
+    vector_s = stream_seconds(chip.vector, parts, plan.psum_free, evacuations, 1, "fp32")
     on_scalar = bool(act) or evac_on_scalar
     evac = Stage(SCALAR if on_scalar else EVAC, scalar_s / chunks, 0.0, 0.0,
                  alt_dur_s=0.0 if on_scalar else vector_s / chunks)

@@ -7,7 +7,7 @@ from typing import Any
 
 from sim.metrics import RunMetrics, compute_metrics
 from sim.trace import Trace
-from sim.workloads.models import CNN, VISION_TRANSFORMER
+from sim.workloads.models import CLIP, CNN, VISION_TRANSFORMER
 
 
 def run_record(trace: Trace) -> dict[str, Any]:
@@ -47,7 +47,7 @@ def run_record(trace: Trace) -> dict[str, Any]:
 
 def _training_record(m: dict, met: RunMetrics) -> dict[str, Any]:
     step = met.latency_under_load_s
-    tokens = None if m.get("family") in (CNN, VISION_TRANSFORMER) else m["seq"]  # an image is not tokens
+    tokens = None if m.get("family") in (CNN, VISION_TRANSFORMER, CLIP) else m["seq"]  # an image is not tokens
     return {
         "grad_accum": m.get("grad_accum", 1), "nodes": m.get("nodes", 1), "data_parallel": m.get("data_parallel"),
         "step_ms": step * 1e3, "samples_per_s": met.throughput_per_s,

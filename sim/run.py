@@ -264,7 +264,7 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
         _validate_buckets(cfg, seq + SPREADS * cfg.seq_spread, total)
     if limit and not spec.is_vision and total > limit:
         raise ConfigError(f"{spec.name} handles at most {limit} positions; asked for {total}")
-    if spec.is_vision and seq % (spec.patch_size if spec.family == "vision-transformer" else 1):
+    if spec.is_vision and seq % (spec.patch_size if spec.family != CNN else 1):
         raise ConfigError(f"image size {seq} must be a multiple of the patch size {spec.patch_size}")
     pools = spec.conv_plan.count(0)
     if seq >> pools < 1:  # a 2x2 max pool of a 1 x 1 map leaves nothing (torchvision refuses it too)

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from sim.workloads.builder import ProgramBuilder
 from sim.workloads.graph import Program
-from sim.workloads.models import CNN, DECODER, ENCODER, ModelSpec, get_model, preset_names
+from sim.workloads.models import CLIP, CNN, DECODER, ENCODER, ModelSpec, get_model, preset_names
 from sim.workloads.resnet import resnet_program, vgg_program
 from sim.workloads.training import training_program
 from sim.workloads.transformer import Phase, transformer_program
@@ -17,6 +17,9 @@ __all__ = ["ModelSpec", "Phase", "Program", "build_program", "get_model", "host_
 # token ids and attention masks reach a traced model as int32 tensors, as the Neuron benchmark
 # script traces them (aws-neuron-sdk archive/src/benchmark/pytorch/inf2_benchmark.py: torch.int)
 TOKEN_ID_BYTES = 4
+# CLIP's benchmark traces the token ids as its processor returns them, int64 (aws-neuron-sdk
+# archive/src/benchmark/pytorch/hf-openai-clip_benchmark.py: inputs['input_ids'])
+CLIP_TOKEN_ID_BYTES = 8
 
 
 def build_program(spec: ModelSpec, phase: Phase, dtype_bytes: int) -> Program:
@@ -55,6 +58,12 @@ def host_bytes(spec: ModelSpec, phase: Phase, dtype_bytes: int) -> tuple[int, in
                    "mlm": batch * seq * spec.vocab}[phase.head]
     elif spec.family == DECODER:
         inputs, outputs = 2 * batch * seq * TOKEN_ID_BYTES, batch * spec.vocab
+    elif spec.family == CLIP:
+        text, prompts, length = spec.text_tower, spec.num_labels, spec.prompt_tokens
+        tokens = (seq // spec.patch_size) ** 2 + 1
+        inputs = prompts * length * CLIP_TOKEN_ID_BYTES + batch * spec.channels * seq * seq * dtype_bytes
+        outputs = (2 * batch * prompts + (prompts + batch) * spec.projection_dim
+                   + prompts * (length + 1) * text.hidden + batch * (tokens + 1) * spec.hidden)
     else:  # an image model: the images in, the class logits out
         inputs, outputs = batch * spec.channels * seq * seq * dtype_bytes, batch * spec.num_labels
     return inputs, outputs * dtype_bytes

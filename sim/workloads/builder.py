@@ -23,6 +23,7 @@ class ProgramBuilder:
         self._fused = False  # the ops being added form one fused kernel (see :meth:`fused`)
         self._layer: tuple[str, str, int] | None = None
         self.prefix = ""  # prepended to the names of the layers being added (one model among several)
+        self._branch = False  # the next op starts a path of its own (see :meth:`branch`)
 
     @property
     def last(self) -> int:
@@ -46,9 +47,15 @@ class ProgramBuilder:
         finally:
             self._fused = before
 
+    def branch(self) -> None:
+        """The next op added without ``deps`` depends on none before it: the start of a second
+        input's path through the graph (CLIP's text tower beside its vision tower)."""
+        self._branch = True
+
     def add(self, name: str, kind: OpKind, deps: tuple[int, ...] | None = None, **fields) -> int:
         if deps is None:
-            deps = (self.last,) if self.last >= 0 else ()
+            deps = (self.last,) if self.last >= 0 and not self._branch else ()
+        self._branch = False
         fields.setdefault("dtype_bytes", self.dtype_bytes)
         fields.setdefault("fused", self._fused)
         self.program.ops.append(Op(name=name, kind=kind, deps=tuple(d for d in deps if d >= 0), **fields))

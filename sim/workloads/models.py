@@ -23,7 +23,20 @@ MAX_CONFIG_BYTES = 4 << 20  # a config.json is a few kB; the largest (with token
 MAX_CONFIG_SIZE = 1 << 24
 MAX_LAYERS = 1024
 
-ENCODER, DECODER, VISION_TRANSFORMER, CNN = "encoder", "decoder", "vision-transformer", "cnn"
+ENCODER, DECODER, VISION_TRANSFORMER, CNN, CLIP = "encoder", "decoder", "vision-transformer", "cnn", "clip"
+
+# transformers' CLIPTextConfig and CLIPVisionConfig defaults, for keys a CLIP config.json leaves out
+CLIP_TEXT_DEFAULTS = {"hidden_size": 512, "intermediate_size": 2048, "num_hidden_layers": 12,
+                      "num_attention_heads": 8, "vocab_size": 49408, "max_position_embeddings": 77,
+                      "hidden_act": "quick_gelu"}
+CLIP_VISION_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                        "num_attention_heads": 12, "image_size": 224, "patch_size": 32, "num_channels": 3,
+                        "hidden_act": "quick_gelu"}
+# the class prompts a CLIP inference encodes beside its images when its config.json does not say:
+# the Neuron benchmark's (aws-neuron-sdk archive/src/benchmark/pytorch/hf-openai-clip_benchmark.py):
+# "a photo of a {c}" for each of CIFAR-100's 100 classes, padded to the longest, 9 tokens with
+# CLIP's start and end tokens ("a photo of a chimpanzee": chim-pan-zee; "aquarium_fish": 3)
+CLIP_PROMPTS, CLIP_PROMPT_TOKENS = 100, 9
 
 
 @dataclass(frozen=True)
@@ -31,7 +44,8 @@ class ModelSpec:
     """Architecture hyper-parameters of one model, whatever its family.
 
     ``family`` selects the graph builder: ``encoder`` (BERT-like, optionally with an MLP
-    tower), ``decoder`` (GPT-2 / Llama), ``vision-transformer`` (ViT) or ``cnn`` (ResNet, VGG).
+    tower), ``decoder`` (GPT-2 / Llama), ``vision-transformer`` (ViT), ``cnn`` (ResNet, VGG) or
+    ``clip`` (a ViT beside a text tower, ``text_tower``).
     ``experts`` > 0 makes the MLP of every block a mixture of that many experts, of which each
     token runs ``experts_per_token`` (Mixtral).
     """
@@ -87,17 +101,24 @@ class ModelSpec:
     qk_rope_dim: int = 0
     v_head_dim: int = 0
     shared_layers: bool = False  # every block reuses the first block's weights (ALBERT)
+    # CLIP: its text tower (the spec's own fields are its vision tower's), the width both towers
+    # project their pooled outputs to, and the padded length of the class prompts (num_labels of
+    # them) that every inference encodes beside its images
+    text_tower: ModelSpec | None = None
+    projection_dim: int = 0
+    prompt_tokens: int = 0
     source: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def default_seq(self) -> int:
         """Sequence length (image size for vision models) used when none is given."""
-        return self.image_size if self.family in (VISION_TRANSFORMER, CNN) else 128
+        return self.image_size if self.is_vision else 128
 
     @property
     def is_vision(self) -> bool:
-        return self.family in (VISION_TRANSFORMER, CNN)
+        """Its runs' sequence length is an image's size (a CLIP model's text side is its prompts)."""
+        return self.family in (VISION_TRANSFORMER, CNN, CLIP)
 
     @property
     def mla(self) -> bool:
@@ -390,6 +411,33 @@ def _vit(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
     )
 
 
+def _clip(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    """transformers' CLIPModel: a ViT (pre-normalised patch embeddings, its pooled CLS token
+    normalised again) and a causal text transformer, each projected to ``projection_dim``."""
+    towers = []
+    for key, defaults in (("text_config", CLIP_TEXT_DEFAULTS), ("vision_config", CLIP_VISION_DEFAULTS)):
+        given = cfg.get(key) or {}
+        if not isinstance(given, Mapping):
+            raise ConfigError(f"config.json: {key} must be an object")
+        towers.append({**defaults, **given})
+    text, vision = towers
+    width, heads = text["hidden_size"], text["num_attention_heads"]
+    text_spec = ModelSpec(
+        name=f"{name} text", model_type="clip_text_model", family=ENCODER, hidden=width,
+        layers=text["num_hidden_layers"], heads=heads, kv_heads=heads, head_dim=width // heads,
+        intermediate=text["intermediate_size"], vocab=text["vocab_size"], act=text["hidden_act"],
+        max_positions=text["max_position_embeddings"], embedding_size=width, learned_positions=True)
+    _check_positive(text_spec)
+    width, heads = vision["hidden_size"], vision["num_attention_heads"]
+    return ModelSpec(
+        name=name, model_type="clip", family=CLIP, hidden=width, layers=vision["num_hidden_layers"], heads=heads,
+        kv_heads=heads, head_dim=width // heads, intermediate=vision["intermediate_size"], act=vision["hidden_act"],
+        image_size=vision["image_size"], patch_size=vision["patch_size"], channels=vision["num_channels"],
+        embedding_size=width, learned_positions=True, text_tower=text_spec,
+        projection_dim=cfg.get("projection_dim", 512), num_labels=cfg.get("num_labels", CLIP_PROMPTS),
+        prompt_tokens=cfg.get("prompt_tokens", CLIP_PROMPT_TOKENS))
+
+
 def _resnet(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
     widths, depths = _need(cfg, "hidden_sizes", "depths", lists=True)
     if len(widths) != len(depths):
@@ -427,8 +475,8 @@ PARSERS: Mapping[str, Callable[[str, Mapping[str, Any]], ModelSpec]] = {
     "albert": _bert, "encoder-mlp": _bert, "distilbert": _distilbert, "gpt2": _gpt2, "gptj": _gptj,
     "opt": _opt, "gpt_neox": _gpt_neox, "llama": _llama, "mistral": _mistral, "qwen2": _qwen2, "qwen3": _qwen3,
     "phi3": _phi3, "gemma": _gemma, "mixtral": _mixtral, "qwen3_moe": _qwen3_moe, "gpt_oss": _gpt_oss,
-    "deepseek_v3": _deepseek_v3, "llama4": _llama4, "llama4_text": _llama4, "vit": _vit, "resnet": _resnet,
-    "vgg": _vgg,
+    "deepseek_v3": _deepseek_v3, "llama4": _llama4, "llama4_text": _llama4, "vit": _vit, "clip": _clip,
+    "resnet": _resnet, "vgg": _vgg,
 }
 
 
@@ -467,13 +515,18 @@ def _check_positive(spec: ModelSpec) -> None:
         numbers["num_labels"] = spec.num_labels
     if spec.is_vision:
         numbers.update(image_size=spec.image_size, num_channels=spec.channels)
-        if spec.family == VISION_TRANSFORMER:
+        if spec.family != CNN:
             numbers["patch_size"] = spec.patch_size
+    if spec.family == CLIP:
+        numbers.update(projection_dim=spec.projection_dim, prompt_tokens=spec.prompt_tokens)
     if not spec.is_vision and spec.family != CNN:
         numbers["vocab_size"] = spec.vocab
     bad = [k for k, v in numbers.items() if not _positive_int(v)]
     if bad:
         raise ConfigError(f"{spec.name}: {', '.join(bad)} must be positive integers (at most {MAX_CONFIG_SIZE:,})")
+    if spec.text_tower and spec.prompt_tokens > spec.text_tower.max_positions:
+        raise ConfigError(f"{spec.name}: prompts of {spec.prompt_tokens} tokens are longer than its text tower's "
+                          f"{spec.text_tower.max_positions} positions")
     if not isinstance(spec.act, str):
         raise ConfigError(f"{spec.name}: the activation (hidden_act) must be a name, got {json.dumps(spec.act)[:60]}")
     flags = {"gated_mlp": spec.gated_mlp, "tie_word_embeddings": spec.tied_embeddings}

@@ -1,4 +1,4 @@
-"""Transformer graphs (BERT family, GPT-2, OPT, rotary decoders, Mixtral, ViT) for one core's shard."""
+"""Transformer graphs (BERT family, GPT-2, OPT, rotary decoders, Mixtral, ViT, CLIP) for one core's shard."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 from sim.hardware.chip import kernel_settings
 from sim.workloads.builder import ProgramBuilder
 from sim.workloads.builder import share as _shard
-from sim.workloads.models import DECODER, VISION_TRANSFORMER, ModelSpec
+from sim.workloads.models import CLIP, DECODER, VISION_TRANSFORMER, ModelSpec
 
 # pretrained with a classifier of sentence pairs besides the masked LM (BERT: is the second
 # sentence the next one; ALBERT: are they in order); RoBERTa-family models and DistilBERT are not
@@ -461,28 +461,81 @@ def decoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
 def vit_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     """ViT: patch embedding as a matmul, encoder blocks, classifier on the CLS token.
 
-    Over ``tp`` shards the patch embedding and the classifier are split like the blocks' output
-    projections (row-parallel): each shard reads its share of the pixels and multiplies them by
-    its rows of the patch weights, adds the positions to its share of the elements, and an
-    all-reduce sums the shards' partial embeddings; each shard normalises its share of the CLS
-    features (the two statistics per row they share are left out) and multiplies them by its
-    rows of the classifier, and an all-reduce sums the logits.
+    Over ``tp`` shards the classifier is split like the blocks' output projections (row-parallel,
+    :func:`_vit_tower`): each shard normalises its share of the CLS features (the two statistics
+    per row they share are left out) and multiplies them by its rows of the classifier, and an
+    all-reduce sums the logits.
+    """
+    _vit_tower(b, spec, ph)
+    with b.layer("head", "head"):
+        b.vector("final_norm", elems=_shard(ph.batch * spec.hidden, ph.tp), rows=ph.batch, passes=2)
+        b.matmul("classifier", ph.batch, _shard(spec.hidden, ph.tp), spec.num_labels)
+        b.collective("logits_allreduce", elems=ph.batch * spec.num_labels, ranks=ph.tp)
+
+
+def _vit_tower(b: ProgramBuilder, spec: ModelSpec, ph: Phase, pre_norm: bool = False) -> None:
+    """A ViT's patch embedding and blocks over ``ph.batch`` images of ``ph.seq`` pixels a side
+    (with ``pre_norm``, CLIP's layer norm of the embeddings before the first block).
+
+    Over ``tp`` shards the patch embedding is split like the blocks' output projections
+    (row-parallel): each shard reads its share of the pixels and multiplies them by its rows of
+    the patch weights, adds the positions to its share of the elements, and an all-reduce sums
+    the shards' partial embeddings.
     """
     grid = ph.seq // spec.patch_size
     patches = ph.batch * grid * grid
+    tokens = Phase(ph.batch, grid * grid + 1, grid * grid + 1, ph.tp, training=ph.training, flash=ph.flash,
+                   sequence_parallel=ph.sequence_parallel)
     with b.layer("patch_embedding", "embedding"):
         b.copy_in("image", elems=_shard(ph.batch * spec.channels * ph.seq * ph.seq, ph.tp),
                   rows=ph.batch * spec.channels)
         b.matmul("patch_proj", patches, _shard(spec.channels * spec.patch_size ** 2, ph.tp), spec.hidden)
         b.vector("position_add", elems=_shard(patches * spec.hidden, ph.tp), rows=patches)
         b.collective("patch_allreduce", elems=patches * spec.hidden, ranks=ph.tp)
-    tokens_ph = Phase(ph.batch, grid * grid + 1, grid * grid + 1, ph.tp, training=ph.training, flash=ph.flash,
-                      sequence_parallel=ph.sequence_parallel)
-    _blocks(b, spec, tokens_ph, causal=False)
-    with b.layer("head", "head"):
-        b.vector("final_norm", elems=_shard(ph.batch * spec.hidden, ph.tp), rows=ph.batch, passes=2)
-        b.matmul("classifier", ph.batch, _shard(spec.hidden, ph.tp), spec.num_labels)
-        b.collective("logits_allreduce", elems=ph.batch * spec.num_labels, ranks=ph.tp)
+        if pre_norm:
+            rows = tokens.batch * tokens.seq
+            b.vector("pre_layernorm", elems=rows * spec.hidden, rows=rows, passes=2)
+    _blocks(b, spec, tokens, causal=False)
+
+
+def clip_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
+    """CLIP (transformers' CLIPModel) as zero-shot classification calls it: the vision tower over
+    the ``ph.batch`` images and, on a path of its own, the text tower over the model's
+    ``num_labels`` class prompts of ``prompt_tokens`` tokens (causal), which every call encodes
+    again; each tower's pooled output (the CLS token normalised again; the prompts' end tokens
+    after the text tower's final norm) projected to ``projection_dim``, both normalised, and the
+    scaled cosine similarity of every image with every prompt, one matmul whose transpose is the
+    other way's logits.
+
+    Over ``tp`` shards both towers split as a ViT's and an encoder's blocks do and the projections
+    row-parallel, as :func:`vit_program`'s classifier; the similarities, a few thousand elements,
+    are computed whole on every shard.
+    """
+    text = spec.text_tower
+    prompts = Phase(spec.num_labels, spec.prompt_tokens, spec.prompt_tokens, ph.tp, training=ph.training,
+                    flash=ph.flash, sequence_parallel=ph.sequence_parallel)
+    width = spec.projection_dim
+    b.prefix = "vision/"
+    _vit_tower(b, spec, ph, pre_norm=True)
+    with b.layer("projection", "head"):
+        b.vector("post_layernorm", elems=_shard(ph.batch * spec.hidden, ph.tp), rows=ph.batch, passes=2)
+        b.matmul("visual_projection", ph.batch, _shard(spec.hidden, ph.tp), width)
+        image = b.collective("projection_allreduce", elems=ph.batch * width, ranks=ph.tp)
+    b.prefix = "text/"
+    b.branch()
+    _token_embedding(b, text, prompts)
+    _blocks(b, text, prompts, causal=True)
+    with b.layer("projection", "head"):
+        rows = prompts.batch * prompts.seq
+        b.vector("final_layernorm", elems=rows * text.hidden, rows=rows, passes=2)
+        b.matmul("text_projection", prompts.batch, _shard(text.hidden, ph.tp), width)
+        words = b.collective("projection_allreduce", elems=prompts.batch * width, ranks=ph.tp)
+    b.prefix = ""
+    with b.layer("similarity", "head"):
+        b.vector("normalise", elems=(ph.batch + prompts.batch) * width, rows=ph.batch + prompts.batch, passes=2,
+                 deps=(image, words))
+        b.matmul("logits_per_text", prompts.batch, width, ph.batch, weights=False)
+        b.transpose("logits_per_image", prompts.batch, ph.batch)
 
 
 def transformer_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
@@ -490,5 +543,7 @@ def transformer_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
         decoder_program(b, spec, ph)
     elif spec.family == VISION_TRANSFORMER:
         vit_program(b, spec, ph)
+    elif spec.family == CLIP:
+        clip_program(b, spec, ph)
     else:
         encoder_program(b, spec, ph)

@@ -19,7 +19,8 @@ PUBLISHED_PARAMS = {  # model cards: parameters including embeddings, +-5% for h
     "gpt-j-6b": 6.05e9, "mixtral-8x7b": 46.7e9, "vgg11": 132.86e6, "vgg16": 138.36e6,
     "electra-base": 110e6, "resnet152": 60.2e6, "llama-3-70b": 70.6e9, "distilroberta-base": 82e6,
     "llama-3.3-70b": 70.6e9, "llama-3.1-405b": 405.8e9, "qwen3-8b": 8.2e9, "qwen3-14b": 14.8e9,
-    "qwen3-235b-a22b": 235e9, "deepseek-r1": 671e9,
+    "qwen3-235b-a22b": 235e9, "deepseek-r1": 671e9, "clip-vit-base-patch32": 151.28e6,
+    "clip-vit-large-patch14": 427.62e6,
 }
 MIXTRAL_ACTIVE_PARAMS = 12.9e9  # model card: parameters one token runs through
 ROTARY_MODEL_TYPES = {"qwen3", "llama", "mistral", "qwen2", "gemma", "phi3", "gpt_neox", "gptj", "mixtral", "qwen3_moe",

@@ -148,3 +148,39 @@ def test_semaphore_waits_between_instructions_reengage_the_throttle_only_below_h
 def test_only_trainium2_and_trainium3_throttle():
     assert get_chip("trn2").tensor.throttle is not None and get_chip("trn3").tensor.throttle is not None
     assert all(get_chip(c).tensor.throttle is None for c in ("inf1", "inf2", "trn1"))
+
+
+def test_attention_tiles_narrower_than_a_psum_bank_share_its_wait_and_its_evacuation():
+    from sim.hardware.instances import get_instance
+    from sim.lowering import TENSOR, CoreContext, lower
+    from sim.workloads.builder import ProgramBuilder
+
+    chip = get_chip("inf2")
+    ctx = CoreContext(chip, "bf16", "bf16", 1, 1, 1, get_instance("inf2.xlarge").topology)
+    b = ProgramBuilder(2)
+    # CLIP's text tower: 100 prompts x 8 heads, each [9 x 64] @ [64 x 9]; then the same shapes
+    # with the right operand a weight, or keys from a KV cache, streamed in from device memory
+    # (each instruction waits on its own tile)
+    b.matmul("scores", 9, 64, 9, count=800, weights=False)
+    b.matmul("weighted", 9, 64, 9, count=800)
+    b.matmul("cached", 9, 64, 9, count=800, weights=False, hbm_elems=800 * 64 * 9)
+    packed, alone, cached = (lower(ctx, op) for op in b.program.ops)
+
+    def waits(lowered):
+        return sum(s.wait_s for s in lowered.compute if s.resource == TENSOR) * lowered.chunks
+
+    one_wait = chip.efficiency.mm_wait_cycles / chip.tensor.clock_hz
+    # a bank is 2 KiB a partition, 512 FP32 elements: 56 tiles 9 wide side by side, one wait
+    # for all their instructions (800 / 56 banks' worth)
+    assert waits(packed) == pytest.approx(800 / 56 * one_wait)
+    assert waits(alone) == waits(cached) == pytest.approx(800 * one_wait)
+
+    def evacuation(lowered):
+        return sum(s.dur_s for s in lowered.compute if s.resource != TENSOR) * lowered.chunks
+
+    # ScalarE reads PSUM at one FP32 element a partition a cycle, 64 cycles an instruction at
+    # least: one instruction a bank (15) reads the 800 x 9 elements of a partition in 7,200
+    # cycles; one a tile (800), each 9 elements, pays the 64-cycle floor 800 times
+    clock = chip.scalar.clock_hz
+    assert evacuation(packed) == pytest.approx(800 * 9 / clock)
+    assert evacuation(alone) == pytest.approx(800 * 64 / clock)

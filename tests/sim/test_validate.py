@@ -187,7 +187,8 @@ def test_validation_runs_on_a_small_subset_and_reports_it():
     ("bert-large-uncased", "bert-large"), ("google/electra-base-discriminator", "electra-base"),
     ("Llama-3-70B", "llama-3-70b"), ("Meta-Llama-3-8B", "llama-3-8b"), ("Mistral-7B-Instruct-v0.2", "mistral-7b"),
     ("CodeLlama-13b-hf", "codellama-13b"), ("albert-base-v2", "albert-base"), ("distilbert-base", "distilbert"),
-    ("openai/clip-vit-large-patch14", "openai/clip-vit-large-patch14"),  # no preset: kept, and skipped by name
+    ("openai/clip-vit-large-patch14", "clip-vit-large-patch14"),
+    ("deepmind/vision-perceiver-conv", "deepmind/vision-perceiver-conv"),  # no preset: kept, and skipped by name
 ])
 def test_a_published_model_name_runs_as_its_preset(published, preset):
     assert _preset(published) == preset
