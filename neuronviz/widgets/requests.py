@@ -52,16 +52,21 @@ class RequestsView(LazyView):
         self.message.setWordWrap(True)
         self.gantt_row = QHBoxLayout()
         self.cdf = {name: pg.PlotWidget() for name in ("TTFT", "TPOT")}
+        # each distribution's key below its plot, not inside it: a CDF has no corner that every
+        # run's curve leaves empty (a slower run's rises through the bottom right)
+        self.keys = {name: QLabel() for name in self.cdf}
+        row = QHBoxLayout()
+        row.addLayout(self.gantt_row, 2)
         for name, plot in self.cdf.items():
             plot.setLabel("bottom", f"{name} (ms)")
             plot.setLabel("left", "share of requests")
             plot.setYRange(0, 1.0, padding=0.02)
             plot.showGrid(x=True, y=True, alpha=0.2)
-            plot.addLegend(offset=(-8, -8), labelTextSize="8pt")  # bottom right, where a distribution is empty
-        row = QHBoxLayout()
-        row.addLayout(self.gantt_row, 2)
-        for plot in self.cdf.values():
-            row.addWidget(plot, 1)
+            self.keys[name].setWordWrap(True)
+            column = QVBoxLayout()
+            column.addWidget(plot, 1)
+            column.addWidget(self.keys[name])
+            row.addLayout(column, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.message)
@@ -93,13 +98,15 @@ class RequestsView(LazyView):
             plot.clear()
         runs = self.serving_runs()
         self.message.setVisible(not runs)
-        for plot in self.cdf.values():
+        for name, plot in self.cdf.items():
             plot.setVisible(bool(runs))
+            self.keys[name].setVisible(bool(runs))
         for index, run in runs[:MAX_PLOTS]:
             self._gantt(index, run)
         # legends name a run by its chip, or by its place when two runs share one
         keys = [r.trace.meta.get("chip", "") for r in self.session.runs]
         chips = [k if keys.count(k) == 1 else f"{k} #{i + 1}" for i, k in enumerate(keys)]
+        lines: dict[str, list[str]] = {name: [] for name in self.cdf}
         for index, run in runs:
             color = run_color(self.session, index)
             for name, values in distributions(run).items():
@@ -108,9 +115,13 @@ class RequestsView(LazyView):
                 share = np.arange(1, len(values) + 1) / len(values)
                 p = run.metrics.serving
                 label = f"{chips[index]}: " + ", ".join(
-                    f"p{q} {p[f'{name.lower()}_p{q}_s'] * 1e3:,.0f}" for q in PERCENTILES)
-                self.cdf[name].plot(np.repeat(values, 2)[1:], np.repeat(share, 2)[:-1], pen=pg.mkPen(color, width=2),
-                                    name=label)
+                    f"p{q} {p[f'{name.lower()}_p{q}_s'] * 1e3:,.0f} ms" for q in PERCENTILES)
+                self.cdf[name].plot(np.repeat(values, 2)[1:], np.repeat(share, 2)[:-1], pen=pg.mkPen(color, width=2))
+                # a run's key is one piece: the line breaks only between runs
+                lines[name].append(f'<span style="color:{QColor(color).name()}">&#9632;</span>&nbsp;'
+                                   + label.replace(" ", "&nbsp;"))
+        for name, key in self.keys.items():
+            key.setText(" &nbsp; ".join(lines[name]))
         self._move_playheads()
 
     def _gantt(self, index: int, run: Run) -> None:

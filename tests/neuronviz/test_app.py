@@ -1103,6 +1103,12 @@ def test_the_requests_tab_draws_every_request_of_a_serving_run_and_their_distrib
     assert len(curves) == 2 and curves[1].yData[-1] == pytest.approx(1.0)
     assert curves[1].xData.max() == pytest.approx(max(np.asarray(served["first_token_ns"]) -
                                                       np.asarray(served["sent_ns"])) / 1e6)
+    # the percentiles are keyed below the plot, where no curve can cover them, one run a piece
+    assert view.cdf["TTFT"].getPlotItem().legend is None
+    serving = demo_window.session.runs[1].metrics.serving
+    key = view.keys["TTFT"].text()
+    assert (f"trn2:&nbsp;p50&nbsp;{serving['ttft_p50_s'] * 1e3:,.0f}&nbsp;ms,&nbsp;p99&nbsp;"
+            f"{serving['ttft_p99_s'] * 1e3:,.0f}&nbsp;ms") in key and key.count("&#9632;") == 2
 
 
 def test_a_run_compiled_at_another_level_says_so_in_its_title(demo_window, tmp_path):
