@@ -77,7 +77,6 @@ def _plan(te: TensorEngine, stationary: int, moving: int, k: int, count: int, dt
                       count * s_tiles * f_tiles, count * s_tiles * moving)
 
 
-@lru_cache(maxsize=4096)
 def tiles_per_bank(plan: MatmulPlan, bank_elems: int) -> int:
     """Output tiles of ``plan`` that one PSUM bank of ``bank_elems`` FP32 elements a partition holds
     side by side: a tile narrower than a bank (an attention matmul over a few positions) shares it."""
@@ -85,6 +84,7 @@ def tiles_per_bank(plan: MatmulPlan, bank_elems: int) -> int:
     return max(1, bank_elems // max(width, 1))
 
 
+@lru_cache(maxsize=4096)
 def plan_matmul(te: TensorEngine, m: int, k: int, n: int, count: int, dtype: str,
                 wait_cycles: float = 0.0) -> MatmulPlan:
     """The cheaper of the two orientations of ``count`` x ``[m,k] @ [k,n]``, counting the
