@@ -151,7 +151,8 @@ def header_html(run: Run, baseline: Run | None) -> str:
     else:
         lat = f"latency {met.latency_s * 1e3:.3f} ms{_host_copies(met, m)}{busy}"
         unit = "/s"
-    cost = "n/a" if met.cost_per_million_usd is None else f"${met.cost_per_million_usd:.3f}"
+    # an instance without a published on-demand price (trn2.3xlarge, the UltraServers) says so
+    cost = "no published price" if met.cost_per_million_usd is None else f"${met.cost_per_million_usd:.3f} per million"
     speed = ""
     if baseline is not None and baseline is not run:
         ratio = baseline.metrics.latency_s / met.latency_s if met.latency_s else 0.0
@@ -160,7 +161,7 @@ def header_html(run: Run, baseline: Run | None) -> str:
         speed = " · baseline"
     cores = _deployment_text(m)
     return (f"<b>{run.title}</b> &nbsp; {model} &nbsp; <span style='color:gray'>{cores}</span><br>"
-            f"{lat} · {met.throughput_per_s:,.1f} {unit} · {cost} per million{speed}")
+            f"{lat} · {met.throughput_per_s:,.1f} {unit} · {cost}{speed}")
 
 
 def _deployment_text(m) -> str:

@@ -1134,3 +1134,16 @@ def test_every_demo_pane_shows_all_its_counter_bands_at_the_default_size(demo_wi
     for pane in demo_window.panes:
         assert [band.title for band in pane.bands] == ["busy %", "SRAM %", "GB/s"]
         assert all(legend.isVisible() for legend in pane.legends), pane.run.label
+
+
+def test_a_panes_header_gives_the_cost_or_says_the_instance_has_no_published_price():
+    from neuronviz.session import Run
+    from neuronviz.widgets.pane import header_html
+    from sim.run import RunConfig, simulate
+
+    priced = Run(simulate(RunConfig(model="bert-base", instance="trn2.48xlarge")))
+    assert f"${priced.metrics.cost_per_million_usd:.3f} per million" in header_html(priced, None)
+    unpriced = Run(simulate(RunConfig(model="bert-base", instance="trn2.3xlarge")))
+    assert unpriced.metrics.cost_per_million_usd is None
+    text = header_html(unpriced, None)
+    assert "no published price" in text and "per million" not in text and "n/a" not in text
