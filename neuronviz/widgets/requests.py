@@ -104,8 +104,8 @@ class RequestsView(LazyView):
         for index, run in runs[:MAX_PLOTS]:
             self._gantt(index, run)
         # legends name a run by its chip, or by its place when two runs share one
-        keys = [r.trace.meta.get("chip", "") for r in self.session.runs]
-        chips = [k if keys.count(k) == 1 else f"{k} #{i + 1}" for i, k in enumerate(keys)]
+        names = [r.trace.meta.get("chip", "") for r in self.session.runs]
+        chips = [k if names.count(k) == 1 else f"{k} #{i + 1}" for i, k in enumerate(names)]
         lines: dict[str, list[str]] = {name: [] for name in self.cdf}
         for index, run in runs:
             color = run_color(self.session, index)

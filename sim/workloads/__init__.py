@@ -60,7 +60,7 @@ def host_bytes(spec: ModelSpec, phase: Phase, dtype_bytes: int) -> tuple[int, in
         inputs, outputs = 2 * batch * seq * TOKEN_ID_BYTES, batch * spec.vocab
     elif spec.family == CLIP:
         text, prompts, length = spec.text_tower, spec.num_labels, spec.prompt_tokens
-        tokens = (seq // spec.patch_size) ** 2 + 1
+        tokens = spec.patch_tokens(seq)
         inputs = prompts * length * CLIP_TOKEN_ID_BYTES + batch * spec.channels * seq * seq * dtype_bytes
         outputs = (2 * batch * prompts + (prompts + batch) * spec.projection_dim
                    + prompts * (length + 1) * text.hidden + batch * (tokens + 1) * spec.hidden)

@@ -120,6 +120,11 @@ class ModelSpec:
         """Its runs' sequence length is an image's size (a CLIP model's text side is its prompts)."""
         return self.family in (VISION_TRANSFORMER, CNN, CLIP)
 
+    def patch_tokens(self, image: int) -> int:
+        """Tokens a ViT (or CLIP's vision tower) makes of an ``image`` pixels a side: its patches
+        and the CLS token."""
+        return (image // self.patch_size) ** 2 + 1
+
     @property
     def mla(self) -> bool:
         return self.kv_lora_rank > 0

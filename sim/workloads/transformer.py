@@ -482,9 +482,9 @@ def _vit_tower(b: ProgramBuilder, spec: ModelSpec, ph: Phase, pre_norm: bool = F
     the patch weights, adds the positions to its share of the elements, and an all-reduce sums
     the shards' partial embeddings.
     """
-    grid = ph.seq // spec.patch_size
-    patches = ph.batch * grid * grid
-    tokens = Phase(ph.batch, grid * grid + 1, grid * grid + 1, ph.tp, training=ph.training, flash=ph.flash,
+    per_image = spec.patch_tokens(ph.seq)
+    patches = ph.batch * (per_image - 1)
+    tokens = Phase(ph.batch, per_image, per_image, ph.tp, training=ph.training, flash=ph.flash,
                    sequence_parallel=ph.sequence_parallel)
     with b.layer("patch_embedding", "embedding"):
         b.copy_in("image", elems=_shard(ph.batch * spec.channels * ph.seq * ph.seq, ph.tp),
