@@ -266,7 +266,7 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
         raise ConfigError(f"{spec.name} handles at most {limit} positions; asked for {total}")
     if spec.is_vision and seq % (spec.patch_size if spec.family != CNN else 1):
         raise ConfigError(f"image size {seq} must be a multiple of the patch size {spec.patch_size}")
-    pools = spec.conv_plan.count(0)
+    pools = spec.pools
     if seq >> pools < 1:  # a 2x2 max pool of a 1 x 1 map leaves nothing (torchvision refuses it too)
         raise ConfigError(f"{spec.name}'s {pools} max pools need an image of at least {1 << pools} pixels; got {seq}")
     if cfg.attention not in (None, *ATTENTION):

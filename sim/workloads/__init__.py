@@ -7,7 +7,7 @@ from dataclasses import replace
 from sim.workloads.builder import ProgramBuilder
 from sim.workloads.graph import Program
 from sim.workloads.models import CLIP, CNN, DECODER, ENCODER, ModelSpec, get_model, preset_names
-from sim.workloads.resnet import resnet_program, vgg_program
+from sim.workloads.resnet import resnet_program, unet_program, vgg_program
 from sim.workloads.training import training_program
 from sim.workloads.transformer import Phase, transformer_program
 
@@ -25,7 +25,9 @@ CLIP_TOKEN_ID_BYTES = 8
 def build_program(spec: ModelSpec, phase: Phase, dtype_bytes: int) -> Program:
     """The forward program one core runs for ``phase`` (its shard when ``phase.tp > 1``)."""
     b = ProgramBuilder(dtype_bytes)
-    if spec.family == CNN:
+    if spec.model_type == "unet":
+        unet_program(b, spec, phase)
+    elif spec.family == CNN:
         (vgg_program if spec.conv_plan else resnet_program)(b, spec, phase)
     else:
         transformer_program(b, spec, phase)
@@ -50,7 +52,7 @@ def host_bytes(spec: ModelSpec, phase: Phase, dtype_bytes: int) -> tuple[int, in
     device, as (inputs, outputs): its inputs (an encoder's or decoder's token ids and attention mask, an image model's
     pixels, in the model's dtype) and its outputs in that dtype (class logits; an encoder's
     hidden states and pooled output, or masked-LM logits for every token; a decoder's logits for
-    its last position)."""
+    its last position; a U-Net's class logits for every pixel)."""
     batch, seq = phase.batch, phase.seq
     if spec.family == ENCODER:
         inputs = 2 * batch * seq * TOKEN_ID_BYTES
@@ -64,6 +66,7 @@ def host_bytes(spec: ModelSpec, phase: Phase, dtype_bytes: int) -> tuple[int, in
         inputs = prompts * length * CLIP_TOKEN_ID_BYTES + batch * spec.channels * seq * seq * dtype_bytes
         outputs = (2 * batch * prompts + (prompts + batch) * spec.projection_dim
                    + prompts * (length + 1) * text.hidden + batch * (tokens + 1) * spec.hidden)
-    else:  # an image model: the images in, the class logits out
-        inputs, outputs = batch * spec.channels * seq * seq * dtype_bytes, batch * spec.num_labels
+    else:  # an image model: the images in, the class logits out (a U-Net's for every pixel)
+        inputs = batch * spec.channels * seq * seq * dtype_bytes
+        outputs = batch * spec.num_labels * (seq * seq if spec.model_type == "unet" else 1)
     return inputs, outputs * dtype_bytes

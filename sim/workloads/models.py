@@ -44,7 +44,7 @@ class ModelSpec:
     """Architecture hyper-parameters of one model, whatever its family.
 
     ``family`` selects the graph builder: ``encoder`` (BERT-like, optionally with an MLP
-    tower), ``decoder`` (GPT-2 / Llama), ``vision-transformer`` (ViT), ``cnn`` (ResNet, VGG) or
+    tower), ``decoder`` (GPT-2 / Llama), ``vision-transformer`` (ViT), ``cnn`` (ResNet, VGG, U-Net) or
     ``clip`` (a ViT beside a text tower, ``text_tower``).
     ``experts`` > 0 makes the MLP of every block a mixture of that many experts, of which each
     token runs ``experts_per_token`` (Mixtral).
@@ -76,6 +76,9 @@ class ModelSpec:
     # for a 2x2 max pool) and the widths of its classifier's hidden layers
     conv_plan: tuple[int, ...] = ()
     classifier_widths: tuple[int, ...] = ()
+    # U-Net: ``stage_widths`` are its levels' channels (the encoder's double convolutions, the
+    # decoder's in reverse); a bilinear one upsamples instead of transposed convolutions
+    bilinear: bool = False
     mlp_tower: tuple[int, ...] = ()
     tied_embeddings: bool = False  # the LM head reuses the token embedding matrix
     learned_positions: bool = False  # a learned position table (BERT, GPT-2, OPT); decoders without one are rotary
@@ -119,6 +122,12 @@ class ModelSpec:
     def is_vision(self) -> bool:
         """Its runs' sequence length is an image's size (a CLIP model's text side is its prompts)."""
         return self.family in (VISION_TRANSFORMER, CNN, CLIP)
+
+    @property
+    def pools(self) -> int:
+        """The 2x2 max pools an image passes (VGG's, a U-Net's encoder's; a ResNet's strides do not
+        empty a map)."""
+        return len(self.stage_widths) - 1 if self.model_type == "unet" else self.conv_plan.count(0)
 
     def patch_tokens(self, image: int) -> int:
         """Tokens a ViT (or CLIP's vision tower) makes of an ``image`` pixels a side: its patches
@@ -475,13 +484,31 @@ def _vgg(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
     )
 
 
+UNET_WIDTHS = (64, 128, 256, 512, 1024)  # milesial/Pytorch-UNet unet/unet_model.py: the channels of its five levels
+
+
+def _unet(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    """milesial/Pytorch-UNet's UNet(n_channels, n_classes, bilinear) (unet/unet_model.py), the
+    U-Net of the Neuron benchmarks (torch.hub ``unet_carvana``: 3 channels in, 2 classes, transposed
+    convolutions): a double 3x3 convolution at each of five levels, 2x2 max pools down, and back up
+    through the levels, each joined with the encoder's map of its size."""
+    bilinear = cfg.get("bilinear", False)
+    if not isinstance(bilinear, bool):
+        raise ConfigError(f"config.json: bilinear must be true or false, got {json.dumps(bilinear)[:60]}")
+    return ModelSpec(
+        name=name, model_type="unet", family=CNN, stage_widths=UNET_WIDTHS, bilinear=bilinear,
+        channels=cfg.get("n_channels", 3), num_labels=cfg.get("n_classes", 2), act="relu",
+        image_size=cfg.get("image_size", 224),
+    )
+
+
 PARSERS: Mapping[str, Callable[[str, Mapping[str, Any]], ModelSpec]] = {
     "bert": _bert, "roberta": _bert, "xlm-roberta": _bert, "camembert": _bert, "electra": _bert,
     "albert": _bert, "encoder-mlp": _bert, "distilbert": _distilbert, "gpt2": _gpt2, "gptj": _gptj,
     "opt": _opt, "gpt_neox": _gpt_neox, "llama": _llama, "mistral": _mistral, "qwen2": _qwen2, "qwen3": _qwen3,
     "phi3": _phi3, "gemma": _gemma, "mixtral": _mixtral, "qwen3_moe": _qwen3_moe, "gpt_oss": _gpt_oss,
     "deepseek_v3": _deepseek_v3, "llama4": _llama4, "llama4_text": _llama4, "vit": _vit, "clip": _clip,
-    "resnet": _resnet, "vgg": _vgg,
+    "resnet": _resnet, "vgg": _vgg, "unet": _unet,
 }
 
 
@@ -509,8 +536,8 @@ def _with_source(spec: ModelSpec, source: str) -> ModelSpec:
 def _check_positive(spec: ModelSpec) -> None:
     numbers = {"hidden": spec.hidden, "layers": spec.layers, "heads": spec.heads,
                "intermediate": spec.intermediate, "head_dim": spec.head_dim, "embedding_size": spec.embedding_size}
-    if spec.family == CNN and spec.conv_plan:
-        numbers = {}  # VGG's layers are checked as they are read
+    if spec.family == CNN and (spec.conv_plan or spec.model_type == "unet"):
+        numbers = {}  # VGG's layers are checked as they are read; a U-Net's widths are its code's
     elif spec.family == CNN:
         numbers = {"hidden_sizes": min(spec.stage_widths, default=0), "depths": min(spec.stage_depths, default=0),
                    "embedding_size": spec.stem_width}

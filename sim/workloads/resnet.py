@@ -1,4 +1,4 @@
-"""ResNet and VGG graphs: convolutions lowered to matmuls over im2col windows (batch norm folded).
+"""ResNet, VGG and U-Net graphs: convolutions lowered to matmuls over im2col windows (batch norm folded).
 
 A model copy may span several physical cores (``Phase.tp`` shards: the physical cores of one
 logical core on Trn2/Trn3, LNC=2). The Neuron compiler then shards each op of the logical core
@@ -116,3 +116,52 @@ def vgg_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
             if not last:
                 b.collective(f"fc{j + 1}_gather", elems=batch * width, ranks=ph.tp, kind="all_gather")
             k = width
+
+
+def _double_conv(b: ProgramBuilder, rows: _Rows, size: int, cin: int, cout: int, mid: int = 0) -> None:
+    """milesial/Pytorch-UNet's DoubleConv: two 3x3 convolutions (padded, batch norm and ReLU after
+    each), through ``mid`` channels (``cout`` unless given)."""
+    _conv(b, "conv1", rows, size, cin, mid or cout, 3, 1)
+    _conv(b, "conv2", rows, size, mid or cout, cout, 3, 1)
+
+
+def unet_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
+    """milesial/Pytorch-UNet's UNet (unet/unet_model.py): one shard's part.
+
+    Down: a double convolution at the image's size, then at each further level a 2x2 max pool and
+    a double convolution widening to the level's channels (a bilinear U-Net's deepest level
+    halves them). Up, level by level: the map doubles in size, by a 2x2 transposed convolution of
+    stride 2 that halves its channels (each input position's channels make its four outputs: one
+    matmul) or by bilinear upsampling, is padded to the size of the encoder's map of that level
+    and joined with it, channels after channels (the compiler lays both out as one tensor, which
+    the next convolution reads as one contraction), and a double convolution narrows them. A 1x1
+    convolution then gives each pixel its class logits."""
+    batch, size, rows = ph.batch, ph.seq, _Rows(ph.batch, ph.tp)
+    widths, factor = spec.stage_widths, 2 if spec.bilinear else 1
+    deepest = len(widths) - 1
+    with b.layer("inc", "conv"):
+        b.copy_in("image", elems=share(batch * spec.channels * size * size, ph.tp),
+                  rows=share(batch * spec.channels, ph.tp))
+        _double_conv(b, rows, size, spec.channels, widths[0])
+    skips, cin = [size], widths[0]  # the size of each level's map (its channels are the level's width)
+    for level in range(1, deepest + 1):
+        out = widths[level] // (factor if level == deepest else 1)
+        with b.layer(f"down{level}", "conv"):
+            size //= 2  # MaxPool2d(2) floors
+            b.vector("maxpool", elems=rows.of(size) * cin, rows=rows.of(size), passes=4)
+            _double_conv(b, rows, size, cin, out)
+        skips.append(size)
+        cin = out
+    for step, level in enumerate(range(deepest - 1, -1, -1), 1):
+        joined = widths[level + 1]  # Up(in_channels): the upsampled map and the skip's, together
+        out = widths[level] // factor if level else widths[0]
+        with b.layer(f"up{step}", "conv"):
+            if spec.bilinear:  # nn.Upsample(scale_factor=2, mode="bilinear"): four taps an output
+                b.vector("upsample", elems=rows.of(2 * size) * cin, rows=rows.of(2 * size), passes=4)
+            else:
+                b.matmul("up_conv", rows.of(size), cin, 4 * (joined // 2), act="", weight_replicas=rows.shards)
+            size = skips[level]
+            _double_conv(b, rows, size, joined, out, joined // 2 if spec.bilinear else 0)
+        cin = out
+    with b.layer("outc", "head"):
+        b.matmul("conv", rows.of(size), cin, spec.num_labels, act="", weight_replicas=rows.shards)

@@ -77,6 +77,67 @@ def test_a_vgg_image_its_pools_would_leave_empty_is_refused():
         simulate(RunConfig(model="vgg11", chip="inf2", seq=16))
 
 
+# milesial/Pytorch-UNet's UNet at 224 x 224, by hand: each level's double 3x3 convolution as
+# (positions, input channels x 9, output channels), the transposed convolutions as (positions,
+# input channels, 4 x output channels), the 1x1 classifier
+UNET_MATMULS = [
+    (224 * 224, 3 * 9, 64), (224 * 224, 64 * 9, 64),  # inc
+    (112 * 112, 64 * 9, 128), (112 * 112, 128 * 9, 128), (56 * 56, 128 * 9, 256), (56 * 56, 256 * 9, 256),
+    (28 * 28, 256 * 9, 512), (28 * 28, 512 * 9, 512), (14 * 14, 512 * 9, 1024), (14 * 14, 1024 * 9, 1024),
+    (14 * 14, 1024, 4 * 512), (28 * 28, 1024 * 9, 512), (28 * 28, 512 * 9, 512),  # up1: 512 + 512 joined
+    (28 * 28, 512, 4 * 256), (56 * 56, 512 * 9, 256), (56 * 56, 256 * 9, 256),
+    (56 * 56, 256, 4 * 128), (112 * 112, 256 * 9, 128), (112 * 112, 128 * 9, 128),
+    (112 * 112, 128, 4 * 64), (224 * 224, 128 * 9, 64), (224 * 224, 64 * 9, 64),
+    (224 * 224, 64, 2),  # outc: two classes a pixel
+]
+
+
+def test_unet_runs_the_benchmarks_unet_layer_by_layer():
+    prog = build_program(get_model("unet"), Phase(1, 224, 224), 2)
+    matmuls = [(op.m, op.k, op.n) for op in prog.ops if op.kind == OpKind.MATMUL]
+    assert matmuls == UNET_MATMULS
+    assert sum(2 * m * k * n for m, k, n in matmuls) == 2 * 36_881_367_040  # 36.9 GMAC an image
+    # 31.02M weights (BatchNorm folded, biases left out): 31.04M as the module counts them
+    assert params("unet") == 31_024_960
+
+
+def test_a_bilinear_unet_upsamples_and_narrows_through_half_its_channels(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "unet", "n_channels": 1, "n_classes": 3, "bilinear": True}))
+    prog = build_program(get_model(str(path)), Phase(2, 64, 64), 2)
+    convs = [(op.m, op.k, op.n) for op in prog.ops if op.kind == OpKind.MATMUL]
+    assert convs[0] == (2 * 64 * 64, 9, 64) and convs[-1] == (2 * 64 * 64, 64, 3)
+    # the deepest level has 512 channels; up1 joins them with down3's 512 and narrows through 512 to 256
+    assert convs[8:12] == [(2 * 4 * 4, 512 * 9, 512), (2 * 4 * 4, 512 * 9, 512),
+                           (2 * 8 * 8, 1024 * 9, 512), (2 * 8 * 8, 512 * 9, 256)]
+    assert sum(1 for op in prog.ops if op.name == "upsample") == 4
+    # the module's 17.25M weights without its BatchNorm and biases (17,254,208 with 3 channels in and
+    # 2 classes out), less 2 x 9 x 64 for the channels, plus 64 for the third class
+    assert sum(op.params for op in prog.ops) == 17_254_208 - 2 * 9 * 64 + 64
+
+
+def test_a_unets_latency_counts_copying_every_pixels_logits_back():
+    from sim.workloads import host_bytes
+    inputs, outputs = host_bytes(get_model("unet"), Phase(4, 224, 224), 4)
+    assert (inputs, outputs) == (4 * 3 * 224 * 224 * 4, 4 * 2 * 224 * 224 * 4)
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"model_type": "unet", "bilinear": "yes"}', 'bilinear must be true or false, got "yes"'),
+    ('{"model_type": "unet", "n_classes": 0}', "num_labels must be positive"),
+])
+def test_a_broken_unet_config_gives_one_line(tmp_path, text, message):
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        get_model(str(path))
+
+
+def test_a_unet_image_its_pools_would_leave_empty_is_refused():
+    with pytest.raises(ConfigError, match="unet's 4 max pools need an image of at least 16 pixels; got 8"):
+        simulate(RunConfig(model="unet", chip="inf2", seq=8))
+
+
 def test_vgg_over_the_two_physical_cores_of_a_trn2_logical_core_gathers_its_features(run):
     trace = run("vgg11", "trn2", batch=4)
     assert "features_gather" in trace.op_names

@@ -208,7 +208,7 @@ def test_a_decoder_row_with_weights_stored_in_int8_runs_them_so():
 
 
 def test_unsupported_models_are_reported_as_skipped():
-    results = validate([_encoder(model="unet")])
+    results = validate([_encoder(model="yolo-v4")])
     assert results[0].simulated is None and "no preset" in results[0].skipped
     line = "bert-base,inf1.6xlarge,4,,pipeline,Real Time,1,128,,fp32,latency_ms_p50,5.9,,x,test,x"
     pipeline = validate([_row_2024(_parse(HEADER_2024, line))])
