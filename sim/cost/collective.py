@@ -5,23 +5,34 @@ neuron-runtime/explore/{intranode,internode}-collective-comm.rst): a reduce-scat
 innermost level out (the physical cores of a logical core, the cores of a chip, the chips of an
 instance over NeuronLink, the instances over EFA), each level working on what the level inside it
 left, ``1/d`` of its data after a level of ``d``; an all-gather comes back out the same way, and
-an all-reduce is one then the other. Every level is a ring: ``d - 1`` steps per pass, each paying
-the level's per-hop latency, moving ``(d - 1) / d`` of its data. The chips of an instance form
-its topology: a torus runs a ring along each dimension in turn over that dimension's share of
-the chip's links, a switch reaches every chip in one step, and an UltraServer's last dimension
-crosses instances on its slower links. Across instances, the ranks of every instance work in
-parallel on their shares (the instance's whole EFA bandwidth for the level's data) in log2 steps
-when the instances are a power of two (recursive doubling and halving), a ring otherwise. A
-collective that leaves its chip also pays a fixed setup. An all-to-all sends each other rank its
-share directly: its bytes cross every level they have to, each hop of the topology carrying them.
-A send (pipeline stages) goes to one neighbour: over one link, or the instance's EFA.
+an all-reduce is one then the other. Within an instance the runtime picks its algorithm by the
+size of the buffer (intranode-collective-comm.rst, its Algorithm Summary):
+
+- **Ring** (the largest buffers, where the runtime's KangaRing saves hops too few to count, and
+  the fallback): every level is a ring, ``d - 1`` steps per pass, each paying the level's per-hop
+  latency, moving ``(d - 1) / d`` of its data;
+- **RDH**, recursive doubling and halving (mid-size buffers): the cores of a chip exchange in one
+  step, the chips in ``log2`` steps (a torus seen as a hypercube), moving what a ring moves;
+- **Mesh** (small buffers): one step among a chip's cores and one routed step in which every chip
+  writes straight to every other, O(1) latency; the routed bytes cross every link between the
+  chips (over-subscription).
+
+The chips of an instance form its topology: a torus runs a ring along each dimension in turn over
+that dimension's share of the chip's links, a switch reaches every chip in one step, and an
+UltraServer's last dimension crosses instances on its slower links. Across instances, the ranks
+of every instance work in parallel on their shares (the instance's whole EFA bandwidth for the
+level's data) in log2 steps when the instances are a power of two (recursive doubling and
+halving), a ring otherwise. A collective that leaves its chip also pays a fixed setup. An
+all-to-all sends each other rank its share directly: its bytes cross every level they have to,
+each hop of the topology carrying them. A send (pipeline stages) goes to one neighbour: over one
+link, or the instance's EFA.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import product
-from math import log2
+from math import ceil, log2
 
 from sim.hardware.chip import Chip
 from sim.hardware.instances import Topology
@@ -59,11 +70,18 @@ class Cost:
     efa_bytes: float = 0.0
 
 
-def _ring(nbytes: float, size: int, bytes_per_s: float, hop_s: float) -> float:
-    """One pass (a reduce-scatter or an all-gather) of ``nbytes`` around a ring of ``size``."""
+def _ring(nbytes: float, size: int, bytes_per_s: float, hop_s: float, steps: float | None = None) -> float:
+    """One pass (a reduce-scatter or an all-gather) of ``nbytes`` around a ring of ``size``, in
+    ``size - 1`` steps unless an algorithm moving the same bytes takes ``steps``."""
     if size <= 1:
         return 0.0
-    return (size - 1) * hop_s + (size - 1) / size * nbytes / bytes_per_s
+    return (size - 1 if steps is None else steps) * hop_s + (size - 1) / size * nbytes / bytes_per_s
+
+
+def algorithm(chip: Chip, nbytes: float) -> str:
+    """The algorithm an instance's collective of ``nbytes`` a rank runs: "mesh", "rdh" or "ring"."""
+    eff = chip.efficiency
+    return "mesh" if nbytes < eff.mesh_max_bytes else "rdh" if nbytes <= eff.rdh_max_bytes else "ring"
 
 
 def sub_dims(topo: Topology, chips: int) -> tuple[int, ...]:
@@ -92,22 +110,22 @@ def _dim_rates(topo: Topology, dims: tuple[int, ...]) -> list[float]:
     return rates
 
 
-def _instance_pass(chip: Chip, topo: Topology, nbytes: float, chips: int) -> tuple[float, float, float]:
-    """One pass over ``chips`` chips of an instance, each holding ``nbytes``: seconds, bytes
-    each chip sends, and what each chip holds afterwards (of a reduce-scatter)."""
+def _instance_pass(chip: Chip, topo: Topology, nbytes: float, chips: int, how: str = "ring") -> tuple[float, float]:
+    """One pass of algorithm ``how`` over ``chips`` chips of an instance, each holding ``nbytes``:
+    seconds, and bytes each chip sends."""
     if chips <= 1:
-        return 0.0, 0.0, nbytes
+        return 0.0, 0.0
     hop = chip.efficiency.collective_latency_s
-    if topo.kind == "switch":  # every chip one hop from every other
+    if topo.kind == "switch" or how == "mesh":  # every chip writes to every other in one step
         sent = (chips - 1) / chips * nbytes
-        return hop + sent / topo.link_bytes_per_s, sent, nbytes / chips
+        return hop + sent * _mean_hops(topo, chips) / topo.link_bytes_per_s, sent
     dims = sub_dims(topo, chips)
     seconds = sent = 0.0
     for d, rate in zip(dims, _dim_rates(topo, dims), strict=True):
-        seconds += _ring(nbytes, d, rate, hop)
+        seconds += _ring(nbytes, d, rate, hop, steps=ceil(log2(d)) if how == "rdh" else None)
         sent += (d - 1) / d * nbytes
         nbytes /= d
-    return seconds, sent, nbytes
+    return seconds, sent
 
 
 def _node_pass(chip: Chip, topo: Topology, nbytes: float, nodes: int) -> float:
@@ -141,14 +159,15 @@ def collective(kind: str, chip: Chip, topo: Topology, nbytes: float, group: Grou
         return _send(chip, topo, nbytes, group)
     passes = 2 if kind == "all_reduce" else 1
     eff, intra = chip.efficiency, chip.intra_chip_link_bytes_per_s
+    how = algorithm(chip, nbytes)
     lnc = group.lnc if group.lnc > 1 and group.ranks % group.lnc == 0 else 1
     logical_on_chip = max(1, min(group.ranks_per_chip, group.ranks) // lnc)
     seconds = _ring(nbytes, lnc, intra, eff.collective_latency_s)
-    seconds += _ring(nbytes, logical_on_chip, intra, eff.collective_latency_s)
+    seconds += _ring(nbytes, logical_on_chip, intra, eff.collective_latency_s, steps=None if how == "ring" else 1)
     chips = group.chips_per_node
     if chips == 1 and group.nodes == 1:
         return Cost(passes * seconds)
-    across, link_sent, _ = _instance_pass(chip, topo, nbytes * group.share_chip, chips)
+    across, link_sent = _instance_pass(chip, topo, nbytes * group.share_chip, chips, how)
     # every instance's ranks run the EFA level in parallel on their shares: nbytes per instance
     node_bytes = nbytes * group.share_node
     efa = _node_pass(chip, topo, node_bytes, group.nodes)

@@ -129,6 +129,8 @@ class Efficiency:
     launch_overhead_s: float
     collective_latency_s: float
     collective_setup_s: float
+    mesh_max_bytes: float
+    rdh_max_bytes: float
     efa_latency_s: float
     grad_bucket_bytes: float
     stream_free_elems: float

@@ -37,11 +37,30 @@ def test_a_torus_all_reduces_along_each_dimension_in_turn():
     cost = collective("all_reduce", chip, topo, n, Group(32, 2))
     assert cost.seconds == pytest.approx(eff.collective_setup_s + within + x + y)
     assert cost.link_bytes == pytest.approx(2 * (3 / 4 * n + 3 / 4 * n / 4)) and cost.efa_bytes == 0
-    # the same 16 chips around one ring would take 30 hops instead of 12
+    # the same 16 chips around one ring: 15 hops a pass instead of 6
     ring = Topology("ring", (16,), chip.neuronlink_bytes_per_s)
-    small = 16e3  # a decode step's all-reduce: latency-bound
-    hops = [_seconds("all_reduce", chip, t, small, 32, 2) - eff.collective_setup_s for t in (ring, topo)]
-    assert hops[0] > 2 * hops[1]
+    longer = _seconds("all_reduce", chip, ring, n, 32, 2) - _seconds("all_reduce", chip, topo, n, 32, 2)
+    assert longer == pytest.approx(2 * 9 * hop + 2 * 15 / 16 * n / ring.link_bytes_per_s - (x + y - 2 * 6 * hop))
+
+
+def test_smaller_buffers_take_the_runtimes_fewer_steps_mesh_and_rdh():
+    """Below 1 MB the runtime's Mesh: a step among a chip's cores and one routed step in which
+    each chip writes to the 15 others, on average 32/15 hops away on the 4x4 torus (each ring of
+    4: 0, 1, 2, 1 hops); from 1 to 56 MB its RDH: the chips' halving takes log2 4 = 2 steps a
+    dimension, moving what a ring moves."""
+    chip, topo = get_chip("trn1"), get_instance("trn1.32xlarge").topology
+    eff = chip.efficiency
+    hop, intra, link = eff.collective_latency_s, chip.intra_chip_link_bytes_per_s, topo.link_bytes_per_s
+    small = 16e3  # a decode step's all-reduce
+    mesh_pass = hop + small / 2 / intra + hop + 15 / 16 * small * (32 / 15) / link
+    assert _seconds("all_reduce", chip, topo, small, 32, 2) == pytest.approx(eff.collective_setup_s + 2 * mesh_pass)
+    mid, per_dim = 8e6, chip.neuronlink_bytes_per_s / 2
+    rdh_pass = hop + mid / 2 / intra + 2 * hop + 3 / 4 * mid / per_dim + 2 * hop + 3 / 4 * (mid / 4) / per_dim
+    assert _seconds("all_reduce", chip, topo, mid, 32, 2) == pytest.approx(eff.collective_setup_s + 2 * rdh_pass)
+    # O(1) steps: a small all-reduce over 16 chips waits as many hops as one over 2 chips
+    two_chips = _seconds("all_reduce", chip, topo, small, 4, 2)
+    assert _seconds("all_reduce", chip, topo, small, 32, 2) - two_chips == pytest.approx(
+        2 * 15 / 16 * small * (32 / 15) / link - 2 * 1 / 2 * small / link)
 
 
 def test_an_ultraserver_crosses_instances_slower_per_byte_than_within_one():
