@@ -162,6 +162,7 @@ APP_FUZZ_CASES = 30  # per format: every file that opens builds its panes, so fe
 
 
 def test_the_fuzz_corpus_opened_in_the_app_opens_or_warns_in_one_line(demo_window, tmp_path, monkeypatch):
+    import json
     from itertools import chain
 
     from sim.io import save_file
@@ -172,25 +173,29 @@ def test_the_fuzz_corpus_opened_in_the_app_opens_or_warns_in_one_line(demo_windo
     traces = [simulate(RunConfig(model="distilbert", chip=c, seq=64), max_events=0) for c in ("inf2", "trn2")]
     seed = tmp_path / "seed.nvtrace"
     save_file(str(seed), traces)
-    corpus = chain(((f"n{i}.nvtrace", data) for i, data in enumerate(nvtrace_cases(seed.read_bytes(), 0,
+    chrome = export_chrome(traces[:1])
+    intact = [("intact.nvtrace", seed.read_bytes()), ("intact.json", json.dumps(chrome).encode())]
+    corpus = chain(intact, ((f"n{i}.nvtrace", data) for i, data in enumerate(nvtrace_cases(seed.read_bytes(), 0,
                                                                                     APP_FUZZ_CASES))),
-                   ((f"c{i}.json", text.encode()) for i, text in enumerate(chrome_cases(export_chrome(traces[:1]), 0,
+                   ((f"c{i}.json", text.encode()) for i, text in enumerate(chrome_cases(chrome, 0,
                                                                                          APP_FUZZ_CASES))))
     shown = []
     monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: shown.append(text))
-    outcomes = {"opened": 0, "refused": 0}
+    outcomes, opened = {"opened": 0, "refused": 0}, set()
     for name, data in corpus:
         path = tmp_path / name
         path.write_bytes(data)
         panes, warned = list(demo_window.panes), len(shown)
         if demo_window.open_files([str(path)]):
             outcomes["opened"] += 1
+            opened.add(name)
             assert len(shown) == warned and demo_window.panes and demo_window.panes != panes
         else:
             outcomes["refused"] += 1
             assert len(shown) == warned + 1 and name in shown[-1] and "\n" not in shown[-1], shown[-1]
             assert demo_window.panes == panes
-    assert outcomes["opened"] >= 5 and outcomes["refused"] >= 20, outcomes
+    # the intact files open; which damaged ones still do depends on where the damage lands
+    assert {"intact.nvtrace", "intact.json"} <= opened and outcomes["refused"] >= 20, outcomes
 
 
 def test_save_then_open_round_trips_the_comparison(demo_window, tmp_path):
