@@ -143,14 +143,14 @@ def unet_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
         b.copy_in("image", elems=share(batch * spec.channels * size * size, ph.tp),
                   rows=share(batch * spec.channels, ph.tp))
         _double_conv(b, rows, size, spec.channels, widths[0])
-    skips, cin = [size], widths[0]  # the size of each level's map (its channels are the level's width)
+    skips, cin = [], widths[0]  # the size of each level's map the decoder joins (its channels: the level's width)
     for level in range(1, deepest + 1):
         out = widths[level] // (factor if level == deepest else 1)
+        skips.append(size)
         with b.layer(f"down{level}", "conv"):
             size //= 2  # MaxPool2d(2) floors
             b.vector("maxpool", elems=rows.of(size) * cin, rows=rows.of(size), passes=4)
             _double_conv(b, rows, size, cin, out)
-        skips.append(size)
         cin = out
     for step, level in enumerate(range(deepest - 1, -1, -1), 1):
         joined = widths[level + 1]  # Up(in_channels): the upsampled map and the skip's, together
