@@ -42,14 +42,14 @@ def _positive_int(text: str) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from sim.workloads import Phase, build_program
+    from sim.workloads import parameters
 
     width = max(map(len, preset_names()))
     print(f"{'model':{width}s} {'type':12s} {'family':20s} {'params':>10s}  source")
     for name in preset_names():
         spec = get_model(name)
         family = spec.family + (f" MoE top-{spec.experts_per_token}/{spec.experts}" if spec.experts else "")
-        params = sum(op.params for op in build_program(spec, Phase(1, spec.default_seq, spec.default_seq), 2).ops)
+        params = parameters(spec)
         print(f"{name:{width}s} {spec.model_type:12s} {family:20s} {params / 1e6:9.1f}M  {spec.source}")
     print("\nAny Hugging Face config.json of these model types works too: --model path/to/config.json")
     return 0
@@ -89,7 +89,7 @@ def simulate_runs(args: argparse.Namespace) -> list[Trace]:
                                seed=args.seed, seq_spread=args.seq_spread, new_tokens_spread=args.new_tokens_spread,
                                quant=args.quant, quant_scales=args.quant_scales, sparsity=args.sparsity,
                                lnc=args.lnc, kv_cache=args.kv_cache, optlevel=args.optlevel,
-                               draft=args.draft, spec_k=args.spec_k, acceptance=args.acceptance,
+                               draft=args.draft, spec_k=args.spec_k, acceptance=args.acceptance, beams=args.beams,
                                bucketing=not args.no_buckets, prefill_chunk=args.prefill_chunk, head=args.head,
                                context_buckets=_buckets(args.context_encoding_buckets),
                                token_buckets=_buckets(args.token_generation_buckets),
@@ -128,6 +128,9 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=_positive_int, default=1)
     p.add_argument("--seq", type=_positive_int, help="sequence length, prompt length (decode) or image size")
     p.add_argument("--new-tokens", type=_positive_int, default=128, help="tokens to generate in decode mode")
+    p.add_argument("--beams", type=_positive_int, default=1,
+                   help="decode of an encoder-decoder (T5): beam search keeping N hypotheses of each sequence, "
+                        "every cache reordered by them each step (default 1: greedy)")
     p.add_argument("--dtype", choices=sorted(DTYPE_BYTES), default="bf16",
                    help="what the model runs in (fp8: all of it, activations too; see --quant for FP8 weights)")
     p.add_argument("--quant", choices=QUANTS,

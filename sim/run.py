@@ -28,7 +28,7 @@ from sim.workloads import (
     speculative_step,
     training_program,
 )
-from sim.workloads.models import CNN, DECODER, ENCODER
+from sim.workloads.models import CNN, DECODER, ENCODER, ENCODER_DECODER
 from sim.workloads.pipeline import heaviest_stage, stage_program
 from sim.workloads.training import CHECKPOINTS, DataParallel, recomputed
 from sim.workloads.training import FP32_BYTES as GRADIENT_BYTES
@@ -148,6 +148,9 @@ class RunConfig:
     # "classifier" its class logits, "none" its hidden states and pooled output (transformers'
     # AutoModel), "mlm" a masked-LM head's logits for every token (AutoModelForMaskedLM)
     head: str = "classifier"
+    # decode of an encoder-decoder (T5): beam search keeping this many hypotheses of each of the
+    # ``batch`` sequences, its decoder steps running batch x beams rows
+    beams: int = 1
 
 
 @dataclass(frozen=True)
@@ -195,8 +198,15 @@ def _resolve_chip(cfg: RunConfig) -> tuple[Chip, Instance | None]:
 def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
     if cfg.mode not in MODES:
         raise ConfigError(f"unknown mode '{cfg.mode}': choose one of {', '.join(MODES)}")
-    if cfg.mode in GENERATING and spec.family != DECODER:
+    if cfg.mode in GENERATING and spec.family not in (DECODER, ENCODER_DECODER):
         raise ConfigError(f"{cfg.mode} mode needs a GPT-style decoder; {spec.name} is a {spec.family} model")
+    if spec.family == ENCODER_DECODER:
+        _validate_encoder_decoder(cfg, spec)
+    if not isinstance(cfg.beams, int) or isinstance(cfg.beams, bool) or cfg.beams < 1:
+        raise ConfigError(f"beams must be a positive integer, got {cfg.beams}")
+    if cfg.beams > 1 and spec.family != ENCODER_DECODER:
+        raise ConfigError(f"beam search (--beams) is modelled for encoder-decoders (T5); {spec.name} is a "
+                          f"{spec.family} model")
     for name, value in (("batch", cfg.batch), ("new tokens", cfg.new_tokens), ("cores", cfg.cores or 1),
                         ("copies", 1 if cfg.copies is None else cfg.copies), ("grad_accum", cfg.grad_accum)):
         if not isinstance(value, int) or value < 1:
@@ -256,6 +266,8 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
     limit = spec.max_positions if spec.learned_positions else 0
     spread = SPREADS * (cfg.seq_spread + cfg.new_tokens_spread)
     total = seq + (cfg.new_tokens if cfg.mode in GENERATING else 0) + spread
+    if spec.family == ENCODER_DECODER:  # the prompt is the encoder's, the new tokens the decoder's
+        total = max(seq, cfg.new_tokens)
     if cfg.max_seq is not None and total > cfg.max_seq:
         longest = " (the longest of their spread lengths)" if spread else ""
         raise ConfigError(f"a prompt of {seq} and {cfg.new_tokens} new tokens{longest} need {total} positions; "
@@ -303,6 +315,17 @@ def run_precision(cfg: RunConfig, chip: Chip) -> Precision:
     """How ``cfg``'s weight matmuls store and multiply their weights on ``chip`` (:mod:`sim.quant`)."""
     matmul = compute_dtypes(cfg, chip)[1]
     return precision(chip, dense(matmul, DTYPE_BYTES[matmul]), cfg.quant, cfg.quant_scales, cfg.sparsity)
+
+
+def _validate_encoder_decoder(cfg: RunConfig, spec: ModelSpec) -> None:
+    """What an encoder-decoder runs: generation (decode mode) with the prompt encoded in one pass."""
+    if cfg.mode != "decode":
+        raise ConfigError(f"{spec.name} is an encoder-decoder: simulate it generating (--mode decode); "
+                          f"{cfg.mode} mode is not modelled for it")
+    other = [name for name, on in (("--draft", cfg.draft), ("--prefill-chunk", cfg.prefill_chunk),
+                                   ("--concurrency", cfg.concurrency is not None)) if on]
+    if other:
+        raise ConfigError(f"{other[0]} is not modelled for encoder-decoders such as {spec.name}")
 
 
 def _validate_speculation(cfg: RunConfig, spec: ModelSpec) -> None:
@@ -464,6 +487,8 @@ def _chunk_program(cfg: RunConfig, spec: ModelSpec, n: int, batch: int, seq: int
 
 def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int) -> list[_Phase]:
     tp = dep.shards
+    if spec.family == ENCODER_DECODER:
+        return _encoder_decoder_phases(cfg, spec, seq, dep, dt)
     if cfg.mode == "training":
         return _training_phases(cfg, spec, seq, dep, dt)
     if cfg.mode == "inference":
@@ -475,6 +500,38 @@ def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int)
     for bucket, steps in _decode_buckets(seq, cfg.new_tokens, contexts):
         out.append(_Phase(f"decode ctx {bucket}", _token_step(cfg, spec, bucket, tp, dt),
                           max(1, round(steps / per_step)) if cfg.draft else steps))
+    return out
+
+
+def encoder_decoder_lengths(cfg: RunConfig, seq: int) -> tuple[list[int], list[int]]:
+    """An encoder-decoder's graph lengths: its encoder's for the prompt and its decoder's for
+    the tokens it generates, as asked, else the automatic buckets up to the compiled length
+    (``max_seq``, else the longer of the prompt and the new tokens)."""
+    length = cfg.max_seq or max(cfg.token_buckets or [max(seq, cfg.new_tokens)])
+    auto = graph_lengths(length, cfg.bucketing)
+    return (sorted(cfg.context_buckets) if cfg.context_buckets else auto,
+            sorted(cfg.token_buckets) if cfg.token_buckets else auto)
+
+
+def _encoder_decoder_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int) -> list[_Phase]:
+    """An encoder-decoder generating: the encoder's pass over the prompt's bucket (which fills the
+    decoder's caches), then a decoder step per new token, the first of them part of the time to
+    first token. A step's self-attention spans the bucket that holds the tokens so far, its
+    cross-attention the encoder's positions. Attention is the compiler's ops unless ``--attention
+    flash`` asks for the kernel (the Neuron T5 tutorial runs transformers' attention)."""
+    prompts, contexts = encoder_decoder_lengths(cfg, seq)
+    encoded, tp = _bucket(seq, prompts), dep.shards
+    kernels = {**_kernels(cfg), "flash": cfg.attention == "flash"}
+
+    def step(positions: int) -> Program:
+        return build_program(spec, Phase(cfg.batch, 1, positions, tp, decode_step=True, beams=cfg.beams,
+                                         encoder_positions=encoded, **kernels), dt)
+
+    encoder = Phase(cfg.batch, encoded, encoded, tp, beams=cfg.beams, decoder_positions=contexts[-1], **kernels)
+    out = [_Phase("prefill encoder", build_program(spec, encoder, dt)),
+           _Phase("prefill first token", step(_bucket(1, contexts)))]
+    out += [_Phase(f"decode ctx {bucket}", step(bucket), steps) for bucket, steps in
+            _decode_buckets(1, cfg.new_tokens, contexts)]
     return out
 
 
@@ -593,6 +650,12 @@ def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int)
     probe = build_program(spec, Phase(cfg.batch, seq, seq, training=cfg.mode == "training",
                                       flash=flash_attention(cfg), head=cfg.head), dt)
     params = sum(op.params for op in probe.ops)
+    if spec.family == ENCODER_DECODER:  # the encoder's pass, then the decoder's own weights in its step
+        encoded, decoded = (lengths[-1] for lengths in encoder_decoder_lengths(cfg, seq))
+        probe = build_program(spec, Phase(cfg.batch, encoded, encoded, beams=cfg.beams, decoder_positions=decoded), dt)
+        step = build_program(spec, Phase(cfg.batch, 1, decoded, decode_step=True, beams=cfg.beams,
+                                         encoder_positions=encoded), dt)
+        params = sum(op.params for op in probe.ops) + sum(op.params for op in step.ops)
     if cfg.draft:  # the draft model's weights sit beside the model's
         draft = get_model(cfg.draft)
         params += sum(op.params for op in build_program(draft, Phase(1, 8, 8), dt).ops)
@@ -600,7 +663,9 @@ def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int)
     # the activations of the widest op live somewhere: its input and output, spilled to device memory
     # when SBUF cannot hold them (what makes a batch no chip could hold refused, not simulated)
     state = 2.0 * max((op.out_elems for op in probe.ops if not op.fused), default=0) * dt
-    if cfg.mode in GENERATING:
+    if spec.family == ENCODER_DECODER:
+        state += float(spec.kv_cache_elems(decoded, encoded)) * cfg.batch * cfg.beams * dt
+    elif cfg.mode in GENERATING:
         positions = compiled_length(cfg, seq)
         kv_bytes = DTYPE_BYTES[cfg.kv_cache] if cfg.kv_cache else dt
         state += float(spec.kv_cache_elems(positions)) * cfg.batch * kv_bytes

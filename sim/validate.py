@@ -58,7 +58,7 @@ VALIDATION_EVENTS = 0  # validation reads metrics only: no events are kept
 
 # what each published metric is, in the simulator's terms
 METRICS_2024 = {"latency_ms_p50": "latency_ms", "throughput_per_s": "throughput", "ttft_ms_p50": "ttft_ms",
-                "tpot_ms_p50": "tpot_ms", "per_token_ms_p50": "tpot_ms", "train_seq_per_s_cluster": "train_per_s"}
+                "tpot_ms_p50": "tpot_ms", "per_token_ms_p50": "per_token_ms", "train_seq_per_s_cluster": "train_per_s"}
 METRICS_2025 = {"median_tpot_ms": "tpot_ms", "median_ttft_ms": "ttft_ms", "ttft_ms_p99": "ttft_ms",
                 "sync_ttft_ms": "ttft_ms", "sync_itl_ms": "tpot_ms", "e2e_latency_s_p99": "e2e_s",
                 "output_throughput": "output_tok_s", "request_output_throughput_p99": "request_tok_s",
@@ -194,6 +194,18 @@ def _tasks() -> tuple[dict, ...]:
         return tuple(tomllib.load(f)["task"])
 
 
+@cache
+def _generations() -> tuple[dict, ...]:
+    with open(TASKS, "rb") as f:
+        return tuple(tomllib.load(f)["generation"])
+
+
+def _generation(source: str) -> dict:
+    """How a generating row's page runs it, as the script the row links states
+    (``benchmark-tasks.toml`` [[generation]]): beams, compiled length, attention; {} if unstated."""
+    return next((g for g in _generations() if any(page in source for page in g["pages"])), {})
+
+
 def _head(model: str, source: str) -> str:
     """What an encoder row's model returns to the host, as its benchmark page states
     (``benchmark-tasks.toml``; the last entry that matches); the simulator's default otherwise."""
@@ -238,12 +250,16 @@ def _row_2024(r: dict[str, str]) -> Row:
         cfg = RunConfig(model=model, instance=r["instance"], mode="training", batch=batch, seq=seq_in or None,
                         dtype=dtype, autocast=autocast, grad_accum=accum, nodes=nodes)
         return Row(**common, config=cfg)
-    if seq_out:  # a tensor-parallel decoder, static batching, attention as the compiler's ops (Transformers NeuronX)
+    if seq_out:  # a tensor-parallel decoder, static batching, attention as the compiler's ops (Transformers
+        # NeuronX); or an encoder-decoder as its page's script generates (its tokens a second are one call's)
+        stated = _generation(r["source"])
+        if stated and metric == "throughput":
+            common["metric"] = metric = "request_tok_s"
         cfg = RunConfig(model=model, instance=r["instance"], mode="decode", batch=batch, seq=seq_in,
                         new_tokens=seq_out, cores=cores, dtype=dtype, autocast=autocast,
-                        attention="compiler" if "Transformers NeuronX" in r["sdk"] else None,
-                        quant=_weight_quant(r["dtype"]))
-        return Row(**common, config=cfg, independent=metric in ("ttft_ms", "tpot_ms"))
+                        attention="compiler" if "Transformers NeuronX" in r["sdk"] else stated.get("attention"),
+                        quant=_weight_quant(r["dtype"]), beams=stated.get("beams", 1), max_seq=stated.get("max_seq"))
+        return Row(**common, config=cfg, independent=metric in ("ttft_ms", "tpot_ms", "per_token_ms"))
     head = _head(model, r["source"]) if get_model(model).family == ENCODER else "classifier"
     cfg = RunConfig(model=model, instance=r["instance"], batch=batch, seq=seq_in or None, dtype=dtype,
                     autocast=autocast, copies=cores, head=head)
@@ -423,6 +439,8 @@ def simulated_value(row: Row, met: RunMetrics) -> float:
         return met.time_to_first_token_s * 1e3
     if m == "tpot_ms":
         return met.per_token_s * 1e3
+    if m == "per_token_ms":  # a whole generation's latency over the tokens it generated
+        return met.latency_s / row.config.new_tokens * 1e3
     if m == "e2e_s":
         return met.latency_s
     if m == "request_tok_s":

@@ -6,13 +6,13 @@ from dataclasses import replace
 
 from sim.workloads.builder import ProgramBuilder
 from sim.workloads.graph import Program
-from sim.workloads.models import CLIP, CNN, DECODER, ENCODER, ModelSpec, get_model, preset_names
+from sim.workloads.models import CLIP, CNN, DECODER, ENCODER, ENCODER_DECODER, ModelSpec, get_model, preset_names
 from sim.workloads.resnet import resnet_program, unet_program, vgg_program
 from sim.workloads.training import training_program
 from sim.workloads.transformer import Phase, transformer_program
 
-__all__ = ["ModelSpec", "Phase", "Program", "build_program", "get_model", "host_bytes", "preset_names",
-           "speculative_step", "training_program"]
+__all__ = ["ModelSpec", "Phase", "Program", "build_program", "get_model", "host_bytes", "parameters",
+           "preset_names", "speculative_step", "training_program"]
 
 # token ids and attention masks reach a traced model as int32 tensors, as the Neuron benchmark
 # script traces them (aws-neuron-sdk archive/src/benchmark/pytorch/inf2_benchmark.py: torch.int)
@@ -32,6 +32,17 @@ def build_program(spec: ModelSpec, phase: Phase, dtype_bytes: int) -> Program:
     else:
         transformer_program(b, spec, phase)
     return b.program
+
+
+def parameters(spec: ModelSpec) -> int:
+    """The model's weights as its programs own them: one forward pass; an encoder-decoder's
+    encoder pass and one decoder step, the token table they share counted once."""
+    seq = spec.default_seq
+    count = sum(op.params for op in build_program(spec, Phase(1, seq, seq), 2).ops)
+    if spec.family == ENCODER_DECODER:
+        step = build_program(spec, Phase(1, 1, seq, decode_step=True, encoder_positions=seq), 2)
+        count += sum(op.params for op in step.ops)
+    return count
 
 
 def speculative_step(spec: ModelSpec, draft: ModelSpec, k: int, phase: Phase, dtype_bytes: int) -> Program:

@@ -104,10 +104,11 @@ class ProgramBuilder:
         return self.add(name, OpKind.GPSIMD, deps, elems=elems, rows=rows)
 
     def gather(self, name: str, rows: int, row_elems: int, table_rows: int,
-               deps: tuple[int, ...] | None = None) -> int:
-        """Look ``rows`` rows up in a ``[table_rows, row_elems]`` table held in device memory."""
+               deps: tuple[int, ...] | None = None, shared: bool = False) -> int:
+        """Look ``rows`` rows up in a ``[table_rows, row_elems]`` table held in device memory
+        (``shared``: a table another program owns, not counted again as parameters)."""
         return self.add(name, OpKind.GATHER, deps, elems=rows * row_elems, rows=rows,
-                        hbm_elems=rows * row_elems, params=table_rows * row_elems)
+                        hbm_elems=rows * row_elems, params=0 if shared else table_rows * row_elems)
 
     def copy_in(self, name: str, elems: int, rows: int, deps: tuple[int, ...] | None = None) -> int:
         """Load ``elems`` from device memory into SBUF."""

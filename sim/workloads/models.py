@@ -24,6 +24,7 @@ MAX_CONFIG_SIZE = 1 << 24
 MAX_LAYERS = 1024
 
 ENCODER, DECODER, VISION_TRANSFORMER, CNN, CLIP = "encoder", "decoder", "vision-transformer", "cnn", "clip"
+ENCODER_DECODER = "encoder-decoder"
 
 # transformers' CLIPTextConfig and CLIPVisionConfig defaults, for keys a CLIP config.json leaves out
 CLIP_TEXT_DEFAULTS = {"hidden_size": 512, "intermediate_size": 2048, "num_hidden_layers": 12,
@@ -44,8 +45,8 @@ class ModelSpec:
     """Architecture hyper-parameters of one model, whatever its family.
 
     ``family`` selects the graph builder: ``encoder`` (BERT-like, optionally with an MLP
-    tower), ``decoder`` (GPT-2 / Llama), ``vision-transformer`` (ViT), ``cnn`` (ResNet, VGG, U-Net) or
-    ``clip`` (a ViT beside a text tower, ``text_tower``).
+    tower), ``decoder`` (GPT-2 / Llama), ``encoder-decoder`` (T5), ``vision-transformer`` (ViT),
+    ``cnn`` (ResNet, VGG, U-Net) or ``clip`` (a ViT beside a text tower, ``text_tower``).
     ``experts`` > 0 makes the MLP of every block a mixture of that many experts, of which each
     token runs ``experts_per_token`` (Mixtral).
     """
@@ -104,6 +105,11 @@ class ModelSpec:
     qk_rope_dim: int = 0
     v_head_dim: int = 0
     shared_layers: bool = False  # every block reuses the first block's weights (ALBERT)
+    # an encoder-decoder (T5): ``layers`` are its encoder's blocks, ``decoder_layers`` its
+    # decoder's; ``relative_buckets`` > 0 adds a learned bias per head to every attention score
+    # (T5's relative positions, looked up once and shared by the layers)
+    decoder_layers: int = 0
+    relative_buckets: int = 0
     # CLIP: its text tower (the spec's own fields are its vision tower's), the width both towers
     # project their pooled outputs to, and the padded length of the class prompts (num_labels of
     # them) that every inference encodes beside its images
@@ -158,9 +164,12 @@ class ModelSpec:
             return self.kv_lora_rank + self.qk_rope_dim
         return 2 * self.kv_heads * self.head_dim
 
-    def kv_cache_elems(self, positions: int) -> int:
+    def kv_cache_elems(self, positions: int, encoder_positions: int = 0) -> int:
         """Elements the KV cache of one sequence of ``positions`` tokens holds over all layers (a
-        windowed layer keeps only its window)."""
+        windowed layer keeps only its window); an encoder-decoder's decoder blocks also keep the
+        keys and values of the encoder's ``encoder_positions`` for their cross-attention."""
+        if self.family == ENCODER_DECODER:
+            return self.decoder_layers * 2 * self.kv_heads * self.head_dim * (positions + encoder_positions)
         return sum(self.kv_elems_per_position(i) * (min(positions, self.window(i)) if self.window(i) else positions)
                    for i in range(self.layers))
 
@@ -502,13 +511,41 @@ def _unet(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
     )
 
 
+def _t5(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    """T5 (and Flan-T5, T5 v1.1): an encoder and a decoder of ``num_heads`` heads of ``d_kv``
+    each (their width need not be ``d_model``), a ReLU MLP or, with ``feed_forward_proj``
+    "gated-gelu", a gated one (transformers' T5Config: its GELU is gelu_new), relative position
+    buckets instead of positions, and an LM head tied to the token embeddings unless
+    ``tie_word_embeddings`` is false."""
+    d_model, d_ff, d_kv, heads, layers, vocab = _need(cfg, "d_model", "d_ff", "d_kv", "num_heads", "num_layers",
+                                                      "vocab_size")
+    proj = cfg.get("feed_forward_proj", "relu")
+    if not isinstance(proj, str) or not proj.removeprefix("gated-"):
+        raise ConfigError(f"config.json: feed_forward_proj must name an activation (\"relu\", \"gated-gelu\"), "
+                          f"got {json.dumps(proj)[:60]}")
+    gated = proj.startswith("gated-")
+    act = proj.removeprefix("gated-")
+    decoder_layers = cfg.get("num_decoder_layers") or layers
+    buckets = cfg.get("relative_attention_num_buckets", 32)
+    for key, value in (("num_decoder_layers", decoder_layers), ("relative_attention_num_buckets", buckets)):
+        if not _positive_int(value):
+            raise ConfigError(f"config.json: {key} must be a positive integer, got {json.dumps(value)[:60]}")
+    return ModelSpec(
+        name=name, model_type="t5", family=ENCODER_DECODER, hidden=d_model, layers=layers,
+        decoder_layers=decoder_layers, heads=heads, kv_heads=heads, head_dim=d_kv, intermediate=d_ff, vocab=vocab,
+        act="gelu_new" if gated and act == "gelu" else act, gated_mlp=gated,
+        max_positions=cfg.get("n_positions", 512), embedding_size=d_model,
+        tied_embeddings=cfg.get("tie_word_embeddings", True), relative_buckets=buckets,
+    )
+
+
 PARSERS: Mapping[str, Callable[[str, Mapping[str, Any]], ModelSpec]] = {
     "bert": _bert, "roberta": _bert, "xlm-roberta": _bert, "camembert": _bert, "electra": _bert,
     "albert": _bert, "encoder-mlp": _bert, "distilbert": _distilbert, "gpt2": _gpt2, "gptj": _gptj,
     "opt": _opt, "gpt_neox": _gpt_neox, "llama": _llama, "mistral": _mistral, "qwen2": _qwen2, "qwen3": _qwen3,
     "phi3": _phi3, "gemma": _gemma, "mixtral": _mixtral, "qwen3_moe": _qwen3_moe, "gpt_oss": _gpt_oss,
     "deepseek_v3": _deepseek_v3, "llama4": _llama4, "llama4_text": _llama4, "vit": _vit, "clip": _clip,
-    "resnet": _resnet, "vgg": _vgg, "unet": _unet,
+    "resnet": _resnet, "vgg": _vgg, "unet": _unet, "t5": _t5,
 }
 
 
@@ -567,7 +604,7 @@ def _check_positive(spec: ModelSpec) -> None:
     bad += [k for k, v in counts.items() if not (isinstance(v, int) and 0 <= v <= MAX_CONFIG_SIZE)]
     if bad or not (isinstance(spec.rotary_fraction, int | float) and 0 < spec.rotary_fraction <= 1):
         raise ConfigError(f"{spec.name}: {', '.join(bad) or 'rotary fraction'} has a value of the wrong type or range")
-    if spec.family != CNN and spec.hidden % spec.heads:
+    if spec.family not in (CNN, ENCODER_DECODER) and spec.hidden % spec.heads:  # T5's heads have their own width
         raise ConfigError(f"{spec.name}: hidden size {spec.hidden} is not divisible by {spec.heads} heads")
     if spec.family != CNN and (not isinstance(spec.kv_heads, int) or spec.kv_heads <= 0 or spec.heads % spec.kv_heads):
         raise ConfigError(f"{spec.name}: {spec.heads} attention heads cannot share {spec.kv_heads} key-value heads")

@@ -1,16 +1,16 @@
-"""Transformer graphs (BERT family, GPT-2, OPT, rotary decoders, Mixtral, ViT, CLIP) for one core's shard."""
+"""Transformer graphs (BERT family, GPT-2, OPT, rotary decoders, Mixtral, T5, ViT, CLIP) for one core's shard."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from sim.hardware.chip import kernel_settings
 from sim.workloads.builder import ProgramBuilder
 from sim.workloads.builder import share as _shard
-from sim.workloads.models import CLIP, DECODER, VISION_TRANSFORMER, ModelSpec
+from sim.workloads.models import CLIP, DECODER, ENCODER_DECODER, VISION_TRANSFORMER, ModelSpec
 
 # pretrained with a classifier of sentence pairs besides the masked LM (BERT: is the second
 # sentence the next one; ALBERT: are they in order); RoBERTa-family models and DistilBERT are not
@@ -59,6 +59,12 @@ class Phase:
     # group's share of the routed tokens is ``expert_imbalance`` times the mean (1: uniform)
     ep: int = 1
     expert_imbalance: float = 1.0
+    # an encoder-decoder (T5): the hypotheses each of the ``batch`` sequences keeps (beam search;
+    # a decoder step runs batch x beams rows), the encoder's positions a decoder step's
+    # cross-attention meets, and in the encoder's pass the decoder's positions whose caches it fills
+    beams: int = 1
+    encoder_positions: int = 0
+    decoder_positions: int = 0
 
     @property
     def split_tokens(self) -> bool:
@@ -110,13 +116,14 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool, layer
 
 def _scores_softmax_context(b: ProgramBuilder, ph: Phase, causal: bool, rows: int, qk_dim: int, v_dim: int,
                             ctx: int, count: int, cache_elems: int, heads: int, ready: int, kv_row: int,
-                            window: int = 0, chunked: bool = False) -> None:
+                            window: int = 0, chunked: bool = False, bias: bool = False) -> None:
     """Scores of ``rows`` queries against the keys they meet (``count`` times), the softmax, and
     the context: as one fused kernel with flash attention. A decode step meets the ``ctx`` keys it
     reads (a windowed layer's window); a prompt meets all ``ph.context`` positions in the
     compiler's ops, which compute the whole square a causal or ``window`` mask then masks, and in a
     causal flash kernel the key tiles it does not skip (:func:`causal_keys`). The ``cache_elems``
-    of keys read from the KV cache lie in rows of ``kv_row`` elements per position (values likewise)."""
+    of keys read from the KV cache lie in rows of ``kv_row`` elements per position (values likewise).
+    With ``bias`` a bias per head and position pair is added to the scores (T5's relative positions)."""
     if ph.decode_step:
         scored = weighed = ctx
     elif ph.flash and causal:
@@ -127,6 +134,8 @@ def _scores_softmax_context(b: ProgramBuilder, ph: Phase, causal: bool, rows: in
         b.matmul("scores", rows, qk_dim, scored, count=count, weights=False, hbm_elems=cache_elems, deps=(ready,),
                  kv_row_elems=kv_row)
         score_elems = ph.batch * heads * ph.seq * weighed
+        if bias:
+            b.vector("position_bias", elems=score_elems, rows=ph.batch * heads * ph.seq)
         if causal:
             b.gpsimd("causal_mask", elems=score_elems, rows=ph.batch * heads * ph.seq)
         b.vector("softmax_max", elems=score_elems, rows=ph.batch * heads * ph.seq, reduced=ph.batch * heads * ph.seq)
@@ -458,6 +467,114 @@ def decoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
         b.gpsimd("sample", elems=logits_rows * vocab, rows=logits_rows)
 
 
+def t5_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
+    """T5 as the Neuron T5 tutorial runs it (aws-neuron-sdk src/examples/pytorch/neuronx_distributed/
+    t5-inference: t5_model_layers.py, wrapper.py): the decoder's attentions and MLPs are
+    tensor-parallel (column-parallel q, k, v and MLP inputs, row-parallel outputs) while the encoder,
+    the token embeddings and the LM head run whole on every core.
+
+    A prompt is the encoder's pass (:func:`_t5_encoder_pass`); every generated token, the first
+    included, is a decoder step (:func:`_t5_decoder_step`)."""
+    if ph.decode_step:
+        _t5_decoder_step(b, spec, ph)
+    else:
+        _t5_encoder_pass(b, spec, ph)
+
+
+def _t5_attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, kind: str) -> None:
+    """A T5 attention sub-block: "self" (the encoder's over its prompt, a decoder step's over the
+    cache of the tokens before it, masked) or "cross" (a decoder step's queries over the encoder's
+    keys and values, which the encoder's pass cached). Self-attention adds the relative position
+    bias to its scores. The tutorial's caches are ``[rows, heads, positions, d_kv]``, each head's
+    positions together."""
+    hd, heads, tokens = spec.head_dim, _shard(spec.heads, ph.tp), ph.batch * ph.seq
+    _block_input(b, spec, ph, kind)
+    if kind == "cross":
+        ready = b.matmul("q", tokens, spec.hidden, heads * hd)
+        ctx = ph.encoder_positions
+        cached = ctx
+    else:
+        ready = b.matmul("qkv", tokens, spec.hidden, 3 * heads * hd)
+        ctx = ph.context
+        cached = ctx if ph.decode_step else 0
+        if ph.decode_step:
+            b.copy_out("kv_append", elems=2 * tokens * heads * hd, rows=tokens)
+    _scores_softmax_context(b, ph, kind == "self" and ph.decode_step, ph.seq, hd, hd, ctx, ph.batch * heads,
+                            ph.batch * heads * cached * hd, heads, ready, hd, bias=kind == "self")
+    b.matmul("out_proj", tokens, heads * hd, spec.hidden)
+    _block_output(b, spec, ph, kind)
+
+
+def _t5_cache_elems(spec: ModelSpec, ph: Phase, rows: int, positions: int) -> int:
+    """Elements one core's share of a T5 decoder's caches of ``positions`` holds for ``rows``
+    sequences, keys and values of every decoder block."""
+    return spec.decoder_layers * 2 * rows * _shard(spec.heads, ph.tp) * positions * spec.head_dim
+
+
+def _t5_encoder_pass(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
+    """The tutorial's encoder graph: the encoder over the ``batch`` prompts (whole on every core),
+    its output repeated for each of the ``beams`` hypotheses, each decoder block's cross-attention
+    keys and values computed from it (the block's column-parallel k and v) and written to the
+    cache, and the self-attention cache of ``decoder_positions`` cleared."""
+    enc = replace(ph, tp=1, context=ph.seq)
+    tokens, rows = ph.batch * ph.seq, ph.batch * ph.beams
+    with b.layer("encoder.embedding", "embedding"):
+        b.gpsimd("token_index", elems=tokens, rows=tokens)
+        b.gather("token_gather", rows=tokens, row_elems=spec.hidden, table_rows=spec.vocab)
+        b.gather("relative_bias", rows=ph.seq * ph.seq, row_elems=spec.heads, table_rows=spec.relative_buckets,
+                 deps=())
+    for i in range(spec.layers):
+        with b.layer(f"encoder.layer{i}.attention", "attention"):
+            _t5_attention(b, spec, enc, "self")
+        with b.layer(f"encoder.layer{i}.mlp", "mlp"):
+            mlp(b, spec, enc)
+    with b.layer("decoder.cross_kv", "attention"):
+        b.vector("final_norm", elems=tokens * spec.hidden, rows=tokens, passes=2)
+        encoded = b.transpose("final_norm_transpose", tokens, spec.hidden)
+        kv = 2 * _shard(spec.heads, ph.tp) * spec.head_dim
+        for i in range(spec.decoder_layers):
+            b.matmul(f"cross_kv{i}", rows * ph.seq, spec.hidden, kv, deps=(encoded,))
+        b.copy_out("cross_cache", elems=_t5_cache_elems(spec, ph, rows, ph.seq), rows=rows * ph.seq)
+        b.copy_out("self_cache_clear", elems=_t5_cache_elems(spec, ph, rows, max(0, ph.decoder_positions - 1)),
+                   rows=rows, deps=())
+
+
+def _t5_decoder_step(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
+    """The tutorial's decoder graph, one token of each of ``batch x beams`` rows: with beam search
+    every cache first reordered by the hypotheses the last step kept (``index_select``, read and
+    written whole), the decoder blocks (self-attention over the ``context`` positions of its
+    cache, cross-attention over the encoder's ``encoder_positions``, the MLP), the self-attention
+    cache shifted by one position and written back whole (``update_past``), and the LM head
+    (whole on every core) with the log-softmax and top-k of beam search on the device."""
+    rows = ph.batch * ph.beams
+    step = replace(ph, batch=rows, seq=1)
+    caches = _t5_cache_elems(spec, ph, rows, ph.context) + _t5_cache_elems(spec, ph, rows, ph.encoder_positions)
+    if ph.beams > 1:
+        with b.layer("beam_reorder", "attention"):
+            b.copy_in("cache_read", elems=caches, rows=rows)
+            b.copy_out("cache_write", elems=caches, rows=rows)
+    with b.layer("decoder.embedding", "embedding"):
+        b.gather("token_gather", rows=rows, row_elems=spec.hidden, table_rows=spec.vocab, shared=True)
+        b.gather("relative_bias", rows=ph.context, row_elems=_shard(spec.heads, ph.tp),
+                 table_rows=spec.relative_buckets, deps=())
+    for i in range(spec.decoder_layers):
+        with b.layer(f"decoder.layer{i}.self_attention", "attention"):
+            _t5_attention(b, spec, step, "self")
+        with b.layer(f"decoder.layer{i}.cross_attention", "attention"):
+            _t5_attention(b, spec, step, "cross")
+        with b.layer(f"decoder.layer{i}.mlp", "mlp"):
+            mlp(b, spec, step)
+    with b.layer("decoder.cache_update", "attention"):
+        self_cache = _t5_cache_elems(spec, ph, rows, ph.context)
+        b.copy_in("self_cache_read", elems=self_cache, rows=rows)
+        b.copy_out("self_cache_write", elems=self_cache, rows=rows)
+    with b.layer("lm_head", "head"):
+        _normalise(b, rows, spec.hidden, "final_norm")
+        b.matmul("lm_head", rows, spec.hidden, spec.vocab, shared_weights=spec.tied_embeddings)
+        b.vector("log_softmax", elems=rows * spec.vocab, rows=rows, passes=3)
+        b.gpsimd("beam_topk" if ph.beams > 1 else "sample", elems=rows * spec.vocab, rows=rows)
+
+
 def vit_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     """ViT: patch embedding as a matmul, encoder blocks, classifier on the CLS token.
 
@@ -541,6 +658,8 @@ def clip_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
 def transformer_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     if spec.family == DECODER:
         decoder_program(b, spec, ph)
+    elif spec.family == ENCODER_DECODER:
+        t5_program(b, spec, ph)
     elif spec.family == VISION_TRANSFORMER:
         vit_program(b, spec, ph)
     elif spec.family == CLIP:

@@ -258,7 +258,9 @@ def test_rope_is_applied_exactly_to_rotary_decoders(name):
     rotary = spec.model_type in ROTARY_MODEL_TYPES
     no_positions = spec.layers // 4 if spec.model_type == "llama4" else 0  # Llama 4's NoPE layers
     assert ops.count("rope") == (spec.layers - no_positions if rotary else 0)
-    if spec.family != "vision-transformer":  # ViT adds its positions to the patch embeddings
+    if spec.family == "encoder-decoder":  # T5's relative position buckets, looked up once for every layer
+        assert (ops.count("position_gather"), ops.count("relative_bias")) == (0, 1)
+    elif spec.family != "vision-transformer":  # ViT adds its positions to the patch embeddings
         assert ops.count("position_gather") == (0 if rotary else 1)
 
 

@@ -207,6 +207,24 @@ def test_a_decoder_row_with_weights_stored_in_int8_runs_them_so():
     assert (int8.model, int8.quant, bf16.quant) == ("llama-3-8b", "int8-weights", None)
 
 
+def test_an_encoder_decoder_row_generates_as_the_script_it_links_states():
+    # the encoder-decoder pages' T5 rows link the NxD T5 tutorial: 4 beams, max_length 128, the
+    # prompt padded to it, transformers' attention; its per-token latency is the whole generate
+    # call over the tokens it returned, and its tokens a second that call's (not a point of its own)
+    source = "aws-neuron-sdk:about-neuron/benchmarks/inf2/latency_data_encoder_decoder.csv"
+    line = ("t5-3b,inf2.24xlarge,,8,tensor-parallel,Real Time,1,128,84,FP32 / autocast Matmult-BF16,{},{},,"
+            f"\"Neuron 2.18.0, NeuronX Distributed\",{source},t5-3b")
+    per_token = _row_2024(_parse(HEADER_2024, line.format("per_token_ms_p50", 9.25)))
+    c = per_token.config
+    assert (per_token.metric, per_token.independent) == ("per_token_ms", True)
+    assert (c.mode, c.cores, c.beams, c.max_seq, c.attention, c.seq, c.new_tokens, c.dtype, c.autocast) == (
+        "decode", 8, 4, 128, "compiler", 128, 84, "fp32", "matmult")
+    throughput = _row_2024(_parse(HEADER_2024, line.format("throughput_per_s", 108.18)))
+    assert (throughput.metric, throughput.independent) == ("request_tok_s", False)
+    (latency,), (rate,) = validate([per_token]), validate([throughput])
+    assert rate.simulated == pytest.approx(1e3 / latency.simulated)  # 84 tokens over the same call
+
+
 def test_unsupported_models_are_reported_as_skipped():
     results = validate([_encoder(model="yolo-v4")])
     assert results[0].simulated is None and "no preset" in results[0].skipped
