@@ -188,6 +188,10 @@ class RunPanel(QWidget):
             box.setToolTip(f"NxD Inference's {k}_kernel_enabled" if k != "attention"
                            else "NxD Inference's attn_kernel_enabled: the flash kernel for every prompt bucket it "
                                 "can take")
+        self.beams = self._spin(1, 64, 1)
+        self.beams.setSpecialValueText("1 (greedy)")
+        self.beams.setToolTip("An encoder-decoder's (T5) beam search: hypotheses kept for each sequence, every "
+                              "cache reordered by them each step (--beams)")
         self.prefill_chunk = self._spin(0, 131_072, 0)
         self.prefill_chunk.setSpecialValueText("whole prompt")
         self.prefill_chunk.setToolTip("Encode the prompt in chunks of this many tokens, as optimum-neuron's "
@@ -204,6 +208,7 @@ class RunPanel(QWidget):
         form.addRow("Token buckets", self.token_buckets)
         form.addRow("NKI kernels", kernel_row)
         form.addRow("Prefill chunk", self.prefill_chunk)
+        form.addRow("Beams (T5)", self.beams)
         box = QGroupBox("Generation graphs (decode, serve)")
         box.setLayout(form)
         box.setEnabled(False)
@@ -240,7 +245,7 @@ class RunPanel(QWidget):
                 "context_buckets": self._lengths(self.context_buckets, "context-encoding") if buckets else None,
                 "token_buckets": self._lengths(self.token_buckets, "token-generation") if buckets else None,
                 "nki_kernels": tuple(k for k, box in self.kernels.items() if box.isChecked()),
-                "prefill_chunk": self.prefill_chunk.value()}
+                "prefill_chunk": self.prefill_chunk.value(), "beams": self.beams.value()}
 
     @staticmethod
     def _spin(lo: int, hi: int, value: int) -> QSpinBox:

@@ -634,6 +634,28 @@ def test_run_panel_sets_up_a_published_tutorial_as_its_page_states(demo_window):
     assert cfg.context_buckets == (2048, 4096, 8192, 12288) and cfg.nki_kernels == ("qkv", "mlp", "attention")
 
 
+def test_run_panel_sets_up_a_t5_row_as_validation_runs_it(demo_window):
+    from sim.validate import read_rows
+
+    row = next(r for r in read_rows() if r.model == "t5-3b" and r.metric == "per_token_ms")
+    panel = demo_window.run_panel
+    panel.model.setCurrentText("t5-3b")
+    panel.instance.setCurrentText(row.instance)
+    panel.mode.setCurrentText("decode")
+    panel.cores.setValue(8)
+    panel.seq.setValue(128)
+    panel.new_tokens.setValue(84)
+    panel.dtype.setCurrentText("fp32")
+    panel.max_seq.setValue(128)
+    panel.beams.setValue(4)
+    panel.attention.setCurrentText("compiler")
+    (cfg,) = panel.configs()
+    fields = ("model", "instance", "mode", "cores", "seq", "new_tokens", "max_seq", "beams", "attention", "dtype")
+    assert [getattr(cfg, f) for f in fields] == [getattr(row.config, f) for f in fields]
+    panel.mode.setCurrentText("inference")  # beams are a generating run's
+    assert {c.beams for c in panel.configs()} == {1}
+
+
 def test_run_panel_generation_graphs_apply_to_generating_runs_only(demo_window):
     panel = demo_window.run_panel
     panel.mode.setCurrentText("serve")
