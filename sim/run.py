@@ -323,7 +323,8 @@ def _validate_encoder_decoder(cfg: RunConfig, spec: ModelSpec) -> None:
         raise ConfigError(f"{spec.name} is an encoder-decoder: simulate it generating (--mode decode); "
                           f"{cfg.mode} mode is not modelled for it")
     other = [name for name, on in (("--draft", cfg.draft), ("--prefill-chunk", cfg.prefill_chunk),
-                                   ("--concurrency", cfg.concurrency is not None)) if on]
+                                   ("--concurrency", cfg.concurrency is not None), ("--kv-cache", cfg.kv_cache),
+                                   ("NxD Inference's NKI kernels", cfg.nki_kernels)) if on]
     if other:
         raise ConfigError(f"{other[0]} is not modelled for encoder-decoders such as {spec.name}")
 
@@ -647,15 +648,16 @@ def _checkpoint(cfg: RunConfig) -> str:
 
 
 def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int) -> MemoryNeed:
-    probe = build_program(spec, Phase(cfg.batch, seq, seq, training=cfg.mode == "training",
-                                      flash=flash_attention(cfg), head=cfg.head), dt)
-    params = sum(op.params for op in probe.ops)
-    if spec.family == ENCODER_DECODER:  # the encoder's pass, then the decoder's own weights in its step
+    if spec.family == ENCODER_DECODER:  # the encoder's pass, and the decoder's own weights in its step
         encoded, decoded = (lengths[-1] for lengths in encoder_decoder_lengths(cfg, seq))
         probe = build_program(spec, Phase(cfg.batch, encoded, encoded, beams=cfg.beams, decoder_positions=decoded), dt)
         step = build_program(spec, Phase(cfg.batch, 1, decoded, decode_step=True, beams=cfg.beams,
                                          encoder_positions=encoded), dt)
         params = sum(op.params for op in probe.ops) + sum(op.params for op in step.ops)
+    else:
+        probe = build_program(spec, Phase(cfg.batch, seq, seq, training=cfg.mode == "training",
+                                          flash=flash_attention(cfg), head=cfg.head), dt)
+        params = sum(op.params for op in probe.ops)
     if cfg.draft:  # the draft model's weights sit beside the model's
         draft = get_model(cfg.draft)
         params += sum(op.params for op in build_program(draft, Phase(1, 8, 8), dt).ops)

@@ -99,6 +99,7 @@ def test_the_decoder_attends_the_tokens_so_far_in_buckets():
 @pytest.mark.parametrize("kw, message", [
     (dict(mode="inference", beams=1, max_seq=None), "t5-3b is an encoder-decoder: simulate it generating"),
     (dict(draft="llama-2-7b"), "--draft is not modelled for encoder-decoders"),
+    (dict(kv_cache="fp8"), "--kv-cache is not modelled for encoder-decoders such as t5-3b"),
     (dict(new_tokens=200), "need 200 positions; the graphs are compiled for 128"),
     (dict(beams=0), "beams must be a positive integer, got 0"),
     (dict(model="llama-2-7b", cores=None), "beam search (--beams) is modelled for encoder-decoders (T5)"),
