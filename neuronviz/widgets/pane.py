@@ -126,6 +126,9 @@ def header_html(run: Run, baseline: Run | None) -> str:
                 f"duration {_fmt_time(run.trace.duration_ns)} · {run.trace.n_events:,} events · "
                 f"{len(run.view.rows)} tracks")
     model = f"{m.get('model', '?')} · {m.get('mode', '')} · batch {m.get('batch', '?')} · seq {m.get('seq', '?')}"
+    beams = (m.get("config") or {}).get("beams", 1)
+    if isinstance(beams, int) and beams > 1:
+        model += f" · {beams} beams"
     if m.get("grad_accum", 1) > 1:
         model += f" · {m['grad_accum']} micro-batches per step"
     if m.get("requests", 1) > 1 and m.get("mode") == "inference":

@@ -654,6 +654,14 @@ def test_run_panel_sets_up_a_t5_row_as_validation_runs_it(demo_window):
     assert [getattr(cfg, f) for f in fields] == [getattr(row.config, f) for f in fields]
     panel.mode.setCurrentText("inference")  # beams are a generating run's
     assert {c.beams for c in panel.configs()} == {1}
+    from dataclasses import replace
+
+    from neuronviz.session import SIMULATED, Run
+    from neuronviz.widgets.pane import header_html
+    from sim.run import simulate
+
+    run = Run(simulate(replace(cfg, new_tokens=4), max_events=0), source=SIMULATED)
+    assert "t5-3b · decode · batch 1 · seq 128 · 4 beams · fp32" in header_html(run, None)
 
 
 def test_run_panel_generation_graphs_apply_to_generating_runs_only(demo_window):
