@@ -50,8 +50,10 @@ def fit_section(rows: Sequence[Row]) -> list[str]:
     generations = sorted({r.generation for r in rows if r.config is not None and r.independent})
     held = leave_one_generation_out(rows, generations, in_sample)
     lines += ["", "## Leave one generation out", "",
-              "Each generation's median absolute error with the residuals fitted on the other generations' rows,"
-              " beside its error with the residuals fitted on every row.", "",
+              "Each generation's median absolute error with the residuals fitted on the other generations' rows"
+              " (each search starting in the middle of the residual's range, a generation's own residuals taking"
+              " what their shared counterparts are fitted to), beside its error with the residuals fitted on every"
+              " row (starting from the data file's values).", "",
               "| generation | fitted elsewhere | fitted on every row | " + " | ".join(f"`{r.key}`" for r in RESIDUALS)
               + " |", "|---|---:|---:|" + "---:|" * len(RESIDUALS)]
     for h in held:
