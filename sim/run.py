@@ -25,6 +25,7 @@ from sim.workloads import (
     build_program,
     get_model,
     host_bytes,
+    parameters,
     speculative_step,
     training_program,
 )
@@ -648,12 +649,10 @@ def _checkpoint(cfg: RunConfig) -> str:
 
 
 def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int) -> MemoryNeed:
-    if spec.family == ENCODER_DECODER:  # the encoder's pass, and the decoder's own weights in its step
+    if spec.family == ENCODER_DECODER:  # its encoder's pass, and the weights of that and of a decoder step
         encoded, decoded = (lengths[-1] for lengths in encoder_decoder_lengths(cfg, seq))
         probe = build_program(spec, Phase(cfg.batch, encoded, encoded, beams=cfg.beams, decoder_positions=decoded), dt)
-        step = build_program(spec, Phase(cfg.batch, 1, decoded, decode_step=True, beams=cfg.beams,
-                                         encoder_positions=encoded), dt)
-        params = sum(op.params for op in probe.ops) + sum(op.params for op in step.ops)
+        params = parameters(spec)
     else:
         probe = build_program(spec, Phase(cfg.batch, seq, seq, training=cfg.mode == "training",
                                           flash=flash_attention(cfg), head=cfg.head), dt)

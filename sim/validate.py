@@ -189,15 +189,17 @@ def _dtype(text: str, sdk: str, instance: str) -> tuple[str, str | None]:
 
 
 @cache
-def _tasks() -> tuple[dict, ...]:
+def _benchmark_tasks() -> dict:
     with open(TASKS, "rb") as f:
-        return tuple(tomllib.load(f)["task"])
+        return tomllib.load(f)
 
 
-@cache
-def _generations() -> tuple[dict, ...]:
-    with open(TASKS, "rb") as f:
-        return tuple(tomllib.load(f)["generation"])
+def _tasks() -> list[dict]:
+    return _benchmark_tasks()["task"]
+
+
+def _generations() -> list[dict]:
+    return _benchmark_tasks()["generation"]
 
 
 def _generation(source: str) -> dict:
