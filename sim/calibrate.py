@@ -8,7 +8,8 @@ the serving stack's request handling on the short-prompt time-to-first-token row
 DMA run on the rows whose decode steps read large caches, the
 collectives' fixed cost on the rows whose tensor-parallel copy spans chips, the host-device copy
 rate on the Batch rows (Trainium1 its own, on its rows), the rate of faulting in fresh host pages
-on the rows whose outputs exceed the host allocator's threshold. A coordinate search
+on the rows whose outputs exceed the host allocator's threshold, the host's generate loop on the
+encoder-decoder rows' time per token. A coordinate search
 minimises each residual's median absolute error on its rows in turn, a few rounds.
 
 :func:`leave_one_generation_out` fits without one chip generation's rows and reports that
@@ -99,6 +100,8 @@ RESIDUALS: tuple[Residual, ...] = (
     Residual("host_fault_bytes_per_s", "latency of the models returning more than 32 MiB an inference "
              "(xlm-roberta-base's masked-LM logits: 128 MB a sequence)",
              lambda r: _encoder(r) and r.metric == "latency_ms" and r.config.head == "mlm", 1e9, 1.2e10, log=True),
+    Residual("generate_step_s", "per-token latency of the encoder-decoder pages (transformers' generate, 4 beams)",
+             lambda r: _decode(r) and r.metric == "per_token_ms", 0.0, 1e-2),
     Residual("core_dma_bytes_per_s", "Inferentia1 latency at batch 1 (one copy streaming its weights)",
              lambda r: r.generation == "inf1" and _encoder(r) and r.metric == "latency_ms" and r.config.batch == 1,
              5e9, 6e10, log=True, chip="inf1"),

@@ -1065,5 +1065,7 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
     if cfg.mode == "decode":
         meta["new_tokens"] = cfg.new_tokens
         meta["request_overhead_s"] = chip.efficiency.request_overhead_s
+        if spec.family == ENCODER_DECODER:  # transformers' generate loop on the host, every token
+            meta["host_step_s"] = chip.efficiency.generate_step_s
         meta["concurrency"] = cfg.batch if cfg.concurrency is None else cfg.concurrency
     return meta

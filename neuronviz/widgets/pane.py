@@ -106,16 +106,20 @@ def _under_load(met: RunMetrics, meta: Mapping) -> str:
     return f" alone <span style='color:gray'>· {loaded * 1e3:.{2 if decode else 3}f}{unit} with {n} copies busy</span>"
 
 
-HOST_COPY_SHOWN = 0.1  # of an inference's latency: its copies to and from the host said in the header
+HOST_SHOWN = 0.1  # of a latency: the host's part of it said in the header
 
 
-def _host_copies(met: RunMetrics, meta: Mapping) -> str:
-    """An inference's inputs and outputs crossing between host and device, when they are a
-    sizeable part of its latency (not on the timeline, which is the device's)."""
-    copy = meta.get("host_copy_s", 0.0)
-    if not met.latency_s or copy < HOST_COPY_SHOWN * met.latency_s:
+def _host_part(met: RunMetrics, meta: Mapping) -> str:
+    """What the host spends of a latency when it is a sizeable part (not on the timeline, which is
+    the device's): an inference's inputs and outputs crossing between host and device, or every
+    token's generate loop of an encoder-decoder."""
+    if meta.get("mode") == "decode":
+        part, whole, what, digits = meta.get("host_step_s", 0.0), met.per_token_s, "host generate loop", 2
+    else:
+        part, whole, what, digits = meta.get("host_copy_s", 0.0), met.latency_s, "host I/O", 3
+    if not whole or part < HOST_SHOWN * whole:
         return ""
-    return f" <span style='color:gray'>(incl. {copy * 1e3:.3f} ms host I/O)</span>"
+    return f" <span style='color:gray'>(incl. {part * 1e3:.{digits}f} ms {what})</span>"
 
 
 def header_html(run: Run, baseline: Run | None) -> str:
@@ -146,13 +150,14 @@ def header_html(run: Run, baseline: Run | None) -> str:
                f"{s['output_tokens_per_s']:,.0f} tok/s per copy{busy}")
         unit = "tok/s"
     elif m.get("mode") == "decode":
-        lat = f"TTFT {met.time_to_first_token_s * 1e3:.2f} ms · {met.per_token_s * 1e3:.2f} ms/token{busy}"
+        lat = (f"TTFT {met.time_to_first_token_s * 1e3:.2f} ms · {met.per_token_s * 1e3:.2f} ms/token"
+               f"{_host_part(met, m)}{busy}")
         unit = "tok/s"
     elif m.get("mode") == "training":  # one optimizer step of every micro-batch
         lat = f"step {met.latency_s * 1e3:.3f} ms{busy}"
         unit = "samples/s"
     else:
-        lat = f"latency {met.latency_s * 1e3:.3f} ms{_host_copies(met, m)}{busy}"
+        lat = f"latency {met.latency_s * 1e3:.3f} ms{_host_part(met, m)}{busy}"
         unit = "/s"
     # an instance without a published on-demand price (trn2.3xlarge, the UltraServers) says so
     cost = "no published price" if met.cost_per_million_usd is None else f"${met.cost_per_million_usd:.3f} per million"

@@ -137,6 +137,7 @@ class Efficiency:
     sbuf_activation_fraction: float
     mm_wait_cycles: float
     request_overhead_s: float
+    generate_step_s: float
     core_dma_bytes_per_s: float
     host_copy_bytes_per_s: float
     host_fault_bytes_per_s: float

@@ -292,7 +292,7 @@ _META_COUNTS = ("batch", "copies", "cores_per_copy", "lnc", "grad_accum", "nodes
                 "requests", "concurrency", "new_tokens", "cores_active", "cores_active_under_load")
 _META_NUMBERS_OPTIONAL = ("total_ns", "price_usd_per_hour", "peak_flops_per_core", "request_overhead_s",
                           "memory_per_core_bytes", "weight_refetch_bytes", "rate", "prefill_ns", "per_token_ns",
-                          "host_copy_s")
+                          "host_copy_s", "host_step_s")
 _META_TEXTS = ("chip", "chip_name", "instance", "model", "model_type", "family", "dtype", "matmul_dtype", "source_file")
 _META_TABLES = ("config", "layer_stats", "speculation", "precision", "serving", "under_load", "single_node")
 _META_MAY_BE_NULL = ("price_usd_per_hour", "rate", "peak_flops_per_core")  # no price, no rate, no chip data

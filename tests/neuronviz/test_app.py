@@ -1052,6 +1052,21 @@ def test_an_inference_panes_header_says_when_host_copies_are_much_of_its_latency
     assert "host I/O" not in header_html(Run(simulate(RunConfig(model="xlm-roberta-base", chip="inf2"))), None)
 
 
+def test_a_t5_panes_header_says_how_much_of_a_token_is_the_host_generate_loop():
+    from neuronviz.session import Run
+    from neuronviz.widgets.pane import header_html
+    from sim.run import RunConfig, simulate
+
+    run = Run(simulate(RunConfig(model="t5-3b", chip="inf2", mode="decode", seq=128, new_tokens=16, cores=8,
+                                 beams=4, max_seq=128), max_events=0))
+    host = run.trace.meta["host_step_s"]
+    html = header_html(run, None)
+    assert f"ms/token <span style='color:gray'>(incl. {host * 1e3:.2f} ms host generate loop)</span>" in html
+    llama = Run(simulate(RunConfig(model="llama-2-7b", chip="inf2", mode="decode", seq=128, new_tokens=8, cores=8),
+                         max_events=0))
+    assert "host generate loop" not in header_html(llama, None)
+
+
 def test_a_serving_pane_counts_requests_and_tokens_and_greys_the_steps_not_stored(demo_window, tmp_path):
     from sim.io import save_file
     from sim.run import RunConfig, simulate

@@ -6,7 +6,9 @@ import json
 import pytest
 
 from sim.errors import ConfigError
+from sim.hardware.chip import get_chip
 from sim.metrics import compute_metrics
+from sim.record import run_record
 from sim.run import RunConfig, simulate
 from sim.workloads import Phase, build_program, get_model, parameters
 
@@ -81,12 +83,25 @@ def test_a_generation_is_the_encoders_pass_then_a_decoder_step_per_token():
     p = {x["name"]: x for x in trace.meta["phases"]}
     encoder_s = (p["prefill encoder"]["end_ns"] - p["prefill encoder"]["start_ns"]) * 1e-9
     step_s = (p["prefill first token"]["end_ns"] - p["prefill first token"]["start_ns"]) * 1e-9
-    request = trace.meta["request_overhead_s"]
-    assert met.time_to_first_token_s == pytest.approx(encoder_s + step_s + request, rel=1e-6)
-    assert met.per_token_s == pytest.approx(step_s, rel=1e-3)  # every step the same graph of 128 positions
-    assert met.latency_s == pytest.approx(encoder_s + 84 * step_s + request, rel=1e-3)
+    request, host = trace.meta["request_overhead_s"], trace.meta["host_step_s"]
+    # transformers' generate loop runs on the host before every decoder step, the first included
+    assert host == get_chip("inf2").efficiency.generate_step_s > 0
+    assert met.time_to_first_token_s == pytest.approx(encoder_s + step_s + host + request, rel=1e-6)
+    assert met.per_token_s == pytest.approx(step_s + host, rel=1e-3)  # every step the same graph of 128 positions
+    assert met.latency_s == pytest.approx(encoder_s + 84 * (step_s + host) + request, rel=1e-3)
     # beam search's reordering of the caches costs every step what reading them takes
     assert compute_metrics(_run(beams=1)).per_token_s < met.per_token_s
+
+
+def test_only_an_encoder_decoder_pays_the_host_generate_loop_and_its_record_says_so():
+    host_ms = get_chip("inf2").efficiency.generate_step_s * 1e3
+    rec = run_record(_run(beams=1))
+    assert rec["host_step_ms"] == pytest.approx(host_ms)
+    assert rec["per_token_ms"] > host_ms
+    # a decoder-only model generates through its own serving stack's loop, not transformers' generate
+    llama = simulate(RunConfig(model="llama-2-7b", instance="inf2.24xlarge", mode="decode", seq=128, new_tokens=8,
+                               cores=8), max_events=0)
+    assert "host_step_s" not in llama.meta and "host_step_ms" not in run_record(llama)
 
 
 def test_the_decoder_attends_the_tokens_so_far_in_buckets():
