@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.hardware.chip import load_toml
-from sim.validate import Result, Row, validate
+from sim.validate import Row, validate
 
 WORKERS = os.cpu_count() or 1  # the simulations of a fit run on every core of this machine
 # rows whose median absolute error moves less than this (0.1 percentage point) over a residual's
@@ -123,8 +123,9 @@ def _overrides(values: dict[str, float]) -> dict[str, dict[str, float]]:
     return tables
 
 
-def _median_error(results: Sequence[Result]) -> float:
-    errors = [abs(r.error) for r in results if r.counted]
+def median_error(rows: Sequence[Row], values: dict[str, float]) -> float:
+    """The median absolute error of ``rows`` ' independent points with the residuals at ``values``."""
+    errors = [abs(r.error) for r in validate(rows, _overrides(values), WORKERS) if r.counted]
     return statistics.median(errors) if errors else float("nan")
 
 
@@ -141,7 +142,7 @@ def fit_one(res: Residual, rows: Sequence[Row], values: dict[str, float], points
         return values[res.key]
 
     def error(v: float) -> float:
-        err = _median_error(validate(chosen, _overrides({**values, res.key: float(v)}), WORKERS))
+        err = median_error(chosen, {**values, res.key: float(v)})
         return float("inf") if np.isnan(err) else err
 
     lo, hi = res.low, res.high
@@ -171,13 +172,21 @@ class HeldOut:
     generation: str
     values: dict[str, float]  # fitted without the generation's rows
     error_fitted_elsewhere: float  # the generation's median absolute error with those values
-    error_in_sample: float  # ... and with the values fitted on every row
+    error_in_sample: float  # ... with the values fitted on every row (from the same start)
+    error_data_file: float  # ... and with the data file's values
 
 
 def middle(res: Residual) -> float:
     """The middle of a residual's range (geometric for one searched on a log scale): where a fit
     that must not know the measurements starts it."""
     return float(np.sqrt(max(res.low, 1e-12) * res.high)) if res.log else (res.low + res.high) / 2
+
+
+def middle_start() -> dict[str, float]:
+    """Every residual in the middle of its range: where a fit starts that must not depend on values
+    fitted before (the data file's, fitted on every row), so that its result is the same whoever
+    runs it and a fit without some rows is comparable with one on all of them."""
+    return {r.key: middle(r) for r in RESIDUALS}
 
 
 def held_out_start(generation: str, fitted_elsewhere: dict[str, float] | None = None) -> dict[str, float]:
@@ -187,7 +196,7 @@ def held_out_start(generation: str, fitted_elsewhere: dict[str, float] | None = 
     the held-out generation alone cannot be fitted elsewhere and takes what its shared counterpart
     was fitted to (the data file's [default] value where there is none)."""
     default = load_toml("efficiency.toml")["default"]
-    values = dict(fitted_elsewhere) if fitted_elsewhere is not None else {r.key: middle(r) for r in RESIDUALS}
+    values = dict(fitted_elsewhere) if fitted_elsewhere is not None else middle_start()
     for r in RESIDUALS:
         if r.chip == generation:
             values[r.key] = values.get(r.name, float(default[r.name]["value"]))
@@ -196,12 +205,13 @@ def held_out_start(generation: str, fitted_elsewhere: dict[str, float] | None = 
 
 def leave_one_generation_out(rows: Sequence[Row], generations: Sequence[str], in_sample: dict[str, float]
                              ) -> list[HeldOut]:
-    """For each generation, fit on the other generations' rows and measure it with that fit."""
+    """For each generation, fit on the other generations' rows and measure it with that fit, with
+    ``in_sample`` (fitted on every row) and with the data file's values."""
     out = []
     for gen in generations:
         others = [r for r in rows if r.generation != gen]
         mine = [r for r in rows if r.generation == gen]
         values = held_out_start(gen, fit(others, held_out_start(gen)))
-        out.append(HeldOut(gen, values, _median_error(validate(mine, _overrides(values), WORKERS)),
-                           _median_error(validate(mine, _overrides(in_sample), WORKERS))))
+        errors = [median_error(mine, v) for v in (values, in_sample, current_values())]
+        out.append(HeldOut(gen, values, *errors))
     return out
