@@ -93,9 +93,9 @@ def compute_metrics(trace: Trace) -> RunMetrics:
     """Everything the summary table and the CLI print, from the trace alone."""
     m = trace.meta
     shards = m["cores_per_copy"] * m.get("lnc", 1)
-    # per execution of a compiled program: its launch, an inference's inputs and outputs crossing
-    # between host and device memory, and the host's generate loop between two token steps
-    overhead = m["launch_overhead_s"] + m.get("host_copy_s", 0.0) + m.get("host_step_s", 0.0)
+    # per execution of a compiled program: its launch, and an inference's inputs and outputs
+    # crossing between host and device memory
+    overhead = m["launch_overhead_s"] + m.get("host_copy_s", 0.0)
     executions = max(1, m.get("new_tokens", 1)) if m["mode"] == "decode" else 1  # the prompt, then every token
     alone = {"total_ns": m.get("total_ns", trace.duration_ns), "prefill_ns": m.get("prefill_ns"),
              "per_token_ns": m.get("per_token_ns")}

@@ -158,7 +158,8 @@ class RunConfig:
 class _Phase:
     """A program run ``repeat`` times back to back, of which at most ``max_stored`` are kept as
     events; with ``number_from`` its executions are numbered from there even when not repeated.
-    With ``idle_periods`` the core waits instead, for that many times the program's duration."""
+    With ``idle_periods`` the core waits instead, for that many times the program's duration;
+    with ``host_s`` it waits that long after each execution for the host's loop to call the next."""
 
     name: str
     program: Program
@@ -167,6 +168,7 @@ class _Phase:
     number_from: int = 0
     idle_periods: float = 0.0  # an idle wait this many times as long as ``program`` takes (a pipeline bubble)
     numbered: bool = True  # False: every execution keeps the layers' own names (requests back to back)
+    host_s: float = 0.0  # the core idles this long after each execution, waiting for the host's next call
 
     def label(self, execution: int) -> str:
         """The name of the ``execution``-th run (from 0), which prefixes its layers' names."""
@@ -520,9 +522,10 @@ def _encoder_decoder_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Depl
     decoder's caches), then a decoder step per new token, the first of them part of the time to
     first token. A step's self-attention spans the bucket that holds the tokens so far, its
     cross-attention the encoder's positions. Attention is the compiler's ops unless ``--attention
-    flash`` asks for the kernel (the Neuron T5 tutorial runs transformers' attention)."""
+    flash`` asks for the kernel (the Neuron T5 tutorial runs transformers' attention). After each
+    step the core waits for transformers' generate loop on the host to call the next."""
     prompts, contexts = encoder_decoder_lengths(cfg, seq)
-    encoded, tp = _bucket(seq, prompts), dep.shards
+    encoded, tp, host = _bucket(seq, prompts), dep.shards, dep.chip.efficiency.generate_step_s
     kernels = {**_kernels(cfg), "flash": cfg.attention == "flash"}
 
     def step(positions: int) -> Program:
@@ -531,8 +534,8 @@ def _encoder_decoder_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Depl
 
     encoder = Phase(cfg.batch, encoded, encoded, tp, beams=cfg.beams, decoder_positions=contexts[-1], **kernels)
     out = [_Phase("prefill encoder", build_program(spec, encoder, dt)),
-           _Phase("prefill first token", step(_bucket(1, contexts)))]
-    out += [_Phase(f"decode ctx {bucket}", step(bucket), steps) for bucket, steps in
+           _Phase("prefill first token", step(_bucket(1, contexts)), host_s=host)]
+    out += [_Phase(f"decode ctx {bucket}", step(bucket), steps, host_s=host) for bucket, steps in
             _decode_buckets(1, cfg.new_tokens, contexts)]
     return out
 
@@ -840,7 +843,7 @@ def _run_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: 
         if phase.idle_periods:
             t0 = timeline.idle(phase.name, phase.program, t0, phase.idle_periods)
         else:
-            t0 = timeline.run(phase, t0)
+            t0 = timeline.run(phase, t0, phase.host_s)
     return timeline
 
 
@@ -1065,7 +1068,7 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
     if cfg.mode == "decode":
         meta["new_tokens"] = cfg.new_tokens
         meta["request_overhead_s"] = chip.efficiency.request_overhead_s
-        if spec.family == ENCODER_DECODER:  # transformers' generate loop on the host, every token
+        if spec.family == ENCODER_DECODER:  # the core's wait for transformers' generate loop, every token
             meta["host_step_s"] = chip.efficiency.generate_step_s
         meta["concurrency"] = cfg.batch if cfg.concurrency is None else cfg.concurrency
     return meta

@@ -110,9 +110,9 @@ HOST_SHOWN = 0.1  # of a latency: the host's part of it said in the header
 
 
 def _host_part(met: RunMetrics, meta: Mapping) -> str:
-    """What the host spends of a latency when it is a sizeable part (not on the timeline, which is
-    the device's): an inference's inputs and outputs crossing between host and device, or every
-    token's generate loop of an encoder-decoder."""
+    """What the host spends of a latency when it is a sizeable part: an inference's inputs and
+    outputs crossing between host and device (not on the timeline, which is the device's), or an
+    encoder-decoder's generate loop before every token (the core idling between its steps)."""
     if meta.get("mode") == "decode":
         part, whole, what, digits = meta.get("host_step_s", 0.0), met.per_token_s, "host generate loop", 2
     else:
