@@ -216,7 +216,8 @@ def layer_windows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     add up to the run's: a layer starts with its first event, but its reads that run ahead during
     the layer before (weight prefetches) count to that layer's time, until its engines finish
     or this layer's start; it ends where the next layer starts, or where a stretch of executions
-    that were not stored begins."""
+    that were not stored begins, or where the core starts waiting for the host to call the next
+    execution (:attr:`Trace.waits`, counted apart)."""
     n = len(trace.layer_names)
     ev = trace.events
     first = np.asarray(trace.layer_start_ns, float).copy()
@@ -232,11 +233,12 @@ def layer_windows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
         first = np.where(np.isfinite(first), first, np.asarray(trace.layer_start_ns, float))
     start = np.maximum.accumulate(first)
     end = np.append(start[1:], max(float(np.max(trace.layer_end_ns)), start[-1]))
-    # nor does it run on into executions that were not stored (its repeats stand for them)
-    unstored = np.array([s for s, _, _ in trace.unstored_spans], float)
-    if len(unstored):
-        i = np.searchsorted(unstored, start, side="left")
-        cap = np.append(unstored, np.inf)[i]
+    # nor does it run on into executions that were not stored (its repeats stand for them), nor
+    # into the core's wait for the host
+    stops = np.sort(np.concatenate([np.array([s for s, _, _ in trace.unstored_spans], float), trace.waits[0]]))
+    if len(stops):
+        i = np.searchsorted(stops, start, side="left")
+        cap = np.append(stops, np.inf)[i]
         end = np.maximum(np.minimum(end, cap), start)
     return start, end
 
@@ -421,6 +423,7 @@ THROTTLED_SHARE = 0.05  # TensorE active time lost to the warm-up throttle
 SEMAPHORE_WAIT_SHARE = 0.15  # TensorE waiting on its semaphores this share of the run
 EVACUATION_SHARE = 0.10  # matmul layers whose PSUM evacuation keeps ScalarE/VectorE busier than TensorE
 PIPELINE_BUBBLE_SHARE = 0.02  # a pipelined step's slowest stage idle this share of the step
+HOST_WAIT_SHARE = 0.05  # the cores idle this share of the run waiting for the host to call them
 COMPARE_FACTOR = 1.5  # another run's same layer at least this much faster is worth saying why
 
 
@@ -449,15 +452,18 @@ class RunAnalysis:
     layers: list[Stats]
     summary: dict[str, float | None]
     roofs: Roofs | None
+    waited_ns: float = 0.0  # of one request: the cores idle waiting for the host to call them (no layer's)
 
     @property
     def total_ns(self) -> float:
-        return sum(s.time_ns for s in self.layers)
+        return sum(s.time_ns for s in self.layers) + self.waited_ns
 
 
 def analyse(trace: Trace) -> RunAnalysis:
     layers = layer_table(trace, with_ops=True)
-    return RunAnalysis(layers, summary(trace, layers), roofs(trace))
+    waits = trace.waits
+    waited = float(np.sum(waits[1] - waits[0])) / max(1, int(trace.meta.get("requests", 1)))
+    return RunAnalysis(layers, summary(trace, layers), roofs(trace), waited)
 
 
 def insights(trace: Trace, others: list[Trace] = (), analysis: RunAnalysis | None = None,
@@ -561,6 +567,16 @@ def insights(trace: Trace, others: list[Trace] = (), analysis: RunAnalysis | Non
                 "of the step) while the other stages fill and drain the pipeline; more micro-batches a step "
                 "(--grad-accum) or fewer stages (--pipeline) shrink it.", [],
                 (phase["start_ns"] * 1e-3, phase["end_ns"] * 1e-3))
+
+    share = analysis.waited_ns / total if total > 0 else 0.0
+    if share >= HOST_WAIT_SHARE:
+        first, first_end = (float(w[0]) for w in trace.waits)
+        by = ("transformers' generate loop on the host (the beam scorer, the next step's inputs, the call to "
+              "every tensor-parallel rank)" if "host_step_s" in trace.meta else "the host calling the next execution")
+        add(share, "host_wait",
+            f"The cores wait {100 * share:.0f}% of the time for {by}: {(first_end - first) * 1e-6:.2f} ms before "
+            "every token, whatever the model does on the device; a batch of several requests shares it.", [],
+            (first * 1e-3, first_end * 1e-3))
 
     for k, other in enumerate(others):
         theirs = other_analyses[k] if other_analyses else None

@@ -784,7 +784,8 @@ class _Timeline:
 
     def run(self, phase: _Phase, t0: float, gap_s: float = 0.0) -> float:
         """Run ``phase`` from ``t0``, each execution followed by ``gap_s`` of idle core (the
-        runtime launching the next); return when it ends."""
+        runtime launching the next, the host's loop calling it; a program run before keeps its
+        first run's); return when it ends."""
         prog, repeat, sched, tables = phase.program, phase.repeat, self.sched, self.tables
         seen = self._seen.get(id(prog))
         if seen is None:
@@ -797,12 +798,13 @@ class _Timeline:
             for r in range(stored):
                 tables.add_program(prog, phase.label(r), lowered)
             self._seen[id(prog)] = ((mark, log_mark(sched.log)), first_op, t0, period, len(self.spans), lowered,
-                                    per_step)
+                                    per_step, gap_s)
             repeat_tail(sched.log, mark, stored - 1, period, len(prog.ops))
             self.spans.append({"name": phase.label(0) if phase.number_from else phase.name, "start": t0,
-                               "end": t0 + period * repeat, "repeat": repeat, "stored": stored})
+                               "end": t0 + period * repeat, "repeat": repeat, "stored": stored,
+                               **({"wait": gap_s} if gap_s else {})})
         else:
-            marks, first_op, first_t, period, index, lowered, per_step = seen
+            marks, first_op, first_t, period, index, lowered, per_step, gap_s = seen
             extend = self._last is not None and self._last[0] == id(prog) and abs(self._last[1] - t0) < 1e-12
             stored = min(repeat, phase.max_stored or repeat, self._room(per_step))
             reps = np.arange(stored)
@@ -815,7 +817,8 @@ class _Timeline:
                 span.update(end=t0 + period * repeat, repeat=span["repeat"] + repeat, stored=span["stored"] + stored)
             else:
                 self.spans.append({"name": phase.name, "start": t0, "end": t0 + period * repeat, "repeat": repeat,
-                                   "stored": stored, **({} if stored else {"same_as": index})})
+                                   "stored": stored, **({} if stored else {"same_as": index}),
+                                   **({"wait": gap_s} if gap_s else {})})
         end = t0 + period * repeat
         sched.free[:] = end
         self._last = (id(prog), end)
@@ -1037,7 +1040,8 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
         "weight_refetch_bytes": sched.weight_refetch_bytes, "requests": request_count(cfg),
         "units": {"time": "ns", "bytes": "B", "flops": "FLOP"},
         "phases": [{"name": p["name"], "start_ns": p["start"] * 1e9, "end_ns": p["end"] * 1e9, "repeat": p["repeat"],
-                    "stored": p["stored"], **({"same_as": p["same_as"]} if "same_as" in p else {})} for p in phases],
+                    "stored": p["stored"], **({"same_as": p["same_as"]} if "same_as" in p else {}),
+                    **({"wait_ns": p["wait"] * 1e9} if "wait" in p else {})} for p in phases],
         **_times(cfg, phases),
     }
     if served is not None:  # a serving run: what each request saw, and the server's figures under load

@@ -188,6 +188,24 @@ class Trace:
         a = np.array(sorted(rows), np.float64).reshape(-1, 4)
         return a[:, 0].copy(), a[:, 1].copy(), a[:, 2].copy(), a[:, 3].copy()
 
+    @cached_property
+    def waits(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(start_ns, end_ns)`` of the stretches, time-ordered, in which the core idles after an
+        execution until the next is called (a phase's ``wait_ns``: the host's generate loop of an
+        encoder-decoder), whether the execution was stored or not."""
+        starts, ends = [], []
+        for p in self.meta.get("phases", ()):
+            wait, repeat = p.get("wait_ns", 0.0), p["repeat"]
+            if wait > 0 and repeat > 0:
+                end = p["start_ns"] + (p["end_ns"] - p["start_ns"]) / repeat * np.arange(1, repeat + 1)
+                starts.append(end - wait)
+                ends.append(end)
+        if not starts:
+            return np.zeros(0), np.zeros(0)
+        a, b = np.concatenate(starts), np.concatenate(ends)
+        order = np.argsort(a, kind="stable")
+        return a[order], b[order]
+
     @property
     def run_end_ns(self) -> float:
         """The end of the run: its last event, or of the executions after it that were not stored,

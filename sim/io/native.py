@@ -271,12 +271,16 @@ _PHASE_NUMBERS = ("start_ns", "end_ns", "repeat")  # the metrics count unstored 
 
 
 def _valid_phases(phases: Any) -> bool:
-    """A list of phases, each with finite numbers and, if it says, at least one execution stored
+    """A list of phases, each with finite numbers (a wait after each execution, if it says, no
+    longer than the phase) and, if it says, at least one execution stored
     (files of simulator 1.0 stored every execution and do not say), or none and the index of an
     earlier phase with some stored (``same_as``) standing for them."""
     def valid(i: int, p: Any) -> bool:
         numbers = [p.get(k) for k in _PHASE_NUMBERS] + [p.get("stored", 1)] if isinstance(p, dict) else [None]
         if not all(type(v) in (int, float) and np.isfinite(v) for v in numbers):
+            return False
+        wait = p.get("wait_ns", 0)  # the core idle after each execution (the host's loop calling the next)
+        if type(wait) not in (int, float) or not 0 <= wait * p["repeat"] <= p["end_ns"] - p["start_ns"]:
             return False
         if numbers[-1] >= 1:
             return True

@@ -217,6 +217,38 @@ def test_a_pipelined_steps_bubble_is_an_insight_pointing_at_its_wait():
     assert "pipeline_bubble" not in keys(simulate(RunConfig(**kw)))
 
 
+def test_the_cores_wait_for_the_host_generate_loop_apart_from_every_layer():
+    # T5 generating: after each decoder step the core idles until transformers' generate loop calls
+    # the next. That wait is no layer's time (the LM head, the step's last layer, ends with its
+    # work) and is an insight of its own
+    from sim.analysis import analyse
+
+    cfg = dict(model="t5-3b", instance="inf2.24xlarge", mode="decode", seq=128, new_tokens=4, cores=8, dtype="fp32",
+               autocast="matmult", beams=4, max_seq=128)
+    trace = simulate(RunConfig(**cfg))
+    host = trace.meta["host_step_s"] * 1e9
+    starts, ends = trace.waits
+    assert len(starts) == 4 and np.allclose(ends - starts, host)  # one before each of the 4 tokens
+    analysis = analyse(trace)
+    assert analysis.waited_ns == pytest.approx(4 * host)
+    assert analysis.total_ns == pytest.approx(trace.meta["total_ns"], rel=1e-6)  # layers and waits: the whole run
+    ev = trace.events
+    for s in analysis.layers:
+        if s.name.endswith("lm_head"):
+            mine = ev["layer"] == trace.layer_names.index(s.name)
+            assert s.time_ns < host  # its own work only (about 0.3 ms), not the wait after it
+            assert s.time_ns == pytest.approx(float(np.max(ev["start_ns"][mine] + ev["dur_ns"][mine]))
+                                              - float(np.min(ev["start_ns"][mine])), rel=0.05)
+    found = next(i for i in insights(trace) if i.key == "host_wait")
+    share = 4 * host / trace.meta["total_ns"]
+    assert found.text.startswith(f"The cores wait {100 * share:.0f}% of the time for transformers' generate loop")
+    assert f"{host * 1e-6:.2f} ms before every token" in found.text
+    assert (found.start_us, found.end_us) == (pytest.approx(starts[0] / 1e3), pytest.approx(ends[0] / 1e3))
+    llama = simulate(RunConfig(model="llama-2-7b", instance="inf2.24xlarge", mode="decode", seq=128, new_tokens=4,
+                               cores=8))
+    assert len(llama.waits[0]) == 0 and "host_wait" not in keys(llama)
+
+
 # --- the report command --------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -241,7 +241,10 @@ _PHASE = {"start_ns": 0, "end_ns": 5, "repeat": 8, "stored": 1}
                                     # no execution stored: an earlier phase with some must stand for them
                                     [_PHASE, {**_PHASE, "stored": 0, "same_as": 1}],
                                     [{**_PHASE, "stored": 0}, {**_PHASE, "stored": 0, "same_as": 0}],
-                                    [_PHASE, {**_PHASE, "stored": 0, "same_as": "0"}]])
+                                    [_PHASE, {**_PHASE, "stored": 0, "same_as": "0"}],
+                                    # a wait after each of 8 executions longer than the phase, or negative
+                                    [{**_PHASE, "wait_ns": 1.0}], [{**_PHASE, "wait_ns": -0.1}],
+                                    [{**_PHASE, "wait_ns": "0.5"}]])
 def test_phases_the_metrics_count_repeats_from_are_checked(saved, tmp_path, phases):
     path = tmp_path / "bad.nvtrace"
 
