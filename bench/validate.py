@@ -1,8 +1,8 @@
 """Accuracy benchmark: the full validation against published measurements, the fit of the named
 residuals and the leave-one-generation-out check; writes docs/accuracy.md and prints the summary.
 
-Run: .venv/bin/python bench/validate.py          (about two hours on two cores: every fit simulates
-     every selected row a few dozen times)
+Run: .venv/bin/python bench/validate.py          (about an hour on two cores: each of its five fits
+     simulates every selected row a few dozen times)
      .venv/bin/python bench/validate.py --quick  (the validation alone, as `neuronviz validate`)
 """
 
