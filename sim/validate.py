@@ -6,9 +6,10 @@ Inference's Trainium2 tutorials) become
 :class:`Row` s. A row's deployment comes from what its publication states, never from its measured
 values:
 
-- data-parallel encoder and vision rows run one model copy per NeuronCore the row states
-  (NeuronPerf benchmarks "MAX models on MAX NeuronCores"); a *Real Time* row's latency is one
-  request with its copy alone, a *Batch* row's throughput every copy busy;
+- data-parallel encoder and vision rows run one model copy per NeuronCore the row states, at most
+  the model counts the page's NeuronPerf script asks for (two on Inferentia2 and Trainium1, whose
+  sizes NeuronPerf does not know: ``calibration/benchmark-tasks.toml``); a *Real Time* row's
+  latency is one request with its copy alone, a *Batch* row's throughput every copy busy;
 - tensor-parallel decoder rows run one copy over the stated degree with the stated batch;
 - training rows run data parallel over every core of every node, accumulating the micro-batches
   the published global batch needs; a tensor/pipeline-parallel row runs its published degrees
@@ -208,6 +209,16 @@ def _generation(source: str) -> dict:
     return next((g for g in _generations() if any(page in source for page in g["pages"])), {})
 
 
+def _copies(stated: int | None, source: str) -> int | None:
+    """The model copies an encoder or vision row's run keeps busy: those the row states, at most
+    the model counts its page's benchmark script asks NeuronPerf for (``benchmark-tasks.toml``
+    [[copies]]); None (every NeuronCore) when the row states none and its page caps none."""
+    cap = next((c["most"] for c in _benchmark_tasks().get("copies", []) if any(p in source for p in c["pages"])), None)
+    if cap is None:
+        return stated
+    return cap if stated is None else min(stated, cap)
+
+
 def _head(model: str, source: str) -> str:
     """What an encoder row's model returns to the host, as its benchmark page states
     (``benchmark-tasks.toml``; the last entry that matches); the simulator's default otherwise."""
@@ -264,7 +275,7 @@ def _row_2024(r: dict[str, str]) -> Row:
         return Row(**common, config=cfg, independent=metric in ("ttft_ms", "tpot_ms", "per_token_ms"))
     head = _head(model, r["source"]) if get_model(model).family == ENCODER else "classifier"
     cfg = RunConfig(model=model, instance=r["instance"], batch=batch, seq=seq_in or None, dtype=dtype,
-                    autocast=autocast, copies=cores, head=head)
+                    autocast=autocast, copies=_copies(cores, r["source"]), head=head)
     real_time = application == "Real Time"
     independent = metric == ("latency_ms" if real_time else "throughput")
     return Row(**common, config=cfg, independent=independent)

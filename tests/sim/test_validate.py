@@ -64,6 +64,22 @@ def test_real_time_rows_compare_one_request_alone_and_batch_rows_every_copy_busy
     assert (inf1.config.copies, inf1.config.autocast) == (4, None)
 
 
+def test_a_neuronperf_page_runs_at_most_the_two_copies_its_script_asks_for_on_inferentia2_and_trainium1():
+    # NeuronPerf knows only Inferentia1's sizes and assumes two NeuronCores elsewhere: a row stating
+    # every core of an inf2.48xlarge (24) or a trn1.32xlarge (32) runs two copies; the other cores idle
+    page = "aws-neuron-sdk:about-neuron/benchmarks/inf2/throughput_data_encoder.csv"
+    line = (f"xlm-roberta-base,inf2.48xlarge,12,24,data-parallel,Batch,16,128,,FP32,throughput_per_s,51.1,,"
+            f"Neuron 2.22.0,{page},xlm-roberta-base")
+    assert _row_2024(_parse(HEADER_2024, line)).config.copies == 2
+    assert _row_2024(_parse(HEADER_2024, line.replace(",24,", ",,"))).config.copies == 2  # none stated
+    copies = {(r.model, r.instance, r.batch): r.config.copies for r in read_rows()
+              if r.config is not None and r.config.mode == "inference"}
+    assert copies[("xlm-roberta-base", "inf2.48xlarge", 16)] == 2
+    assert copies[("xlm-roberta-base", "trn1.32xlarge", 8)] == 2
+    assert copies[("resnet18", "inf2.xlarge", 8)] == 2  # the chip's own two cores
+    assert copies[("bert-base", "inf1.xlarge", 8)] == 4  # Inferentia1's pages: the stated cores
+
+
 def test_decoder_rows_are_tensor_parallel_with_the_compilers_attention_and_training_rows_accumulate():
     tpot = _row_2024(_parse(HEADER_2024, "llama-2-7b,trn1.32xlarge,16,32,tensor-parallel,Real Time,1,128,8064,"
                                          "FP16,tpot_ms_p50,6.7,,\"Neuron 2.18.0, Transformers NeuronX\",test,x"))
