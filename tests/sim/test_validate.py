@@ -80,6 +80,14 @@ def test_a_neuronperf_page_runs_at_most_the_two_copies_its_script_asks_for_on_in
     assert copies[("bert-base", "inf1.xlarge", 8)] == 4  # Inferentia1's pages: the stated cores
 
 
+def test_the_inferentia1_tensorflow_row_runs_as_the_tutorial_it_links():
+    # the page says "BERT base"; its script traces DistilBERT padded to 64 tokens and loads it once
+    rows = [r for r in read_rows() if r.instance == "inf1.6xlarge" and r.config is not None]
+    assert {r.metric for r in rows} == {"latency_ms", "throughput"}
+    for r in rows:
+        assert (r.model, r.config.seq, r.config.batch, r.config.copies) == ("distilbert", 64, 16, 1)
+
+
 def test_decoder_rows_are_tensor_parallel_with_the_compilers_attention_and_training_rows_accumulate():
     tpot = _row_2024(_parse(HEADER_2024, "llama-2-7b,trn1.32xlarge,16,32,tensor-parallel,Real Time,1,128,8064,"
                                          "FP16,tpot_ms_p50,6.7,,\"Neuron 2.18.0, Transformers NeuronX\",test,x"))
