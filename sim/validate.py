@@ -70,6 +70,7 @@ METRIC_WORDS_2025 = (("ttft", "ttft_ms"), ("tpot", "tpot_ms"), ("itl", "tpot_ms"
                      ("e2e", "e2e_s"), ("request_output_throughput", "request_tok_s"),
                      ("output_throughput", "output_tok_s"), ("throughput_output", "output_tok_s"))
 SERVING_METRICS = ("output_tok_s",)  # figures only a serving run (many requests on one server) has
+GUIDELLM_0_1 = "guidellm 0.1.0"  # the benchmark tool of optimum-neuron's vLLM runs (setups-2025-2026.toml client)
 MODEL_NAMES = {"distilbert-base": "distilbert", "llama-3.1-8b-instruct": "llama-3.1-8b"}
 
 
@@ -382,6 +383,12 @@ def _row_2025(r: dict[str, str], setups: list[dict]) -> Row:
     # the users the row states ("32 compiled, 128 users"), else its source's
     users = _users(r["batch"])
     concurrency = users if users is not None else setup["concurrency"]
+    if setup.get("client") == GUIDELLM_0_1 and concurrency > 1:
+        # its scheduler (scheduler/base.py, _run_async) starts request i only while
+        # i + 1 - completed < max_concurrency: one request fewer in flight than its users
+        concurrency -= 1
+    if r["metric"].startswith("throughput_"):  # a guidellm throughput run: what its source states of it
+        setup = {**setup, **setup.get("throughput", {})}
     # one user alone is what decode mode simulates; several users, or a server's rates, a serving run
     serving = concurrency > 1 or metric in SERVING_METRICS
     spreads = {}

@@ -153,12 +153,33 @@ def test_serving_rows_follow_the_setup_their_source_states():
                                                       'draft (k=3, acceptance 74.1%)"')), _setups())
     assert spec.config is None and "acceptance rate is what this run measured" in spec.skip
     assert cfg.mode == "decode" and cfg.seq_spread == 0  # one user alone
-    # 128 users on the graph compiled for 32: a serving run of the row's users and stated spreads
+    # 128 users on the graph compiled for 32: a serving run of the row's users (guidellm 0.1.0
+    # keeps 127 of them in flight) and stated spreads, with the 235 tokens a request its results
+    # give (578.79 tok/s over 2.4603 req/s) and guidellm's 100 requests
     many = _row_2025(_parse(HEADER_2025, line.replace("sync_itl_ms", "throughput_output_tok_s")
                             .replace("1 user", "128 users")), _setups())
     c = many.config
     assert (many.metric, c.mode, c.batch, c.concurrency, c.seq_spread, c.new_tokens_spread) == (
-        "output_tok_s", "serve", 32, 128, 150, 20)
+        "output_tok_s", "serve", 32, 127, 150, 20)
+    assert (c.new_tokens, c.requests, cfg.new_tokens, cfg.requests) == (235, 100, 250, None)
+
+
+def test_guidellm_0_1_keeps_one_request_fewer_in_flight_than_its_users():
+    # chunked-prefill's config A: its report lists 100 throughput requests of 212.94 tokens on
+    # average, at most 31 of the 32 users' in flight
+    line = ('llama-3.1-8b-instruct,inf2.48xlarge,8,"32 compiled, 32 users","1500 (+-150, guidellm emulated)",'
+            '250 (+-20),bf16,throughput_output_tok_s,426.21,tok/s,optimum-neuron vLLM (Mar 2026),'
+            '"huggingface/optimum-neuron@213224e6:benchmark/vllm/chunked-prefill/{README.md,std-ods.csv} (x)"')
+    busy = _row_2025(_parse(HEADER_2025, line), _setups()).config
+    assert (busy.mode, busy.batch, busy.concurrency, busy.new_tokens, busy.requests) == ("serve", 32, 31, 213, 100)
+    alone = _row_2025(_parse(HEADER_2025, line.replace("32 users", "1 user").replace(
+        "throughput_output_tok_s", "sync_itl_ms")), _setups()).config
+    assert (alone.mode, alone.concurrency, alone.new_tokens) == ("decode", 1, 250)
+    # another tool's users are all in flight
+    other = _row_2025(_parse(HEADER_2025, line.replace("optimum-neuron vLLM (Mar 2026)", "vLLM").replace(
+        "huggingface/optimum-neuron@213224e6:benchmark/vllm/chunked-prefill/{README.md,std-ods.csv} (x)",
+        "some/new/benchmark.csv")), _setups()).config
+    assert (other.concurrency, other.new_tokens, other.requests) == (32, 250, None)
 
 
 def test_a_serving_row_from_a_source_without_a_setup_runs_what_the_row_states():
@@ -269,12 +290,13 @@ def test_every_published_row_is_read_and_has_a_setup_or_a_reason():
 def test_a_serving_runs_output_throughput_beside_its_own_ttft_and_tpot_is_not_a_point_of_its_own():
     # vLLM Neuron's Llama-3.1-8B baseline: two users, each waiting for its last request, publish
     # TTFT, TPOT and output throughput of one run; optimum-neuron's 128-user throughput has no
-    # TTFT or TPOT of its own users (those are of one user) and stays a point
+    # TTFT or TPOT of its own users (those are of one user) and stays a point (guidellm 0.1.0 keeps
+    # one request fewer than its users in flight)
     throughput = {(r.instance, r.config.concurrency if r.config else None): r.independent
                   for r in read_rows() if r.metric == "output_tok_s" and r.model == "llama-3.1-8b"}
     assert throughput[("trn2.48xlarge", 2)] is False
-    assert throughput[("trn2.3xlarge", 128)] is True
-    assert throughput[("inf2.48xlarge", 32)] is True
+    assert throughput[("trn2.3xlarge", 127)] is True
+    assert throughput[("inf2.48xlarge", 31)] is True
 
 
 def test_a_figure_published_on_two_pages_counts_once():
