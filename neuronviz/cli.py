@@ -21,7 +21,7 @@ from sim.run import ATTENTION, AUTOCAST, DTYPE_BYTES, KV_CACHE_DTYPES, MODES, Ru
 from sim.trace import Trace
 from sim.workloads import get_model, preset_names
 from sim.workloads.training import CHECKPOINTS
-from sim.workloads.transformer import HEADS
+from sim.workloads.transformer import GQA_SHARDINGS, HEADS, REPLICATE_TO_TP
 
 EXIT_USAGE = 2
 DEFAULT_CHIPS = "inf1,inf2,trn1,trn2"
@@ -83,7 +83,7 @@ def simulate_runs(args: argparse.Namespace) -> list[Trace]:
                                grad_accum=args.grad_accum, nodes=args.nodes, zero1=args.zero == 1,
                                checkpoint_activations=args.checkpoint_activations is not None,
                                checkpoint_granularity=args.checkpoint_activations or "full", pipeline=args.pipeline,
-                               sequence_parallel=args.sequence_parallel, attention=args.attention,
+                               sequence_parallel=args.sequence_parallel, attention=args.attention, gqa=args.gqa,
                                concurrency=args.concurrency, max_seq=args.max_seq, ep=args.ep,
                                expert_imbalance=args.expert_imbalance, requests=args.requests, rate=args.rate,
                                seed=args.seed, seq_spread=args.seq_spread, new_tokens_spread=args.new_tokens_spread,
@@ -176,6 +176,11 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--attention", choices=ATTENTION,
                    help="attention as one fused flash kernel or as the compiler's separate ops (default: flash "
                         "for decode, as NxD Inference runs it; the compiler's ops otherwise)")
+    p.add_argument("--gqa", choices=GQA_SHARDINGS, default=REPLICATE_TO_TP,
+                   help="how the KV heads of grouped-query attention are split over a copy's cores when the cores "
+                        "do not divide them: one replicated KV head a core when the cores are a multiple of the KV "
+                        "heads (NxD Inference's default), or converted to multi-head attention, a KV head for "
+                        "every query head (what Transformers NeuronX does)")
     p.add_argument("--head", choices=HEADS, default="classifier",
                    help="what an encoder's inference returns to the host, whose copy counts in its latency: "
                         "its class logits (default), 'none' its hidden states and pooled output (transformers' "

@@ -9,6 +9,7 @@ core groups ``lnc_default`` physical cores, over which the compiler shards each 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from sim.errors import ConfigError, DoesNotFitError
@@ -79,14 +80,22 @@ class MemoryNeed:
 
     copy_bytes: float
     sharded_bytes: float = 0.0
+    # a decoder's KV cache, which its shards split by KV heads: the bytes of one KV head's keys and
+    # values (every layer, the batch, the compiled positions) and how many KV heads each of
+    # ``shards`` cores keeps (replicated when the cores outnumber them; one for the model alone)
+    kv_head_bytes: float = 0.0
+    kv_heads_per_core: Callable[[int], int] | None = None
+
+    def _kv(self, shards: int) -> float:
+        return self.kv_head_bytes * self.kv_heads_per_core(shards) if self.kv_heads_per_core else 0.0
 
     @property
     def total(self) -> float:
-        return self.copy_bytes + self.sharded_bytes
+        return self.copy_bytes + self.sharded_bytes + self._kv(1)
 
     def per_core(self, shards: int, dp: int) -> float:
         """What each of a copy's ``shards`` holds, with ``dp`` data-parallel copies."""
-        return (self.copy_bytes + self.sharded_bytes / max(1, dp)) / shards
+        return (self.copy_bytes + self.sharded_bytes / max(1, dp)) / shards + self._kv(shards)
 
 
 def memory_needed(param_bytes: float, state_bytes: float, training: bool, params: int,

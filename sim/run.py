@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -33,7 +34,7 @@ from sim.workloads.models import CNN, DECODER, ENCODER, ENCODER_DECODER
 from sim.workloads.pipeline import heaviest_stage, stage_program
 from sim.workloads.training import CHECKPOINTS, DataParallel, recomputed
 from sim.workloads.training import FP32_BYTES as GRADIENT_BYTES
-from sim.workloads.transformer import HEADS, context_encoding_kernel
+from sim.workloads.transformer import GQA_SHARDINGS, HEADS, REPLICATE_TO_TP, context_encoding_kernel, kv_heads_per_core
 
 MODES = ("inference", "decode", "training", "serve")
 GENERATING = ("decode", "serve")  # modes that generate tokens from a prompt
@@ -104,6 +105,11 @@ class RunConfig:
     # their score matrices spilling when SBUF cannot hold them ("compiler", as torch-neuronx traces
     # and Transformers NeuronX ran); None: flash for decode
     attention: str | None = None
+    # how grouped-query attention's KV heads are split over the tensor-parallel cores
+    # (sim.workloads.transformer.GQA_SHARDINGS): "replicate-to-tp-degree", NxD Inference's
+    # default, or "convert-to-mha", which Transformers NeuronX falls back to whenever the cores do
+    # not divide the KV heads (kv_heads_per_core)
+    gqa: str = REPLICATE_TO_TP
     # NxD Inference's NKI kernels for the QKV projection and the MLP (qkv_kernel_enabled,
     # mlp_kernel_enabled; NKI_KERNELS): each runs as one kernel, its matmuls pipelined without the
     # compiler's per-instruction waits, its tiles kept in SBUF, its weights loaded in long runs;
@@ -286,6 +292,8 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
         raise ConfigError(f"{spec.name}'s {pools} max pools need an image of at least {1 << pools} pixels; got {seq}")
     if cfg.attention not in (None, *ATTENTION):
         raise ConfigError(f"unknown attention '{cfg.attention}': choose one of {', '.join(ATTENTION)}")
+    if cfg.gqa not in GQA_SHARDINGS:
+        raise ConfigError(f"unknown GQA sharding '{cfg.gqa}': choose one of {', '.join(GQA_SHARDINGS)}")
     if not isinstance(cfg.nki_kernels, tuple | list):
         raise ConfigError(f"NKI kernels are a list of names, got {cfg.nki_kernels!r}")
     unknown = [k for k in cfg.nki_kernels if k not in NKI_KERNELS]
@@ -449,7 +457,7 @@ def _kernels(cfg: RunConfig, prompt: int = 0, lnc: int = 1) -> dict:
     whether tokens are split, and how experts are spread."""
     asked = "attention" in cfg.nki_kernels
     flash = flash_attention(cfg) and (not prompt or context_encoding_kernel(prompt, lnc, asked))
-    return {"flash": flash, "sequence_parallel": cfg.sequence_parallel, "ep": cfg.ep,
+    return {"flash": flash, "sequence_parallel": cfg.sequence_parallel, "ep": cfg.ep, "gqa": cfg.gqa,
             "expert_imbalance": float(cfg.expert_imbalance), "head": cfg.head,
             "qkv_kernel": "qkv" in cfg.nki_kernels, "mlp_kernel": "mlp" in cfg.nki_kernels}
 
@@ -669,10 +677,16 @@ def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int)
     state = 2.0 * max((op.out_elems for op in probe.ops if not op.fused), default=0) * dt
     if spec.family == ENCODER_DECODER:
         state += float(spec.kv_cache_elems(decoded, encoded)) * cfg.batch * cfg.beams * dt
-    elif cfg.mode in GENERATING:
+    elif cfg.mode in GENERATING:  # the KV cache, which the shards split by KV heads
         positions = compiled_length(cfg, seq)
         kv_bytes = DTYPE_BYTES[cfg.kv_cache] if cfg.kv_cache else dt
-        state += float(spec.kv_cache_elems(positions)) * cfg.batch * kv_bytes
+        cache = float(spec.kv_cache_elems(positions)) * cfg.batch * kv_bytes
+        if spec.mla:  # the latent cache, shared by the heads, is whole on every core
+            return replace(memory_needed(params * weight_bytes, state, False, params), kv_head_bytes=cache,
+                           kv_heads_per_core=lambda shards: 1)
+        heads_of = partial(kv_heads_per_core, spec.heads, spec.kv_heads, gqa=cfg.gqa)
+        return replace(memory_needed(params * weight_bytes, state, False, params),
+                       kv_head_bytes=cache / spec.kv_heads, kv_heads_per_core=heads_of)
     elif cfg.mode == "training":
         outputs = [sum(op.out_elems for op in probe.ops[la.first_op:la.first_op + la.n_ops] if not op.fused)
                    for la in probe.layers]  # a fused attention kernel keeps none of its tiles

@@ -17,6 +17,12 @@ from sim.workloads.models import CLIP, DECODER, ENCODER_DECODER, VISION_TRANSFOR
 SENTENCE_PAIR_MODELS = ("bert", "albert")
 SENTENCE_PAIR_LABELS = 2
 HEADS = ("classifier", "none", "mlm")  # what an encoder's inference returns (Phase.head)
+# how grouped-query attention's KV heads are split over tensor-parallel cores (NxD Inference's GQA
+# sharding strategies, Phase.gqa): the first is NxD Inference's and optimum-neuron's default, the
+# second what Transformers NeuronX does (see kv_heads_per_core)
+REPLICATE_TO_TP = "replicate-to-tp-degree"
+CONVERT_TO_MHA = "convert-to-mha"
+GQA_SHARDINGS = (REPLICATE_TO_TP, CONVERT_TO_MHA)
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,7 @@ class Phase:
     beams: int = 1
     encoder_positions: int = 0
     decoder_positions: int = 0
+    gqa: str = REPLICATE_TO_TP  # how the KV heads are split over the tp cores (kv_heads_per_core)
 
     @property
     def split_tokens(self) -> bool:
@@ -81,7 +88,8 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool, layer
     if spec.mla:
         _latent_attention(b, spec, ph, layer)
         return
-    hd, heads, kv = spec.head_dim, _shard(spec.heads, ph.tp), _shard(spec.kv_heads, ph.tp)
+    hd, heads = spec.head_dim, _shard(spec.heads, ph.tp)
+    kv = kv_heads_per_core(spec.heads, spec.kv_heads, ph.tp, ph.gqa)
     tokens, window = ph.batch * ph.seq, spec.window(layer)
     ctx = min(ph.context, window) if window else ph.context
     _block_input(b, spec, ph, "attn")
@@ -112,6 +120,25 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool, layer
                             window, spec.window_kind == "chunked")
     b.matmul("out_proj", tokens, heads * hd, spec.hidden)
     _block_output(b, spec, ph, "attn")
+
+
+def kv_heads_per_core(heads: int, kv_heads: int, tp: int, gqa: str = REPLICATE_TO_TP) -> int:
+    """The KV heads each of ``tp`` cores computes and caches, as the serving stacks shard attention.
+
+    The query heads are padded to a multiple of ``tp`` (each core ``ceil(heads / tp)``). KV heads
+    that ``tp`` divides are split evenly. Otherwise NxD Inference's default, ``replicate-to-tp-degree``
+    (neuronx_distributed_inference/modules/attention/gqa.py, vendored by optimum-neuron), gives
+    each core one KV head, replicated, when ``tp`` is a multiple of the KV heads; when it is not,
+    or asked for (``convert-to-mha``), the KV heads are replicated to one per query head, and a core
+    keeps as many as it has query heads. Transformers NeuronX does the latter whenever ``tp`` does
+    not divide the KV heads (transformers-neuronx 0.10, decoder.py: ``shard-over-heads`` falls back
+    to ``GQA.REPLICATED_HEADS``, which repeats the K and V weights to ``n_head``): Mistral-7B's 8 KV
+    heads on 24 cores are 2 a core, Llama-2-70B's 3, as many as their query heads."""
+    if kv_heads % tp == 0:
+        return kv_heads // tp
+    if gqa == REPLICATE_TO_TP and tp % kv_heads == 0:
+        return 1
+    return _shard(heads, tp)
 
 
 def _scores_softmax_context(b: ProgramBuilder, ph: Phase, causal: bool, rows: int, qk_dim: int, v_dim: int,

@@ -11,6 +11,7 @@ from sim.run import RunConfig, simulate
 from sim.workloads import Phase, build_program, get_model, training_program
 from sim.workloads.graph import OpKind
 from sim.workloads.training import DataParallel
+from sim.workloads.transformer import kv_heads_per_core
 
 RESNET50_FLOPS = 2 * 4.1e9  # torchvision's model card: 4.09 GMAC per 224x224 image, 2 FLOPs each
 
@@ -100,3 +101,47 @@ def test_a_logical_core_of_one_physical_core_halves_what_each_copy_spans():
 def test_logical_core_sizes_a_chip_lacks_are_refused(chip, lnc, message):
     with pytest.raises(ConfigError, match=message):
         simulate(RunConfig(model="bert-base", chip=chip, lnc=lnc), max_events=0)
+
+
+@pytest.mark.parametrize("heads, kv_heads, tp, gqa, per_core", [
+    (32, 8, 24, "replicate-to-tp-degree", 1),  # 24 cores, a multiple of 8 KV heads: one each, replicated 3x
+    (32, 8, 24, "convert-to-mha", 2),  # a KV head per query head: 32 padded to 48, 2 a core
+    (64, 8, 24, "convert-to-mha", 3),  # Llama-2-70B on inf2.48xlarge: 64 padded to 72
+    (64, 8, 32, "convert-to-mha", 2),  # ... on trn1.32xlarge
+    (32, 8, 4, "convert-to-mha", 2),  # 4 cores divide 8 KV heads: split either way
+    (32, 8, 12, "replicate-to-tp-degree", 3),  # 12 is no multiple of 8: NxD Inference converts to MHA too
+    (40, 40, 32, "replicate-to-tp-degree", 2),  # multi-head attention: 40 heads padded to 64
+    (32, 8, 1, "convert-to-mha", 8),  # one core holds the model as it is
+])
+def test_kv_heads_a_core_keeps_as_the_serving_stacks_shard_grouped_query_attention(heads, kv_heads, tp, gqa,
+                                                                                      per_core):
+    assert kv_heads_per_core(heads, kv_heads, tp, gqa) == per_core
+
+
+def test_converting_mistrals_kv_heads_to_one_per_query_head_doubles_each_cores_kv_projection_and_cache():
+    spec = get_model("mistral-7b")
+    steps = {gqa: build_program(spec, Phase(1, 1, 4096, 24, decode_step=True, gqa=gqa), 2)
+             for gqa in ("replicate-to-tp-degree", "convert-to-mha")}
+    qkv = {gqa: next(op for op in p.ops if op.name.endswith("qkv")) for gqa, p in steps.items()}
+    # 2 query heads a core (32 padded to 48 over 24) and 1 or 2 KV heads, 128 wide
+    assert qkv["replicate-to-tp-degree"].n == (2 + 2 * 1) * 128
+    assert qkv["convert-to-mha"].n == (2 + 2 * 2) * 128
+    scores = {gqa: next(op for op in p.ops if op.name.endswith("scores")) for gqa, p in steps.items()}
+    # a decode step reads the keys of its 4,096 positions for each of the core's KV heads
+    assert scores["replicate-to-tp-degree"].hbm_elems == 1 * 4096 * 128
+    assert scores["convert-to-mha"].hbm_elems == 2 * 4096 * 128
+
+
+def test_a_copys_memory_holds_the_kv_heads_each_core_keeps():
+    cfg = dict(model="llama-2-70b", instance="inf2.48xlarge", cores=24, mode="decode", batch=1, seq=2048,
+               new_tokens=8, max_seq=4096, dtype="fp16", attention="compiler")
+    one, three = (simulate(RunConfig(**cfg, gqa=gqa), max_events=0).meta["memory_per_core_bytes"]
+                  for gqa in ("replicate-to-tp-degree", "convert-to-mha"))
+    # two more KV heads a core: keys and values of 80 layers x 4,096 positions x 128 in FP16
+    assert three - one == pytest.approx(2 * 80 * 4096 * 2 * 128 * 2)
+
+
+def test_an_unknown_gqa_sharding_is_refused():
+    with pytest.raises(ConfigError, match="unknown GQA sharding 'shard-over-batch': choose one of "
+                                          "replicate-to-tp-degree, convert-to-mha"):
+        simulate(RunConfig(model="mistral-7b", chip="inf2", mode="decode", gqa="shard-over-batch"))
