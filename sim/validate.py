@@ -47,6 +47,7 @@ from sim.metrics import RunMetrics, compute_metrics
 from sim.run import SPREADS, RunConfig, simulate
 from sim.workloads import get_model, preset_names
 from sim.workloads.models import ENCODER
+from sim.workloads.transformer import CONVERT_TO_MHA, REPLICATE_TO_TP
 
 CALIBRATION = Path(__file__).with_name("calibration")
 PUBLISHED = CALIBRATION / "published.csv"
@@ -264,14 +265,17 @@ def _row_2024(r: dict[str, str]) -> Row:
         cfg = RunConfig(model=model, instance=r["instance"], mode="training", batch=batch, seq=seq_in or None,
                         dtype=dtype, autocast=autocast, grad_accum=accum, nodes=nodes)
         return Row(**common, config=cfg)
-    if seq_out:  # a tensor-parallel decoder, static batching, attention as the compiler's ops (Transformers
-        # NeuronX); or an encoder-decoder as its page's script generates (its tokens a second are one call's)
+    if seq_out:  # a tensor-parallel decoder, static batching, attention as Transformers NeuronX runs it
+        # (the compiler's ops, KV heads the cores do not divide converted to one per query head); or an
+        # encoder-decoder as its page's script generates (its tokens a second are one call's)
         stated = _generation(r["source"])
         if stated and metric == "throughput":
             common["metric"] = metric = "request_tok_s"
+        tnx = "Transformers NeuronX" in r["sdk"]
         cfg = RunConfig(model=model, instance=r["instance"], mode="decode", batch=batch, seq=seq_in,
                         new_tokens=seq_out, cores=cores, dtype=dtype, autocast=autocast,
-                        attention="compiler" if "Transformers NeuronX" in r["sdk"] else stated.get("attention"),
+                        attention="compiler" if tnx else stated.get("attention"),
+                        gqa=CONVERT_TO_MHA if tnx else REPLICATE_TO_TP,
                         quant=_weight_quant(r["dtype"]), beams=stated.get("beams", 1), max_seq=stated.get("max_seq"))
         return Row(**common, config=cfg, independent=metric in ("ttft_ms", "tpot_ms", "per_token_ms"))
     head = _head(model, r["source"]) if get_model(model).family == ENCODER else "classifier"

@@ -253,6 +253,16 @@ def test_a_decoder_row_with_weights_stored_in_int8_runs_them_so():
     assert (int8.model, int8.quant, bf16.quant) == ("llama-3-8b", "int8-weights", None)
 
 
+def test_a_transformers_neuronx_row_converts_kv_heads_the_cores_do_not_divide_to_one_per_query_head():
+    # transformers-neuronx falls back to GQA.REPLICATED_HEADS whenever the tensor-parallel degree
+    # does not divide the KV heads (Meta-Llama-3-8B's sample notebook asks for it outright)
+    line = ("Mistral-7B-Instruct-v0.2,inf2.48xlarge,12,24,tensor-parallel,Real Time,1,128,3968,\"FP16, autocast "
+            "Matmult-BF16, weights bf16\",tpot_ms_p50,6.86,,\"{}\",test,Mistral-7B-Instruct-v0.2")
+    tnx = _row_2024(_parse(HEADER_2024, line.format("Neuron 2.18.0, Transformers NeuronX"))).config
+    nxdi = _row_2024(_parse(HEADER_2024, line.format("Neuron 2.21.0, NxD Inference"))).config
+    assert (tnx.gqa, nxdi.gqa) == ("convert-to-mha", "replicate-to-tp-degree")
+
+
 def test_an_encoder_decoder_row_generates_as_the_script_it_links_states():
     # the encoder-decoder pages' T5 rows link the NxD T5 tutorial: 4 beams, max_length 128, the
     # prompt padded to it, transformers' attention; its per-token latency is the whole generate
