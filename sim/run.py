@@ -659,6 +659,11 @@ def _checkpoint(cfg: RunConfig) -> str:
     return cfg.checkpoint_granularity if cfg.checkpoint_activations else ""
 
 
+def _one_latent_cache(shards: int) -> int:
+    """What each of ``shards`` cores keeps of an MLA model's latent cache: all of it, once."""
+    return 1
+
+
 def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int) -> MemoryNeed:
     if spec.family == ENCODER_DECODER:  # its encoder's pass, and the weights of that and of a decoder step
         encoded, decoded = (lengths[-1] for lengths in encoder_decoder_lengths(cfg, seq))
@@ -683,7 +688,7 @@ def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int)
         cache = float(spec.kv_cache_elems(positions)) * cfg.batch * kv_bytes
         if spec.mla:  # the latent cache, shared by the heads, is whole on every core
             return replace(memory_needed(params * weight_bytes, state, False, params), kv_head_bytes=cache,
-                           kv_heads_per_core=lambda shards: 1)
+                           kv_heads_per_core=_one_latent_cache)
         heads_of = partial(kv_heads_per_core, spec.heads, spec.kv_heads, gqa=cfg.gqa)
         return replace(memory_needed(params * weight_bytes, state, False, params),
                        kv_head_bytes=cache / spec.kv_heads, kv_heads_per_core=heads_of)

@@ -145,3 +145,13 @@ def test_an_unknown_gqa_sharding_is_refused():
     with pytest.raises(ConfigError, match="unknown GQA sharding 'shard-over-batch': choose one of "
                                           "replicate-to-tp-degree, convert-to-mha"):
         simulate(RunConfig(model="mistral-7b", chip="inf2", mode="decode", gqa="shard-over-batch"))
+
+
+def test_every_core_keeps_the_whole_latent_cache_of_multi_head_latent_attention():
+    cfg = dict(model="deepseek-v3", instance="trn2.48xlarge", cores=64, mode="decode", batch=1, seq=1024,
+               new_tokens=2, dtype="fp8")
+    short, long = (simulate(RunConfig(**cfg, max_seq=n), max_events=0).meta["memory_per_core_bytes"]
+                   for n in (2048, 4096))
+    # 2,048 more positions of a 512-wide latent and a 64-wide rotary key in 61 layers, one byte
+    # each, on every one of the 64 cores (not split among them)
+    assert long - short == pytest.approx(2048 * (512 + 64) * 61)
