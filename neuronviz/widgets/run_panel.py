@@ -1,5 +1,5 @@
 """The run panel: choose a model (or a config.json), mode, sizes (micro-batches per training
-step too), dtype, chips (or one instance), cores per copy and attention, and for generating runs
+step too), dtype, chips (or one instance), cores per copy, attention and how KV heads are split, and for generating runs
 the graphs the serving stack compiles (sequence length, buckets, NKI kernels, prefill chunks);
 simulate in the background with progress and cancel; the results open as panes."""
 
@@ -34,6 +34,7 @@ from sim.quant import QUANTS
 from sim.run import ATTENTION, DTYPE_BYTES, GENERATING, MODES, NKI_KERNELS, RunConfig
 from sim.sweep import Point, grid
 from sim.workloads import preset_names
+from sim.workloads.transformer import GQA_SHARDINGS
 
 DEFAULT_CHIPS = ("inf1", "inf2", "trn1", "trn2")
 DEFAULT_INSTANCE = "default for each chip"
@@ -106,6 +107,11 @@ class RunPanel(QWidget):
         self.attention.setToolTip("Attention as one fused flash kernel (NxD Inference) or as the compiler's "
                                   "separate ops, their scores spilling when SBUF cannot hold them (torch-neuronx "
                                   "traces, Transformers NeuronX)")
+        self.gqa = QComboBox()
+        self.gqa.addItems(GQA_SHARDINGS)
+        self.gqa.setToolTip("When the cores per copy do not divide a grouped-query model's KV heads: one replicated "
+                            "KV head a core where the cores are a multiple of them (NxD Inference's default), or "
+                            "convert-to-mha, a KV head for every query head (what Transformers NeuronX does)")
         self.sequence_parallel = QCheckBox("Sequence parallel")
         self.sequence_parallel.setToolTip("With several cores per copy, each keeps its share of the tokens outside "
                                           "attention and the MLP (all-gather and reduce-scatter instead of "
@@ -150,6 +156,7 @@ class RunPanel(QWidget):
         form.addRow("Cores per copy", cores_row)
         form.addRow("Copies running", self.copies)
         form.addRow("Attention", self.attention)
+        form.addRow("KV heads", self.gqa)
         buttons = QHBoxLayout()
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.cancel_button)
@@ -277,7 +284,7 @@ class RunPanel(QWidget):
                           concurrency=(self.users.value() or None) if self.users.isEnabled() else None,
                           quant=self._quant(),
                           lnc=None if self.lnc.currentText() == DEFAULT_LNC else int(self.lnc.currentText()),
-                          attention=None if attention == STACK_ATTENTION else attention,
+                          attention=None if attention == STACK_ATTENTION else attention, gqa=self.gqa.currentText(),
                           sequence_parallel=self.sequence_parallel.isChecked(), **generation)
                 for chip, inst in targets]
 

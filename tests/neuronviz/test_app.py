@@ -664,6 +664,26 @@ def test_run_panel_sets_up_a_t5_row_as_validation_runs_it(demo_window):
     assert "t5-3b · decode · batch 1 · seq 128 · 4 beams · fp32" in header_html(run, None)
 
 
+def test_run_panel_sets_up_a_transformers_neuronx_mistral_row_as_validation_runs_it(demo_window):
+    from sim.validate import read_rows
+
+    row = next(r for r in read_rows() if r.model == "mistral-7b" and r.instance == "inf2.48xlarge"
+               and r.metric == "tpot_ms" and r.batch == 1 and r.seq == "4096/4096")
+    panel = demo_window.run_panel
+    panel.model.setCurrentText("mistral-7b")
+    panel.instance.setCurrentText(row.instance)
+    panel.mode.setCurrentText("decode")
+    panel.cores.setValue(24)
+    panel.seq.setValue(4096)
+    panel.new_tokens.setValue(4096)
+    panel.dtype.setCurrentText("fp16")
+    panel.attention.setCurrentText("compiler")
+    panel.gqa.setCurrentText("convert-to-mha")
+    (cfg,) = panel.configs()
+    fields = ("model", "instance", "mode", "cores", "seq", "new_tokens", "attention", "gqa", "dtype")
+    assert [getattr(cfg, f) for f in fields] == [getattr(row.config, f) for f in fields]
+
+
 def test_run_panel_generation_graphs_apply_to_generating_runs_only(demo_window):
     panel = demo_window.run_panel
     panel.mode.setCurrentText("serve")
