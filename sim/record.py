@@ -33,6 +33,8 @@ def run_record(trace: Trace) -> dict[str, Any]:
         rec["time_to_first_token_ms"] = met.time_to_first_token_s * 1e3
         rec["per_token_ms"] = met.per_token_s * 1e3
         rec["per_token_under_load_ms"] = met.per_token_under_load_s * 1e3
+        if "kv_heads_per_core" in m:  # a decoder's KV heads each core caches and reads (RunConfig.gqa)
+            rec["kv_heads_per_core"] = m["kv_heads_per_core"]
         if "host_step_s" in m:  # of every token: the host's generate loop between two decoder calls
             rec["host_step_ms"] = m["host_step_s"] * 1e3
     if met.serving is not None:  # medians above; here every percentile, and the server's rates

@@ -1088,6 +1088,8 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
     if cfg.draft:
         meta["speculation"] = {"draft": cfg.draft, "k": cfg.spec_k, "acceptance": cfg.acceptance,
                                "tokens_per_step": tokens_per_step(cfg)}
+    if cfg.mode in GENERATING and spec.family == DECODER and not spec.mla:  # what each core caches and reads
+        meta["kv_heads_per_core"] = kv_heads_per_core(spec.heads, spec.kv_heads, dep.shards, cfg.gqa)
     if cfg.mode == "decode":
         meta["new_tokens"] = cfg.new_tokens
         meta["request_overhead_s"] = chip.efficiency.request_overhead_s

@@ -293,7 +293,7 @@ def _valid_phases(phases: Any) -> bool:
 # what the metrics, the analysis and the app read of a run's metadata, by type (present or not:
 # the required ones are checked on their own)
 _META_COUNTS = ("batch", "copies", "cores_per_copy", "lnc", "grad_accum", "nodes", "data_parallel", "pipeline",
-                "requests", "concurrency", "new_tokens", "cores_active", "cores_active_under_load")
+                "requests", "concurrency", "new_tokens", "cores_active", "cores_active_under_load", "kv_heads_per_core")
 _META_NUMBERS_OPTIONAL = ("total_ns", "price_usd_per_hour", "peak_flops_per_core", "request_overhead_s",
                           "memory_per_core_bytes", "weight_refetch_bytes", "rate", "prefill_ns", "per_token_ns",
                           "host_copy_s", "host_step_s")

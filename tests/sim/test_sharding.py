@@ -155,3 +155,16 @@ def test_every_core_keeps_the_whole_latent_cache_of_multi_head_latent_attention(
     # 2,048 more positions of a 512-wide latent and a 64-wide rotary key in 61 layers, one byte
     # each, on every one of the 64 cores (not split among them)
     assert long - short == pytest.approx(2048 * (512 + 64) * 61)
+
+
+def test_a_decoders_json_record_says_how_many_kv_heads_each_core_keeps(tmp_path):
+    from sim.io import load_file, save_file
+    from sim.record import run_record
+
+    cfg = RunConfig(model="mistral-7b", instance="inf2.48xlarge", cores=24, mode="decode", seq=128, new_tokens=4,
+                    gqa="convert-to-mha")
+    path = tmp_path / "mistral.nvtrace"
+    save_file(path, [simulate(cfg, max_events=0)])
+    (trace,) = load_file(path)
+    assert run_record(trace)["kv_heads_per_core"] == 2
+    assert "kv_heads_per_core" not in run_record(simulate(RunConfig(model="bert-base", chip="inf2"), max_events=0))
