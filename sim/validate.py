@@ -10,7 +10,9 @@ values:
   the model counts the page's NeuronPerf script asks for (two on Inferentia2 and Trainium1, whose
   sizes NeuronPerf does not know: ``calibration/benchmark-tasks.toml``); a *Real Time* row's
   latency is one request with its copy alone, a *Batch* row's throughput every copy busy;
-- tensor-parallel decoder rows run one copy over the stated degree with the stated batch;
+- tensor-parallel decoder rows run one copy over the stated degree with the stated batch, those
+  of Transformers NeuronX as it runs them (the compiler's attention ops; KV heads the degree does
+  not divide converted to one per query head);
 - training rows run data parallel over every core of every node, accumulating the micro-batches
   the published global batch needs; a tensor/pipeline-parallel row runs its published degrees
   with the rest as the NxD Training recipe it comes from sets it (``calibration/recipes-training.toml``);
