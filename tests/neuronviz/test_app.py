@@ -634,21 +634,23 @@ def test_run_panel_sets_up_a_published_tutorial_as_its_page_states(demo_window):
     assert cfg.context_buckets == (2048, 4096, 8192, 12288) and cfg.nki_kernels == ("qkv", "mlp", "attention")
 
 
+def _set_panel(panel, **values) -> None:
+    """Set the run panel's widgets as a user would: a number in a spin box, text in a combo box."""
+    for name, value in values.items():
+        widget = getattr(panel, name)
+        if isinstance(value, int):
+            widget.setValue(value)
+        else:
+            widget.setCurrentText(value)
+
+
 def test_run_panel_sets_up_a_t5_row_as_validation_runs_it(demo_window):
     from sim.validate import read_rows
 
     row = next(r for r in read_rows() if r.model == "t5-3b" and r.metric == "per_token_ms")
     panel = demo_window.run_panel
-    panel.model.setCurrentText("t5-3b")
-    panel.instance.setCurrentText(row.instance)
-    panel.mode.setCurrentText("decode")
-    panel.cores.setValue(8)
-    panel.seq.setValue(128)
-    panel.new_tokens.setValue(84)
-    panel.dtype.setCurrentText("fp32")
-    panel.max_seq.setValue(128)
-    panel.beams.setValue(4)
-    panel.attention.setCurrentText("compiler")
+    _set_panel(panel, model="t5-3b", instance=row.instance, mode="decode", cores=8, seq=128, new_tokens=84,
+               dtype="fp32", max_seq=128, beams=4, attention="compiler")
     (cfg,) = panel.configs()
     fields = ("model", "instance", "mode", "cores", "seq", "new_tokens", "max_seq", "beams", "attention", "dtype")
     assert [getattr(cfg, f) for f in fields] == [getattr(row.config, f) for f in fields]
@@ -670,15 +672,8 @@ def test_run_panel_sets_up_a_transformers_neuronx_mistral_row_as_validation_runs
     row = next(r for r in read_rows() if r.model == "mistral-7b" and r.instance == "inf2.48xlarge"
                and r.metric == "tpot_ms" and r.batch == 1 and r.seq == "4096/4096")
     panel = demo_window.run_panel
-    panel.model.setCurrentText("mistral-7b")
-    panel.instance.setCurrentText(row.instance)
-    panel.mode.setCurrentText("decode")
-    panel.cores.setValue(24)
-    panel.seq.setValue(4096)
-    panel.new_tokens.setValue(4096)
-    panel.dtype.setCurrentText("fp16")
-    panel.attention.setCurrentText("compiler")
-    panel.gqa.setCurrentText("convert-to-mha")
+    _set_panel(panel, model="mistral-7b", instance=row.instance, mode="decode", cores=24, seq=4096, new_tokens=4096,
+               dtype="fp16", attention="compiler", gqa="convert-to-mha")
     (cfg,) = panel.configs()
     fields = ("model", "instance", "mode", "cores", "seq", "new_tokens", "attention", "gqa", "dtype")
     assert [getattr(cfg, f) for f in fields] == [getattr(row.config, f) for f in fields]
