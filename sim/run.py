@@ -687,11 +687,12 @@ def _memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int)
         kv_bytes = DTYPE_BYTES[cfg.kv_cache] if cfg.kv_cache else dt
         cache = float(spec.kv_cache_elems(positions)) * cfg.batch * kv_bytes
         if spec.mla:  # the latent cache, shared by the heads, is whole on every core
-            return replace(memory_needed(params * weight_bytes, state, False, params), kv_head_bytes=cache,
-                           kv_heads_per_core=_one_latent_cache)
-        heads_of = partial(kv_heads_per_core, spec.heads, spec.kv_heads, gqa=cfg.gqa)
-        return replace(memory_needed(params * weight_bytes, state, False, params),
-                       kv_head_bytes=cache / spec.kv_heads, kv_heads_per_core=heads_of)
+            head_bytes, heads_of = cache, _one_latent_cache
+        else:
+            head_bytes, heads_of = cache / spec.kv_heads, partial(kv_heads_per_core, spec.heads, spec.kv_heads,
+                                                                  gqa=cfg.gqa)
+        return replace(memory_needed(params * weight_bytes, state, False, params), kv_head_bytes=head_bytes,
+                       kv_heads_per_core=heads_of)
     elif cfg.mode == "training":
         outputs = [sum(op.out_elems for op in probe.ops[la.first_op:la.first_op + la.n_ops] if not op.fused)
                    for la in probe.layers]  # a fused attention kernel keeps none of its tiles
