@@ -10,10 +10,12 @@ An op keeps at most a quarter of SBUF of activations and streams weights through
 quarters of SBUF less those activations; the scheduler starts an op's reads once its working set
 fits beside the ops that may still be running, so the next weights arrive during the current op
 (or a collective). Activations larger than a quarter of SBUF are processed in
-blocks of sequences, fused across consecutive ops as the Neuron compiler tiles the batch
-dimension, so they never leave SBUF; a matmul whose weights do not fit then streams its
-weights once per block, unless spilling the part of its output that does not fit moves fewer
-bytes.
+blocks of samples (sequences, or lines of images: ``Op.items``), fused across consecutive ops
+as the Neuron compiler tiles the batch dimension, so they leave SBUF only where one sample alone
+overflows it (that overflow is saved to device memory and read back); a matmul whose weights do
+not fit beside them then streams its weights once per block, unless running the batch whole and
+spilling what overflows moves fewer bytes. A compile that does not tile (``tiles_samples``, off
+at -O1) runs every op on its whole batch and spills.
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ class CoreContext:
     node_cores: int = 1  # physical cores of one instance
     precision: Precision | None = None  # how weights are stored and multiplied (None: in matmul_dtype)
     kv_cache: str | None = None  # the KV cache's stored dtype when quantized (NxD kv_cache_quant: fp8)
+    tiles_samples: bool = True  # the compiler runs activations too large for SBUF in blocks of samples
 
     @property
     def weights(self) -> Precision:
@@ -155,14 +158,26 @@ def _dma(ctx: CoreContext, nbytes: float, chunks: int, descriptor_bytes: float |
     return Stage(DMA_READ, seconds / chunks, 0.0, nbytes / chunks, latency_s=ctx.chip.dma.latency_s)
 
 
-def _spill(ctx: CoreContext, op: Op, out_bytes: float) -> tuple[float, float]:
-    """Bytes of ``op``'s output that overflow SBUF's activation budget: saved to device memory and
+def _blocks(ctx: CoreContext, op: Op, act_bytes: float) -> int:
+    """Blocks of whole samples (``op.items``) the compiler cuts an op's ``act_bytes`` of activations
+    into so that a block fits SBUF's activation budget: one sample a block at most."""
+    budget = ctx.chip.sbuf_bytes * ctx.chip.efficiency.sbuf_activation_fraction
+    if not ctx.tiles_samples or op.fused or op.items <= 1 or act_bytes <= budget:
+        return 1
+    per_block = max(1, int(budget // (act_bytes / op.items)))
+    return ceil_div(op.items, per_block)
+
+
+def _spill(ctx: CoreContext, op: Op, out_bytes: float, blocks: int = 1) -> tuple[float, float]:
+    """Bytes of ``op``'s output that overflow SBUF's activation budget, run in ``blocks`` of
+    samples (each block's output beside the next op's share of it): saved to device memory and
     read back by the op that consumes them (the read-back is counted with this op). Inside a
     fused kernel (flash attention) tiles never leave SBUF; an output written to memory anyway (saved
     for the backward pass) is only read back. Returns (read-back bytes, bytes written)."""
     if op.fused:
         return 0.0, 0.0
-    spill = max(0.0, out_bytes - ctx.chip.sbuf_bytes * ctx.chip.efficiency.sbuf_activation_fraction)
+    budget = ctx.chip.sbuf_bytes * ctx.chip.efficiency.sbuf_activation_fraction
+    spill = max(0.0, out_bytes - budget * blocks)
     written = op.hbm_write_elems * op.dtype_bytes >= out_bytes
     return spill, (0.0 if written else spill)
 
@@ -216,8 +231,11 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     weights = op.hbm_elems * prec.weight_bits / 8
     # weights stream through up to three quarters of SBUF less the activations: as many chunks as
     # fit there run ahead of the matmuls (during a collective, most of a decoder's next matmul).
-    # When neither the weights nor the input activations fit, one of them is streamed again for
-    # every block of the other that SBUF holds: whichever moves fewer bytes
+    # Activations beyond the budget either run whole, what overflows of the output spilled and,
+    # when neither the weights nor the input fit, one of them streamed again for every block of
+    # the other that SBUF holds (whichever moves fewer bytes); or in blocks of samples, fused with
+    # the ops around them, the weights streamed again for every block when they do not stay in
+    # SBUF: whichever moves fewer bytes
     act = min(act_in + out, budget)
     weight_room = chip.sbuf_bytes * 3 / 4 - act
     weight_again = act_again = 0.0
@@ -226,6 +244,12 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
         act_again = act_in * (ceil_div(int(weights), int(max(weight_room, 1.0))) - 1)
         weight_again, act_again = (weight_again, 0.0) if weight_again <= act_again else (0.0, act_again)
     spill, spill_write = _spill(ctx, op, out)
+    blocks = _blocks(ctx, op, act_in + out)
+    if blocks > 1:
+        blocked_again = weights * (blocks - 1) if weights > weight_room else 0.0
+        blocked_spill, blocked_write = _spill(ctx, op, out, blocks)
+        if blocked_again + blocked_spill + blocked_write < weight_again + act_again + spill + spill_write:
+            weight_again, act_again, spill, spill_write = blocked_again, 0.0, blocked_spill, blocked_write
     reads = weights + weight_again + act_again + spill
     writes = op.hbm_write_elems * dt + spill_write
     chunks = _chunks(reads, plan.psum_tiles)
@@ -305,7 +329,7 @@ def _transpose(ctx: CoreContext, op: Op) -> LoweredOp:
     chunks = max(1, min(MAX_CHUNKS, plan.psum_tiles))
     compute, psum = _array_stages(ctx, plan, chunks, 0.0, "")
     data = op.m * op.n * op.count * op.dtype_bytes
-    spill, spill_write = _spill(ctx, op, data)
+    spill, spill_write = _spill(ctx, op, data, _blocks(ctx, op, data))
     read = _dma(ctx, spill, chunks) if spill else None
     rows = min(op.m, ctx.chip.tensor.rows)  # each block against a [rows, rows] identity
     return LoweredOp(chunks, read, compute, _write(ctx, spill_write, chunks), False,
@@ -326,7 +350,8 @@ def _elementwise(ctx: CoreContext, op: Op) -> LoweredOp:
     chip = ctx.chip
     resource, engine = _stream_engine(ctx, op.kind)
     data = op.elems * op.dtype_bytes
-    spill, spill_write = _spill(ctx, op, op.out_elems * op.dtype_bytes)
+    out = op.out_elems * op.dtype_bytes
+    spill, spill_write = _spill(ctx, op, out, _blocks(ctx, op, out))
     reads = op.hbm_elems * op.dtype_bytes + spill
     writes = op.hbm_write_elems * op.dtype_bytes + spill_write
     # a fused kernel works through its rows a tile of partitions at a time
@@ -414,5 +439,5 @@ def lower(ctx: CoreContext, op: Op) -> LoweredOp:
                passes=op.passes, rows=op.rows, hbm_elems=op.hbm_elems, hbm_write_elems=op.hbm_write_elems,
                params=op.params, act=op.act, dtype_bytes=op.dtype_bytes, collective=op.collective,
                across_copies=op.across_copies, weights=op.weights, fused=op.fused, reduced=op.reduced,
-               kv_row_elems=op.kv_row_elems, weight_run_rows=op.weight_run_rows)
+               kv_row_elems=op.kv_row_elems, weight_run_rows=op.weight_run_rows, items=op.items)
     return _lower_cached(ctx, shape)

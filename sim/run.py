@@ -847,10 +847,11 @@ class _Timeline:
 
 def _timeline(cfg: RunConfig, dep: Deployment, max_events: int) -> _Timeline:
     chip = dep.chip
+    plan = schedule(_optlevel(cfg, chip) or DEFAULT_OPT_LEVEL)
     ctx = CoreContext(chip, *compute_dtypes(cfg, chip), dep.active_cores_per_chip, dep.ranks_per_chip,
                       dep.copies_per_chip, dep.instance.topology, min(dep.nodes, dep.data_parallel), dep.shards,
-                      dep.node_cores, run_precision(cfg, chip), cfg.kv_cache)
-    return _Timeline(ctx, max_events, schedule(_optlevel(cfg, chip) or DEFAULT_OPT_LEVEL))
+                      dep.node_cores, run_precision(cfg, chip), cfg.kv_cache, plan.tiles_samples)
+    return _Timeline(ctx, max_events, plan)
 
 
 def _optlevel(cfg: RunConfig, chip: Chip) -> int | None:

@@ -155,6 +155,7 @@ class Schedule:
     optlevel: int
     lookahead_ops: int  # how many ops ahead of the computing one loads are issued (0: as SBUF holds)
     loads_pass_stores: bool  # loads are issued ahead of earlier ops' stores on the shared DMA queues
+    tiles_samples: bool  # activations too large for SBUF run in blocks of samples across ops (not spilled)
 
 
 @cache
@@ -164,7 +165,8 @@ def schedule(optlevel: int = DEFAULT_OPT_LEVEL) -> Schedule:
     if table is None:
         raise UnknownNameError(f"unknown compiler optimization level {optlevel}: choose one of "
                                f"{', '.join(map(str, OPT_LEVELS))}")
-    return Schedule(optlevel, int(table["lookahead_ops"]["value"]), bool(table["loads_pass_stores"]["value"]))
+    return Schedule(optlevel, int(table["lookahead_ops"]["value"]), bool(table["loads_pass_stores"]["value"]),
+                    bool(table["tiles_samples"]["value"]))
 
 
 @dataclass(frozen=True, eq=False)

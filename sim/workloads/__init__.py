@@ -25,6 +25,8 @@ CLIP_TOKEN_ID_BYTES = 8
 def build_program(spec: ModelSpec, phase: Phase, dtype_bytes: int) -> Program:
     """The forward program one core runs for ``phase`` (its shard when ``phase.tp > 1``)."""
     b = ProgramBuilder(dtype_bytes)
+    # a convolution's shards split its images' rows; a transformer's shards their heads and widths
+    b.items = max(1, phase.batch // phase.tp) if spec.family == CNN else phase.batch
     if spec.model_type == "unet":
         unet_program(b, spec, phase)
     elif spec.family == CNN:
@@ -50,6 +52,7 @@ def speculative_step(spec: ModelSpec, draft: ModelSpec, k: int, phase: Phase, dt
     proposing a token, then the model verifying all of them and proposing its own in one pass
     over ``k + 1`` tokens against the cache (its logits at every position, to compare)."""
     b = ProgramBuilder(dtype_bytes)
+    b.items = phase.batch
     for i in range(k):
         b.prefix = f"draft {i + 1}/"
         transformer_program(b, draft, phase)

@@ -24,6 +24,7 @@ class ProgramBuilder:
         self._layer: tuple[str, str, int] | None = None
         self.prefix = ""  # prepended to the names of the layers being added (one model among several)
         self._branch = False  # the next op starts a path of its own (see :meth:`branch`)
+        self.items = 1  # samples the activations of the ops being added divide into (see Op.items)
 
     @property
     def last(self) -> int:
@@ -58,13 +59,15 @@ class ProgramBuilder:
         self._branch = False
         fields.setdefault("dtype_bytes", self.dtype_bytes)
         fields.setdefault("fused", self._fused)
+        fields.setdefault("items", self.items)
         self.program.ops.append(Op(name=name, kind=kind, deps=tuple(d for d in deps if d >= 0), **fields))
         return self.last
 
     def matmul(self, name: str, m: int, k: int, n: int, *, count: int = 1, weights: bool = True,
                hbm_elems: int | None = None, act: str = "", deps: tuple[int, ...] | None = None,
                shared_weights: bool = False, params: int | None = None, read_after: int = -1,
-               weight_replicas: int = 1, kv_row_elems: int = 0, weight_run_rows: int = 1) -> int:
+               weight_replicas: int = 1, kv_row_elems: int = 0, weight_run_rows: int = 1,
+               items: int | None = None) -> int:
         """``count`` x ``[m,k] @ [k,n]``; with ``weights`` the ``[k,n]`` operand comes from memory.
 
         ``shared_weights``: the weights belong to another op (tied embeddings) and are not
@@ -76,6 +79,7 @@ class ProgramBuilder:
         ``m`` rows (see :class:`Op`).
         ``kv_row_elems``: ``hbm_elems`` are a KV cache laid out in rows this long (see :class:`Op`).
         ``weight_run_rows``: weight rows one partition reads in one run (see :class:`Op`).
+        ``items``: the samples its activations divide into, when not the builder's (see :class:`Op`).
         """
         if hbm_elems is None:
             hbm_elems = k * n * count if weights else 0
@@ -85,7 +89,7 @@ class ProgramBuilder:
         return self.add(name, OpKind.MATMUL, deps, m=m, k=k, n=n, count=count, rows=m,
                         hbm_elems=hbm_elems, params=owned, weights=weights, act=act, read_after=read_after,
                         weight_replicas=weight_replicas, kv_row_elems=kv_row_elems,
-                        weight_run_rows=weight_run_rows)
+                        weight_run_rows=weight_run_rows, items=self.items if items is None else items)
 
     def transpose(self, name: str, rows: int, cols: int, *, count: int = 1,
                   deps: tuple[int, ...] | None = None) -> int:

@@ -82,6 +82,10 @@ class Op:
     weight_run_rows : int
         Consecutive rows of the weight matrix one partition reads in one DMA run: 1 as compiled
         code's descriptors load weights, more in an NKI kernel that loads tiles of rows.
+    items : int
+        Independent samples (images, sequences) the op's activations divide into: the compiler
+        may run the op, with the ops around it, on blocks of whole samples (see
+        :mod:`sim.lowering`); 1 when it cannot.
     """
 
     name: str
@@ -108,6 +112,7 @@ class Op:
     kv_row_elems: int = 0
     weight_replicas: int = 1
     weight_run_rows: int = 1
+    items: int = 1
 
     @property
     def flops(self) -> float:

@@ -31,6 +31,12 @@ class _Rows:
         """Rows of a ``size`` x ``size`` feature map this shard computes."""
         return share(self.batch * size * size, self.shards)
 
+    def lines(self, size: int) -> int:
+        """Image lines of a ``size`` x ``size`` feature map (``size`` an image) this shard computes:
+        the units the compiler may tile a run of convolutions into (:class:`Op` ``items``), the
+        few halo lines a window reads from the next tile left out as between shards."""
+        return max(1, share(self.batch * size, self.shards))
+
 
 def _conv(b: ProgramBuilder, name: str, rows: _Rows, size: int, cin: int, cout: int, kernel: int,
           stride: int, act: str = "relu", deps: tuple[int, ...] | None = None) -> tuple[int, int]:
@@ -38,7 +44,7 @@ def _conv(b: ProgramBuilder, name: str, rows: _Rows, size: int, cin: int, cout: 
     read whole on every shard; returns (op index, output size)."""
     out = -(-size // stride)
     idx = b.matmul(name, rows.of(out), cin * kernel * kernel, cout, act=act, deps=deps,
-                   weight_replicas=rows.shards)
+                   weight_replicas=rows.shards, items=rows.lines(out))
     return idx, out
 
 
@@ -55,7 +61,8 @@ def _block(b: ProgramBuilder, spec: ModelSpec, rows: _Rows, size: int, cin: int,
     shortcut = entry
     if stride != 1 or cin != width:
         shortcut, _ = _conv(b, "shortcut", rows, size, cin, width, 1, stride, act="", deps=(entry,))
-    b.vector("residual_relu", elems=rows.of(out) * width, rows=rows.of(out), deps=(main, shortcut))
+    b.vector("residual_relu", elems=rows.of(out) * width, rows=rows.of(out), deps=(main, shortcut),
+             items=rows.lines(out))
     return out
 
 
@@ -67,7 +74,8 @@ def resnet_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
                   rows=share(batch * spec.channels, ph.tp))
         _, size = _conv(b, "conv", rows, size, spec.channels, spec.stem_width, 7, 2)
         size = -(-size // 2)
-        b.vector("maxpool", elems=rows.of(size) * spec.stem_width, rows=rows.of(size), passes=9)
+        b.vector("maxpool", elems=rows.of(size) * spec.stem_width, rows=rows.of(size), passes=9,
+                 items=rows.lines(size))
     cin = spec.stem_width
     for stage, (width, depth) in enumerate(zip(spec.stage_widths, spec.stage_depths, strict=True)):
         for i in range(depth):
@@ -100,7 +108,7 @@ def vgg_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
             cin = width
             if i + 1 < len(spec.conv_plan) and spec.conv_plan[i + 1] == 0:
                 size //= 2  # MaxPool2d(2, 2) floors
-                b.vector("maxpool", elems=rows.of(size) * cin, rows=rows.of(size), passes=4)
+                b.vector("maxpool", elems=rows.of(size) * cin, rows=rows.of(size), passes=4, items=rows.lines(size))
                 block, conv = block + 1, 0
     features = cin * VGG_POOLED * VGG_POOLED
     widths = (*spec.classifier_widths, spec.num_labels)
@@ -149,7 +157,7 @@ def unet_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
         skips.append(size)
         with b.layer(f"down{level}", "conv"):
             size //= 2  # MaxPool2d(2) floors
-            b.vector("maxpool", elems=rows.of(size) * cin, rows=rows.of(size), passes=4)
+            b.vector("maxpool", elems=rows.of(size) * cin, rows=rows.of(size), passes=4, items=rows.lines(size))
             _double_conv(b, rows, size, cin, out)
         cin = out
     for step, level in enumerate(range(deepest - 1, -1, -1), 1):
@@ -157,11 +165,14 @@ def unet_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
         out = widths[level] // factor if level else widths[0]
         with b.layer(f"up{step}", "conv"):
             if spec.bilinear:  # nn.Upsample(scale_factor=2, mode="bilinear"): four taps an output
-                b.vector("upsample", elems=rows.of(2 * size) * cin, rows=rows.of(2 * size), passes=4)
+                b.vector("upsample", elems=rows.of(2 * size) * cin, rows=rows.of(2 * size), passes=4,
+                         items=rows.lines(2 * size))
             else:
-                b.matmul("up_conv", rows.of(size), cin, 4 * (joined // 2), act="", weight_replicas=rows.shards)
+                b.matmul("up_conv", rows.of(size), cin, 4 * (joined // 2), act="", weight_replicas=rows.shards,
+                         items=rows.lines(size))
             size = skips[level]
             _double_conv(b, rows, size, joined, out, joined // 2 if spec.bilinear else 0)
         cin = out
     with b.layer("outc", "head"):
-        b.matmul("conv", rows.of(size), cin, spec.num_labels, act="", weight_replicas=rows.shards)
+        b.matmul("conv", rows.of(size), cin, spec.num_labels, act="", weight_replicas=rows.shards,
+                 items=rows.lines(size))

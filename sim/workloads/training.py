@@ -137,8 +137,9 @@ def _backward_ops(op: Op, accumulate: bool) -> list[Op]:
         operand = op.hbm_elems if op.weights else op.k * op.n * op.count
         grad_in = replace(op, name=f"{op.name}.grad_input", m=op.m, k=op.n, n=op.k, act="",
                           hbm_elems=operand, hbm_write_elems=0, deps=())
+        # (a weight gradient sums over the samples: its output does not divide into them)
         grad_w = replace(op, name=f"{op.name}.grad_weight", m=op.k, k=op.m, n=op.n, act="", weights=False,
-                         hbm_elems=grad_elems if accumulate else 0, hbm_write_elems=grad_elems, deps=())
+                         hbm_elems=grad_elems if accumulate else 0, hbm_write_elems=grad_elems, deps=(), items=1)
         reload = Op(name=f"{op.name}.reload_input", kind=OpKind.COPY, elems=op.m * op.k * op.count,
                     rows=op.m * op.count, hbm_elems=op.m * op.k * op.count, dtype_bytes=op.dtype_bytes)
         return [grad_in, reload, grad_w]

@@ -84,7 +84,7 @@ def test_a_large_batch_mlp_is_tensor_bound_on_trn2():
 
 
 def test_the_summary_uses_the_neuron_explorer_names():
-    trace = simulate(RunConfig(model="bert-large", chip="trn2", batch=8, seq=512))
+    trace = simulate(RunConfig(model="bert-large", chip="trn2", batch=8, seq=512, lnc=1))
     s = summary(trace)
     for name in ("total_time", "tensor_engine_active_time_percent", "vector_engine_active_time_percent",
                  "scalar_engine_active_time_percent", "gpsimd_engine_active_time_percent", "hbm_read_bytes",
@@ -94,7 +94,8 @@ def test_the_summary_uses_the_neuron_explorer_names():
     assert s["hfu_estimated_percent"] > s["mfu_estimated_percent"]  # transposes run on the array too
     assert s["mm_arithmetic_intensity"] == pytest.approx(s["model_flops"] / (s["hbm_read_bytes"]
                                                                              + s["hbm_write_bytes"]))
-    assert s["spill_reload_bytes"] > 0  # 8 x 16 heads of 512 x 512 scores do not fit in SBUF
+    # one sequence's scores, 16 heads x 512 x 512 x 2 B = 8 MiB on one core, overflow SBUF's quarter
+    assert s["spill_reload_bytes"] > 0
     assert 0 < s["mbu_estimated_percent"] < 100 and 0 < s["mfu_estimated_percent"] < 100
 
 

@@ -111,3 +111,17 @@ def test_many_micro_batches_are_simulated_once_and_counted_each(run):
 def test_bad_gradient_accumulation_is_refused_in_one_line(kw, message):
     with pytest.raises(ConfigError, match=message):
         simulate(RunConfig(model="bert-base", chip="trn1", **kw))
+
+
+def test_forward_and_input_gradients_run_in_blocks_of_samples_but_weight_gradients_do_not():
+    # a sample's activations and their gradients are its own, so the compiler may run them a block
+    # of sequences at a time; a weight gradient sums over every sequence of the micro-batch
+    from sim.workloads import training_program
+    from sim.workloads.training import DataParallel
+
+    forward = build_program(get_model("bert-base"), Phase(8, 128, 128), 2)
+    prog = training_program(forward, forward.params_per_layer(), DataParallel(ranks=1))
+    by_name = {op.name: op for op in prog.ops}
+    assert {op.items for op in forward.ops} == {8}
+    assert by_name["up.grad_input"].items == 8
+    assert by_name["up.grad_weight"].items == 1
