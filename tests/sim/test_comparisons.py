@@ -265,9 +265,9 @@ def test_a_sample_too_large_for_sbuf_spills_what_overflows_each_block():
 def test_weights_that_would_stream_once_per_block_leave_the_batch_whole_and_spilling():
     """8 sequences of 128 tokens through a 512 x 12,800 projection: its 13,107,200 B of weights do
     not fit beside the activations (18,874,368 - 6,291,456 B of room). One sequence's 131,072 B in
-    and 3,276,800 B out fit the budget once only: eight blocks would read the weights 7 x 13,107,200
-    B more, where running the batch whole spills the output's overflow, 26,214,400 - 6,291,456 B,
-    saved and read back. Spilling moves fewer bytes: the weights are read once."""
+    and 3,276,800 B out fit the budget, two do not: eight blocks would read the weights 7 x
+    13,107,200 B more, where running the batch whole spills the output's overflow, 26,214,400 -
+    6,291,456 B, saved and read back. Spilling moves fewer bytes: the weights are read once."""
     from sim.lowering import lower
 
     lowered = lower(_inf2_core(), _ffn_up(8, 128, 512, 12800))
