@@ -158,10 +158,15 @@ def _dma(ctx: CoreContext, nbytes: float, chunks: int, descriptor_bytes: float |
     return Stage(DMA_READ, seconds / chunks, 0.0, nbytes / chunks, latency_s=ctx.chip.dma.latency_s)
 
 
+def _activation_budget(ctx: CoreContext) -> float:
+    """Bytes of SBUF one op's activations may take (``sbuf_activation_fraction`` of it)."""
+    return ctx.chip.sbuf_bytes * ctx.chip.efficiency.sbuf_activation_fraction
+
+
 def _blocks(ctx: CoreContext, op: Op, act_bytes: float) -> int:
     """Blocks of whole samples (``op.items``) the compiler cuts an op's ``act_bytes`` of activations
     into so that a block fits SBUF's activation budget: one sample a block at most."""
-    budget = ctx.chip.sbuf_bytes * ctx.chip.efficiency.sbuf_activation_fraction
+    budget = _activation_budget(ctx)
     if not ctx.tiles_samples or op.fused or op.items <= 1 or act_bytes <= budget:
         return 1
     per_block = max(1, int(budget // (act_bytes / op.items)))
@@ -176,7 +181,7 @@ def _spill(ctx: CoreContext, op: Op, out_bytes: float, blocks: int = 1) -> tuple
     for the backward pass) is only read back. Returns (read-back bytes, bytes written)."""
     if op.fused:
         return 0.0, 0.0
-    budget = ctx.chip.sbuf_bytes * ctx.chip.efficiency.sbuf_activation_fraction
+    budget = _activation_budget(ctx)
     spill = max(0.0, out_bytes - budget * blocks)
     written = op.hbm_write_elems * op.dtype_bytes >= out_bytes
     return spill, (0.0 if written else spill)
@@ -225,7 +230,7 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     plan = plan_matmul(chip.tensor, op.m, op.k, op.n, op.count, prec.matmul_dtype, wait)
     if prec.sparse_speedup > 1:
         plan = replace(plan, cycles=plan.cycles / prec.sparse_speedup)
-    budget = chip.sbuf_bytes * chip.efficiency.sbuf_activation_fraction
+    budget = _activation_budget(ctx)
     act_in = op.m * op.k * op.count * dt + (0 if op.weights else max(0, op.k * op.n * op.count - op.hbm_elems) * dt)
     out = op.out_elems * dt
     weights = op.hbm_elems * prec.weight_bits / 8
