@@ -101,8 +101,8 @@ class ProgramBuilder:
         return self.add(name, OpKind.VECTOR, deps, elems=elems, rows=rows, passes=passes, **fields)
 
     def scalar(self, name: str, elems: int, rows: int, act: str = "",
-               deps: tuple[int, ...] | None = None) -> int:
-        return self.add(name, OpKind.SCALAR, deps, elems=elems, rows=rows, act=act)
+               deps: tuple[int, ...] | None = None, **fields) -> int:
+        return self.add(name, OpKind.SCALAR, deps, elems=elems, rows=rows, act=act, **fields)
 
     def gpsimd(self, name: str, elems: int, rows: int, deps: tuple[int, ...] | None = None) -> int:
         return self.add(name, OpKind.GPSIMD, deps, elems=elems, rows=rows)
@@ -123,9 +123,26 @@ class ProgramBuilder:
         return self.add(name, OpKind.COPY, deps, elems=elems, rows=rows, hbm_write_elems=elems)
 
     def collective(self, name: str, elems: int, ranks: int, kind: str = "all_reduce",
-                   deps: tuple[int, ...] | None = None) -> int:
+                   deps: tuple[int, ...] | None = None, **fields) -> int:
         """A collective (``kind``: sum, gather, scatter) of ``elems``, each rank's whole buffer,
         across ``ranks`` cores; a no-op when the copy runs on one core."""
         if ranks <= 1:
             return self.last
-        return self.add(name, OpKind.COLLECTIVE, deps, elems=elems, rows=ranks, collective=kind)
+        return self.add(name, OpKind.COLLECTIVE, deps, elems=elems, rows=ranks, collective=kind, **fields)
+
+    def cross_entropy(self, rows: int, classes: int, ranks: int = 1) -> int:
+        """A training step's loss over ``rows`` rows of ``classes`` logits: torch's cross-entropy,
+        log_softmax then the negative log-likelihood of each row's label. Over ``ranks`` shards
+        each holds its share of the classes and the rows' maxima and sums are all-reduced across
+        them (Megatron's and NxD's vocabulary-parallel cross-entropy).
+
+        Three passes over the logits: their maximum, their exponentials summed (one ScalarE pass
+        accumulating its output), and the log-probabilities, which the backward pass reads back
+        for log_softmax's gradient, ``g - exp(log p) * sum(g)``: two passes (the label's pick is
+        one element a row). The maximum and the sum have no gradient of their own."""
+        elems = rows * classes
+        self.vector("loss_max", elems=elems, rows=rows, reduced=rows, grad_passes=0)
+        self.collective("loss_max_allreduce", elems=rows, ranks=ranks, grad_passes=0)
+        self.scalar("loss_exp", elems=elems, rows=rows, act="exp", reduced=rows, grad_passes=0)
+        self.collective("loss_sum_allreduce", elems=rows, ranks=ranks, grad_passes=0)
+        return self.vector("log_probs", elems=elems, rows=rows)

@@ -86,6 +86,14 @@ class Op:
         Independent samples (images, sequences) the op's activations divide into: the compiler
         may run the op, with the ops around it, on blocks of whole samples (see
         :mod:`sim.lowering`); 1 when it cannot.
+    grad_passes : float or None
+        Passes of a Vector, Scalar or GpSimd op's gradient over its elements in a training step:
+        None for twice its own (reading the incoming gradient and the saved input), 0 for no
+        gradient op of its own (a reduction whose gradient another op of the same function
+        computes, and a collective of such a reduction's results).
+    random : bool
+        Its output, which its gradient reads, is drawn from the random number generator (a
+        dropout's mask): drawn again in a recomputation, it needs none of its inputs.
     """
 
     name: str
@@ -113,6 +121,8 @@ class Op:
     weight_replicas: int = 1
     weight_run_rows: int = 1
     items: int = 1
+    grad_passes: float | None = None
+    random: bool = False
 
     @property
     def flops(self) -> float:

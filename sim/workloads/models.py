@@ -105,6 +105,10 @@ class ModelSpec:
     qk_rope_dim: int = 0
     v_head_dim: int = 0
     shared_layers: bool = False  # every block reuses the first block's weights (ALBERT)
+    # dropout in training (transformers' configs): the probability of dropping an element of the
+    # embeddings and of each block's output (hidden), and of the attention probabilities
+    hidden_dropout: float = 0.0
+    attention_dropout: float = 0.0
     # an encoder-decoder (T5): ``layers`` are its encoder's blocks, ``decoder_layers`` its
     # decoder's; ``relative_buckets`` > 0 adds a learned bias per head to every attention score
     # (T5's relative positions, looked up once and shared by the layers)
@@ -197,6 +201,19 @@ def _need(cfg: Mapping[str, Any], *keys: str, lists: bool = False) -> list[Any]:
     return [cfg[k] for k in keys]
 
 
+def _dropout(cfg: Mapping[str, Any], hidden_key: str, attention_key: str, default: float) -> dict[str, float]:
+    """The ``hidden_dropout`` and ``attention_dropout`` of a config.json that names them
+    ``hidden_key`` and ``attention_key`` ("" for a family without that dropout), ``default`` for a
+    key it leaves out (its transformers config class's default)."""
+    out = {}
+    for field_name, key in (("hidden_dropout", hidden_key), ("attention_dropout", attention_key)):
+        value = cfg.get(key, default) if key else 0.0
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise ConfigError(f"config.json: {key} must be a probability from 0 to below 1, got {json.dumps(value)}")
+        out[field_name] = float(value)
+    return out
+
+
 def _optional_sizes(cfg: Mapping[str, Any], key: str) -> tuple[int, ...]:
     value = cfg.get(key, [])
     if not _size_list(value):
@@ -223,6 +240,9 @@ def _bert(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
         mlp_tower=_optional_sizes(cfg, "mlp_tower_sizes"),
         shared_layers=cfg["model_type"] == "albert" and cfg.get("num_hidden_groups", 1) == 1,
         learned_positions=True,
+        # AlbertConfig drops nothing by default, BertConfig and its kin 10%
+        **_dropout(cfg, "hidden_dropout_prob", "attention_probs_dropout_prob",
+                   0.0 if cfg["model_type"] == "albert" else 0.1),
     )
 
 
@@ -232,13 +252,14 @@ def _distilbert(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
         name=name, model_type="distilbert", family=ENCODER, hidden=dim, layers=layers, heads=heads,
         kv_heads=heads, head_dim=dim // heads, intermediate=inter, vocab=vocab,
         act=cfg.get("activation", "gelu"), max_positions=cfg.get("max_position_embeddings", 512),
-        embedding_size=dim, learned_positions=True,
+        embedding_size=dim, learned_positions=True, **_dropout(cfg, "dropout", "attention_dropout", 0.1),
     )
 
 
 def _gpt2_keys(name: str, cfg: Mapping[str, Any], *, learned_positions: bool, tied: bool,
-               max_positions: int) -> ModelSpec:
-    """GPT-2 and GPT-J, which name their sizes ``n_embd``, ``n_layer``, ``n_head``, ``n_inner``."""
+               max_positions: int, dropout: float) -> ModelSpec:
+    """GPT-2 and GPT-J, which name their sizes ``n_embd``, ``n_layer``, ``n_head``, ``n_inner``
+    (``dropout``: their config class's default dropout)."""
     embd, layers, heads, vocab = _need(cfg, "n_embd", "n_layer", "n_head", "vocab_size")
     return ModelSpec(
         name=name, model_type=cfg["model_type"], family=DECODER, hidden=embd, layers=layers, heads=heads,
@@ -246,17 +267,18 @@ def _gpt2_keys(name: str, cfg: Mapping[str, Any], *, learned_positions: bool, ti
         vocab=vocab, act=cfg.get("activation_function", "gelu_new"),
         max_positions=cfg.get("n_positions", max_positions), embedding_size=embd,
         tied_embeddings=cfg.get("tie_word_embeddings", tied), learned_positions=learned_positions,
+        **_dropout(cfg, "resid_pdrop", "attn_pdrop", dropout),
     )
 
 
 def _gpt2(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
-    return _gpt2_keys(name, cfg, learned_positions=True, tied=True, max_positions=1024)
+    return _gpt2_keys(name, cfg, learned_positions=True, tied=True, max_positions=1024, dropout=0.1)
 
 
 def _gptj(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
     """GPT-J: GPT-2's keys with rotary positions on the first ``rotary_dim`` of each head's
     width, and an LM head of its own."""
-    spec = _gpt2_keys(name, cfg, learned_positions=False, tied=False, max_positions=2048)
+    spec = _gpt2_keys(name, cfg, learned_positions=False, tied=False, max_positions=2048, dropout=0.0)
     rotary = cfg.get("rotary_dim", 64)
     if rotary is None:  # the whole head
         return spec
@@ -277,6 +299,7 @@ def _opt(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
         act=cfg.get("activation_function", "relu"), max_positions=cfg.get("max_position_embeddings", 2048),
         embedding_size=cfg.get("word_embed_proj_dim") or hidden,
         tied_embeddings=cfg.get("tie_word_embeddings", True), learned_positions=True, position_offset=2,
+        **_dropout(cfg, "dropout", "attention_dropout", 0.1),
     )
 
 
@@ -294,7 +317,7 @@ def _rotary_decoder(name: str, cfg: Mapping[str, Any], *, act: str, max_position
         head_dim=cfg.get("head_dim", head_dim) or hidden // heads, intermediate=inter, vocab=vocab,
         act=act, gated_mlp=gated, max_positions=cfg.get("max_position_embeddings", max_positions),
         embedding_size=hidden, tied_embeddings=cfg.get("tie_word_embeddings", tied),
-        experts=experts, experts_per_token=experts_per_token,
+        experts=experts, experts_per_token=experts_per_token, **_dropout(cfg, "", "attention_dropout", 0.0),
     )
 
 
@@ -431,6 +454,7 @@ def _vit(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
         act=cfg.get("hidden_act", "gelu"), image_size=cfg.get("image_size", 224),
         patch_size=cfg.get("patch_size", 16), channels=cfg.get("num_channels", 3),
         num_labels=cfg.get("num_labels", 1000), embedding_size=hidden, learned_positions=True,
+        **_dropout(cfg, "hidden_dropout_prob", "attention_probs_dropout_prob", 0.0),
     )
 
 

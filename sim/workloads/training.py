@@ -46,12 +46,17 @@ from sim.workloads.graph import Layer, Op, OpKind, Program
 CHECKPOINTS = ("full", "selective")  # activation checkpointing granularities
 # the ops of attention's core, as sim.workloads.transformer names them: what selective
 # checkpointing recomputes of an attention layer
-CORE_ATTENTION = frozenset(("scores", "causal_mask", "softmax_max", "softmax_exp", "softmax_norm", "probs_transpose",
-                            "context"))
+CORE_ATTENTION = frozenset(("scores", "causal_mask", "softmax_max", "softmax_exp", "softmax_norm", "probs_dropout",
+                            "probs_transpose", "context"))
 
-# a block's norm and residual add, outside its MLP module (NxD's LlamaDecoderLayer holds them):
-# selective checkpointing keeps their outputs, as it keeps the attention's projections
-BLOCK_EDGES = frozenset(("layernorm", "layernorm_transpose", "residual"))
+# a block's norm, its output's dropout and the residual add, outside its MLP module (NxD's
+# LlamaDecoderLayer holds them): selective checkpointing keeps their outputs, as it keeps the
+# attention's projections
+BLOCK_EDGES = frozenset(("layernorm", "layernorm_transpose", "dropout", "residual"))
+# layers that checkpointing wraps: the model's blocks, never its embedding or heads (transformers'
+# gradient checkpointing wraps each encoder or decoder layer, NxD's full granularity each
+# transformer layer)
+UNCHECKPOINTED = frozenset(("embedding", "head"))
 
 
 def recomputed(op: Op, layer: Layer, checkpoint: str) -> bool:
@@ -61,7 +66,7 @@ def recomputed(op: Op, layer: Layer, checkpoint: str) -> bool:
     if checkpoint == "selective":
         return ((layer.kind in ("mlp", "moe") and op.name not in BLOCK_EDGES)
                 or (layer.kind == "attention" and op.name in CORE_ATTENTION and not op.fused))
-    return checkpoint == "full"
+    return checkpoint == "full" and layer.kind not in UNCHECKPOINTED
 
 FP32_BYTES = 4
 ADAMW_PASSES = 12.0  # elementwise steps of one AdamW update (moments, bias correction, sqrt, div, decay)
@@ -144,13 +149,14 @@ def _backward_ops(op: Op, accumulate: bool) -> list[Op]:
                     rows=op.m * op.count, hbm_elems=op.m * op.k * op.count, dtype_bytes=op.dtype_bytes)
         return [grad_in, reload, grad_w]
     if op.kind in (OpKind.VECTOR, OpKind.SCALAR, OpKind.GPSIMD):
-        return [replace(op, name=f"{op.name}.grad", passes=op.passes * 2, hbm_elems=op.out_elems,
-                        hbm_write_elems=0, deps=())]
+        passes = op.passes * 2 if op.grad_passes is None else op.grad_passes
+        return [replace(op, name=f"{op.name}.grad", passes=passes, hbm_elems=op.out_elems,
+                        hbm_write_elems=0, deps=())] if passes else []
     if op.kind is OpKind.GATHER:
         return [replace(op, name=f"{op.name}.grad", kind=OpKind.GPSIMD, hbm_elems=0,
                         hbm_write_elems=op.elems, deps=())]
-    if op.kind in (OpKind.COLLECTIVE, OpKind.TRANSPOSE):  # the gradient is summed or turned around likewise
-        return [replace(op, name=f"{op.name}.grad", deps=())]
+    if op.kind in (OpKind.COLLECTIVE, OpKind.TRANSPOSE) and op.grad_passes != 0:
+        return [replace(op, name=f"{op.name}.grad", deps=())]  # the gradient is summed or turned around likewise
     return []
 
 
@@ -201,9 +207,10 @@ def training_program(forward: Program, params_per_layer: list[int], dp: DataPara
 def _run_again(ops: list[Op], recompute: set[int]) -> set[int]:
     """The ops of ``recompute`` that the backward pass runs again. torch-xla's lazy tensors compute
     only what a step's results reach, so a recomputed op runs only if a gradient reads its output
-    (a Vector, Scalar or GpSimd op's gradient reads it; a matmul's weight gradient reads its input;
-    a fused kernel's backward reads its outputs) or a recomputed op that runs reads it: the last
-    projection of a checkpointed MLP and the collective after it are never run again."""
+    (a Vector, Scalar or GpSimd op's gradient reads it, unless it has none; a matmul's weight
+    gradient reads its input; a fused kernel's backward reads its outputs) or a recomputed op that
+    runs reads it: the last projection of a checkpointed MLP and the collective after it are never
+    run again. A dropout drawn again needs only the random number generator, not its input."""
     readers: dict[int, list[int]] = {}
     for i, op in enumerate(ops):
         for d in op.deps:
@@ -211,8 +218,9 @@ def _run_again(ops: list[Op], recompute: set[int]) -> set[int]:
     run: set[int] = set()
     for i in sorted(recompute, reverse=True):  # an op's readers come after it
         op = ops[i]
-        if (op.fused or op.kind in (OpKind.VECTOR, OpKind.SCALAR, OpKind.GPSIMD)
-                or any(r in run or ops[r].kind is OpKind.MATMUL for r in readers.get(i, ()))):
+        if (op.fused or (op.kind in (OpKind.VECTOR, OpKind.SCALAR, OpKind.GPSIMD) and op.grad_passes != 0)
+                or any((r in run and not ops[r].random) or ops[r].kind is OpKind.MATMUL
+                       for r in readers.get(i, ()))):
             run.add(i)
     return run
 

@@ -117,7 +117,7 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool, layer
     # (cache_layout SBH)
     row = hd if ph.flash or ph.static_chunk else ph.batch * kv * hd
     _scores_softmax_context(b, ph, causal, ph.seq * group, hd, hd, ctx, ph.batch * kv, cache_elems, heads, ready, row,
-                            window, spec.window_kind == "chunked")
+                            window, spec.window_kind == "chunked", dropout=spec.attention_dropout)
     b.matmul("out_proj", tokens, heads * hd, spec.hidden)
     _block_output(b, spec, ph, "attn")
 
@@ -143,14 +143,16 @@ def kv_heads_per_core(heads: int, kv_heads: int, tp: int, gqa: str = REPLICATE_T
 
 def _scores_softmax_context(b: ProgramBuilder, ph: Phase, causal: bool, rows: int, qk_dim: int, v_dim: int,
                             ctx: int, count: int, cache_elems: int, heads: int, ready: int, kv_row: int,
-                            window: int = 0, chunked: bool = False, bias: bool = False) -> None:
+                            window: int = 0, chunked: bool = False, bias: bool = False, dropout: float = 0.0) -> None:
     """Scores of ``rows`` queries against the keys they meet (``count`` times), the softmax, and
     the context: as one fused kernel with flash attention. A decode step meets the ``ctx`` keys it
     reads (a windowed layer's window); a prompt meets all ``ph.context`` positions in the
     compiler's ops, which compute the whole square a causal or ``window`` mask then masks, and in a
     causal flash kernel the key tiles it does not skip (:func:`causal_keys`). The ``cache_elems``
     of keys read from the KV cache lie in rows of ``kv_row`` elements per position (values likewise).
-    With ``bias`` a bias per head and position pair is added to the scores (T5's relative positions)."""
+    With ``bias`` a bias per head and position pair is added to the scores (T5's relative positions).
+    A training step drops the probabilities with probability ``dropout`` (:func:`_dropout`), in the
+    compiler's ops; a flash kernel's own dropout (its ``dropout_p``) is not modelled."""
     if ph.decode_step:
         scored = weighed = ctx
     elif ph.flash and causal:
@@ -168,6 +170,8 @@ def _scores_softmax_context(b: ProgramBuilder, ph: Phase, causal: bool, rows: in
         b.vector("softmax_max", elems=score_elems, rows=ph.batch * heads * ph.seq, reduced=ph.batch * heads * ph.seq)
         b.scalar("softmax_exp", elems=score_elems, rows=ph.batch * heads * ph.seq, act="exp")
         b.vector("softmax_norm", elems=score_elems, rows=ph.batch * heads * ph.seq)
+        if not ph.flash:
+            _dropout(b, ph, dropout, "probs_dropout", score_elems, ph.batch * heads * ph.seq)
         # the probabilities come out with queries on partitions; the context matmul contracts over
         # the keys, so they are turned around on the array first (as the NKI attention kernels do)
         b.transpose("probs_transpose", rows, weighed, count=count)
@@ -266,14 +270,26 @@ def _block_input(b: ProgramBuilder, spec: ModelSpec, ph: Phase, name: str) -> No
 
 def _block_output(b: ProgramBuilder, spec: ModelSpec, ph: Phase, name: str) -> None:
     """The cores' partial sums of a block's output, summed (and with sequence parallelism
-    scattered by tokens), then the residual connection."""
+    scattered by tokens), its dropout in training, then the residual connection."""
     tokens = ph.batch * ph.seq
     if ph.split_tokens:
         b.collective(f"{name}_reducescatter", elems=tokens * spec.hidden, ranks=ph.tp, kind="reduce_scatter")
         tokens = _shard(tokens, ph.tp)
     else:
         b.collective(f"{name}_allreduce", elems=tokens * spec.hidden, ranks=ph.tp)
+    _dropout(b, ph, spec.hidden_dropout, "dropout", tokens * spec.hidden, tokens)
     b.vector("residual", elems=tokens * spec.hidden, rows=tokens)
+
+
+def _dropout(b: ProgramBuilder, ph: Phase, p: float, name: str, elems: int, rows: int) -> None:
+    """Dropout of ``elems`` elements with probability ``p`` in a training step (none at inference).
+
+    As torch-xla lowers ``nn.functional.dropout``: a mask drawn from the random number generator
+    (NeuronCore-v2's is the Vector Engine's, nki.isa.rng and nki.isa.dropout), then the input
+    times the mask and ``1/(1-p)``: two Vector passes, the mask kept for the backward pass, whose
+    gradient is the incoming one times the mask, one pass."""
+    if ph.training and p > 0:
+        b.vector(name, elems=elems, rows=rows, passes=2, grad_passes=1, random=True)
 
 
 def _normalise(b: ProgramBuilder, tokens: int, hidden: int, name: str = "layernorm") -> None:
@@ -413,6 +429,7 @@ def _token_embedding(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
             b.vector("position_add", elems=tokens * width, rows=tokens, deps=(b.last - 1, b.last))
         if not positions_in_hidden:
             _projection(b, "projection", tokens, spec.embedding_size, spec.hidden)
+        _dropout(b, ph, spec.hidden_dropout, "dropout", tokens * spec.hidden, tokens)
 
 
 def _projection(b: ProgramBuilder, name: str, tokens: int, width_in: int, width_out: int) -> None:
@@ -444,6 +461,8 @@ def encoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
             b.matmul(f"tower{i}", ph.batch, width, size, act="relu")
             width = size
         b.matmul("classifier", ph.batch, width, spec.num_labels)
+        if ph.training:
+            b.cross_entropy(ph.batch, spec.num_labels)
 
 
 def _pretraining_heads(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
@@ -455,8 +474,9 @@ def _pretraining_heads(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
     Over ``tp`` shards each shard transforms its share of the tokens, reading the dense weights
     whole; the shards gather the transformed tokens (an all-reduce of zero-padded shares, twice
     the bytes of a ring all-gather), and each shard's decoder computes the logits of the share
-    of the vocabulary whose embedding rows it holds. The loss's softmax over the logits is left
-    out, as in the decoders' LM head.
+    of the vocabulary whose embedding rows it holds. Each head's loss follows its logits
+    (:meth:`ProgramBuilder.cross_entropy`): transformers' BertForPreTraining scores every token's
+    logits, the labels marking the masked ones (the others ignored after the softmax).
     """
     encoded = b.last
     _mlm_head(b, spec, ph)
@@ -464,6 +484,7 @@ def _pretraining_heads(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
         with b.layer("sentence_pair_head", "head"):
             b.matmul("pooler", ph.batch, spec.hidden, spec.hidden, act="tanh", deps=(encoded,))
             b.matmul("sentence_pair_classifier", ph.batch, spec.hidden, SENTENCE_PAIR_LABELS)
+            b.cross_entropy(ph.batch, SENTENCE_PAIR_LABELS)
 
 
 def _mlm_head(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
@@ -475,10 +496,13 @@ def _mlm_head(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
         b.vector("mlm_layernorm", elems=rows * width, rows=rows, passes=2)
         b.collective("mlm_gather", elems=tokens * width, ranks=ph.tp)
         b.matmul("mlm_decoder", tokens, width, _shard(spec.vocab, ph.tp), shared_weights=True)
+        if ph.training:
+            b.cross_entropy(tokens, _shard(spec.vocab, ph.tp), ph.tp)
 
 
 def decoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
-    """GPT-style decoder: causal blocks, final norm, LM head on the last token, sampling."""
+    """GPT-style decoder: causal blocks, final norm, LM head on the last token, sampling; in
+    training the LM head over every position and the loss instead of sampling."""
     _token_embedding(b, spec, ph)
     _blocks(b, spec, ph, causal=True)
     with b.layer("lm_head", "head"):
@@ -491,7 +515,10 @@ def decoder_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
             b.collective("final_allgather", elems=logits_rows * spec.hidden, ranks=ph.tp, kind="all_gather")
         _projection(b, "projection_out", logits_rows, spec.hidden, spec.embedding_size)
         b.matmul("lm_head", logits_rows, spec.embedding_size, vocab, shared_weights=spec.tied_embeddings)
-        b.gpsimd("sample", elems=logits_rows * vocab, rows=logits_rows)
+        if ph.training:
+            b.cross_entropy(logits_rows, vocab, ph.tp)
+        else:
+            b.gpsimd("sample", elems=logits_rows * vocab, rows=logits_rows)
 
 
 def t5_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
@@ -615,6 +642,8 @@ def vit_program(b: ProgramBuilder, spec: ModelSpec, ph: Phase) -> None:
         b.vector("final_norm", elems=_shard(ph.batch * spec.hidden, ph.tp), rows=ph.batch, passes=2)
         b.matmul("classifier", ph.batch, _shard(spec.hidden, ph.tp), spec.num_labels)
         b.collective("logits_allreduce", elems=ph.batch * spec.num_labels, ranks=ph.tp)
+        if ph.training:
+            b.cross_entropy(ph.batch, spec.num_labels)
 
 
 def _vit_tower(b: ProgramBuilder, spec: ModelSpec, ph: Phase, pre_norm: bool = False) -> None:

@@ -1,5 +1,7 @@
 """Training steps: pretraining heads of encoders, and gradient accumulation."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -8,6 +10,8 @@ from sim.metrics import compute_metrics
 from sim.run import RunConfig, simulate
 from sim.workloads import Phase, build_program, get_model
 from sim.workloads.graph import OpKind
+from sim.workloads.models import PRESET_DIR, spec_from_config
+from sim.workloads.training import DataParallel, training_program
 
 BERT_VOCAB = 30522
 
@@ -18,19 +22,20 @@ def _layers(prog):
 
 def test_bert_large_pretrains_with_a_masked_lm_head_over_every_token():
     """BertForPreTraining at batch 1, 128 tokens: each token goes through a 1024 x 1024 dense
-    layer and the 1024 x 30522 decoder, 2 FLOPs per multiply-add."""
+    layer and the 1024 x 30522 decoder, 2 FLOPs per multiply-add, then the loss over its logits."""
     prog = build_program(get_model("bert-large"), Phase(1, 128, 128, training=True), 2)
     layers = _layers(prog)
     mlm = layers["mlm_head"]
     hand = 2 * 128 * (1024 * 1024 + 1024 * BERT_VOCAB)
     assert sum(op.flops for op in mlm if op.kind is OpKind.MATMUL) == hand
-    assert sum(op.flops for op in mlm) == pytest.approx(hand, rel=1e-4)  # and a layer norm of 128 x 1024
+    # a layer norm of 128 x 1024 (two passes) and three passes of the loss over 128 x 30522 logits
+    assert sum(op.flops for op in mlm) == hand + 2 * 128 * 1024 + 3 * 128 * BERT_VOCAB
     # the decoder is the token embedding table: read, not counted as parameters again
     decoder = next(op for op in mlm if op.name == "mlm_decoder")
     assert (decoder.params, decoder.hbm_elems) == (0, 1024 * BERT_VOCAB)
     assert sum(op.params for op in mlm) == 1024 * 1024
     pair = layers["sentence_pair_head"]  # next-sentence prediction on the pooled CLS token
-    assert [(op.m, op.k, op.n) for op in pair] == [(1, 1024, 1024), (1, 1024, 2)]
+    assert [(op.m, op.k, op.n) for op in pair if op.kind is OpKind.MATMUL] == [(1, 1024, 1024), (1, 1024, 2)]
     assert "head" not in layers
 
 
@@ -125,3 +130,68 @@ def test_forward_and_input_gradients_run_in_blocks_of_samples_but_weight_gradien
     assert {op.items for op in forward.ops} == {8}
     assert by_name["up.grad_input"].items == 8
     assert by_name["up.grad_weight"].items == 1
+
+
+def _named(prog):
+    return {(la.name, op.name): op for la in prog.layers for op in prog.ops[la.first_op:la.first_op + la.n_ops]}
+
+
+def test_bert_trains_with_dropout_where_transformers_puts_it():
+    """bert-base (BertConfig: hidden and attention-probability dropout 0.1) at batch 2, 128 tokens:
+    the embeddings (2 x 128 x 768), each layer's attention probabilities (2 x 12 heads x 128 x 128)
+    and its two sub-blocks' outputs (2 x 128 x 768) before the residual add. Each is drawn and
+    applied in two Vector passes; its gradient is one pass, the mask read back."""
+    spec = get_model("bert-base")
+    assert (spec.hidden_dropout, spec.attention_dropout) == (0.1, 0.1)
+    fwd = build_program(spec, Phase(2, 128, 128, training=True), 2)
+    ops = _named(fwd)
+    drops = {key: op for key, op in ops.items() if op.random}
+    assert len(drops) == 1 + 12 * 3
+    assert drops[("embedding", "dropout")].elems == 2 * 128 * 768
+    assert drops[("layer5.attention", "probs_dropout")].elems == 2 * 12 * 128 * 128
+    assert drops[("layer5.attention", "dropout")].elems == drops[("layer5.mlp", "dropout")].elems == 2 * 128 * 768
+    assert {op.passes for op in drops.values()} == {2.0}
+    # the residual add reads the dropped output, the context matmul the dropped probabilities
+    names = [op.name for op in fwd.ops]
+    assert names[fwd.ops[names.index("residual")].deps[0]] == "dropout"
+    step = training_program(fwd, fwd.params_per_layer(), DataParallel())
+    grad = next(op for op in step.ops if op.name == "probs_dropout.grad")
+    assert (grad.passes, grad.elems, grad.hbm_elems) == (1.0, 2 * 12 * 128 * 128, 2 * 12 * 128 * 128)
+    # inference drops nothing
+    assert not any(op.random for op in build_program(spec, Phase(2, 128, 128), 2).ops)
+
+
+def test_dropout_comes_from_the_config_or_its_class_default(tmp_path):
+    """A config.json that sets its dropout to 0 trains without it; ALBERT's and Llama's config
+    classes drop nothing by default; GPT-2's resid_pdrop and attn_pdrop are read."""
+    base = json.loads((PRESET_DIR / "bert-base.json").read_text())
+    spec = spec_from_config("b", {**base, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0})
+    assert not any(op.random for op in build_program(spec, Phase(2, 128, 128, training=True), 2).ops)
+    assert (get_model("albert-base").hidden_dropout, get_model("llama-3-8b").attention_dropout) == (0.0, 0.0)
+    gpt2 = spec_from_config("g", {**json.loads((PRESET_DIR / "gpt2.json").read_text()), "attn_pdrop": 0.25})
+    assert (gpt2.hidden_dropout, gpt2.attention_dropout) == (0.1, 0.25)
+
+
+@pytest.mark.parametrize("value", [1.0, -0.1, "0.1", True])
+def test_a_bad_dropout_probability_is_refused_in_one_line(value):
+    base = json.loads((PRESET_DIR / "bert-base.json").read_text())
+    with pytest.raises(ConfigError, match=r"config.json: hidden_dropout_prob must be a probability from 0 to below 1"):
+        spec_from_config("b", {**base, "hidden_dropout_prob": value})
+
+
+def test_training_ends_with_the_loss_over_every_logit_not_sampling():
+    """Llama-3-8B over 8 cores, 2 x 512 tokens: each core's LM head computes 1,024 x 16,032 logits
+    (128,256 / 8); the loss takes their maximum and their exponentials' sum (each all-reduced over
+    the 8 cores, 1,024 elements) and the log-probabilities: three passes. Its backward pass is
+    log_softmax's gradient, two passes over the kept log-probabilities; the maximum and the sum
+    have no gradient of their own. Nothing is sampled."""
+    fwd = build_program(get_model("llama-3-8b"), Phase(2, 512, 512, 8, training=True, flash=True), 2)
+    head = [op for (layer, _), op in _named(fwd).items() if layer == "lm_head"]
+    assert [op.name for op in head][-5:] == ["loss_max", "loss_max_allreduce", "loss_exp", "loss_sum_allreduce",
+                                             "log_probs"]
+    assert {op.elems for op in head if op.name in ("loss_max", "loss_exp", "log_probs")} == {1024 * 16032}
+    assert {op.elems for op in head if op.kind is OpKind.COLLECTIVE and op.name.startswith("loss")} == {1024}
+    assert not any(op.name == "sample" for op in fwd.ops)
+    step = training_program(fwd, fwd.params_per_layer(), DataParallel())
+    grads = [op for op in step.ops if op.name.startswith(("loss", "log_probs")) and op.name.endswith(".grad")]
+    assert [(op.name, op.passes, op.hbm_elems) for op in grads] == [("log_probs.grad", 2.0, 1024 * 16032)]
