@@ -323,8 +323,18 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
 
 
 def run_precision(cfg: RunConfig, chip: Chip) -> Precision:
-    """How ``cfg``'s weight matmuls store and multiply their weights on ``chip`` (:mod:`sim.quant`)."""
-    matmul = compute_dtypes(cfg, chip)[1]
+    """How ``cfg``'s weight matmuls store and multiply their weights on ``chip`` (:mod:`sim.quant`).
+
+    The compiler casts an FP32 model's weights to the matmuls' BF16 ahead of time when they are
+    constants (inference). A training step's weights are its parameters, which the optimizer
+    updates: they stay FP32 in device memory and are cast in the step (PyTorch autocast's
+    ``linear`` casts its weight; the compiler's auto-cast likewise), a VectorE pass as weight-only
+    quantization's dequantization is, by each matmul that reads them: the forward's and the input
+    gradient's. (Keeping the forward's BF16 copy for the backward pass instead, which autograd
+    allows, moves as many bytes, 2 written and 2 read for 4 read, and saves one pass.)"""
+    act, matmul = compute_dtypes(cfg, chip)
+    if cfg.mode == "training" and act == "fp32" and matmul != "fp32":
+        return Precision(8.0 * DTYPE_BYTES["fp32"], matmul, dequantize_weights=True, stored="fp32")
     return precision(chip, dense(matmul, DTYPE_BYTES[matmul]), cfg.quant, cfg.quant_scales, cfg.sparsity)
 
 
