@@ -195,3 +195,33 @@ def test_training_ends_with_the_loss_over_every_logit_not_sampling():
     step = training_program(fwd, fwd.params_per_layer(), DataParallel())
     grads = [op for op in step.ops if op.name.startswith(("loss", "log_probs")) and op.name.endswith(".grad")]
     assert [(op.name, op.passes, op.hbm_elems) for op in grads] == [("log_probs.grad", 2.0, 1024 * 16032)]
+
+
+def _op_track(trace, op, kind):
+    """Bytes and busy nanoseconds of the op named ``op`` on track ``kind`` (one layer's, as a
+    trace keeps each of a model's identical layers once)."""
+    sel = (trace.events["op"] == list(trace.op_names).index(op)) & (trace.events["track"] == trace.track_index(kind))
+    return int(trace.events["bytes"][sel].sum()), int(trace.events["dur_ns"][sel].sum())
+
+
+def test_an_fp32_model_trained_with_bf16_matmuls_reads_its_fp32_weights_and_casts_them():
+    """bert-base's QKV projection (768 x 2,304 = 1,769,472 weights) in one training step on trn1:
+    with BF16 autocast the weights are FP32 parameters, read at 4 bytes by the forward matmul and
+    by its input gradient, each casting them on VectorE: 1,769,472 / 128 lanes = 13,824 cycles
+    at 1.12 GHz, 12.34 us. A BF16 model reads them at 2 bytes and casts nothing; inference of
+    the FP32 model reads the BF16 weights the compiler cast ahead of time."""
+    kw = dict(model="bert-base", chip="trn1", batch=1, seq=128)
+    autocast = simulate(RunConfig(mode="training", dtype="fp32", autocast="matmult", **kw))
+    bf16 = simulate(RunConfig(mode="training", dtype="bf16", **kw))
+    inference = simulate(RunConfig(mode="inference", dtype="fp32", autocast="matmult", **kw))
+    weights = 768 * 2304
+    for op in ("qkv", "qkv.grad_input"):
+        assert _op_track(autocast, op, "dma_read")[0] == weights * 4
+        assert _op_track(bf16, op, "dma_read")[0] == weights * 2
+    assert _op_track(inference, "qkv", "dma_read")[0] == weights * 2
+    # VectorE and ScalarE share the PSUM evacuations, so the cast shows in their sum
+    cast_ns = weights / 128 / 1.12
+
+    def engines(trace):
+        return sum(_op_track(trace, "qkv", kind)[1] for kind in ("vector", "scalar"))
+    assert engines(autocast) - engines(bf16) == pytest.approx(cast_ns, rel=0.05)
