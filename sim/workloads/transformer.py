@@ -16,6 +16,9 @@ from sim.workloads.models import CLIP, DECODER, ENCODER_DECODER, VISION_TRANSFOR
 # sentence the next one; ALBERT: are they in order); RoBERTa-family models and DistilBERT are not
 SENTENCE_PAIR_MODELS = ("bert", "albert")
 SENTENCE_PAIR_LABELS = 2
+# transformers' DistilBERT drops its embeddings, attention probabilities and MLP outputs, not its
+# attention's output (the others with a hidden dropout drop both sub-blocks' outputs)
+ATTENTION_OUTPUT_KEPT = ("distilbert",)
 HEADS = ("classifier", "none", "mlm")  # what an encoder's inference returns (Phase.head)
 # how grouped-query attention's KV heads are split over tensor-parallel cores (NxD Inference's GQA
 # sharding strategies, Phase.gqa): the first is NxD Inference's and optimum-neuron's default, the
@@ -277,7 +280,8 @@ def _block_output(b: ProgramBuilder, spec: ModelSpec, ph: Phase, name: str) -> N
         tokens = _shard(tokens, ph.tp)
     else:
         b.collective(f"{name}_allreduce", elems=tokens * spec.hidden, ranks=ph.tp)
-    _dropout(b, ph, spec.hidden_dropout, "dropout", tokens * spec.hidden, tokens)
+    if not (name == "attn" and spec.model_type in ATTENTION_OUTPUT_KEPT):
+        _dropout(b, ph, spec.hidden_dropout, "dropout", tokens * spec.hidden, tokens)
     b.vector("residual", elems=tokens * spec.hidden, rows=tokens)
 
 

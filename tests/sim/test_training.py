@@ -163,13 +163,19 @@ def test_bert_trains_with_dropout_where_transformers_puts_it():
 
 def test_dropout_comes_from_the_config_or_its_class_default(tmp_path):
     """A config.json that sets its dropout to 0 trains without it; ALBERT's and Llama's config
-    classes drop nothing by default; GPT-2's resid_pdrop and attn_pdrop are read."""
+    classes drop nothing by default; GPT-2's resid_pdrop and attn_pdrop are read; DistilBERT's
+    dropout and attention_dropout."""
     base = json.loads((PRESET_DIR / "bert-base.json").read_text())
     spec = spec_from_config("b", {**base, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0})
     assert not any(op.random for op in build_program(spec, Phase(2, 128, 128, training=True), 2).ops)
     assert (get_model("albert-base").hidden_dropout, get_model("llama-3-8b").attention_dropout) == (0.0, 0.0)
     gpt2 = spec_from_config("g", {**json.loads((PRESET_DIR / "gpt2.json").read_text()), "attn_pdrop": 0.25})
     assert (gpt2.hidden_dropout, gpt2.attention_dropout) == (0.1, 0.25)
+    # DistilBERT (dropout and attention_dropout 0.1) leaves its attention's output undropped
+    fwd = build_program(get_model("distilbert"), Phase(2, 128, 128, training=True), 2)
+    assert sum(op.random for op in fwd.ops) == 1 + 6 * 2  # its 6 layers' probabilities and MLP outputs
+    assert [name for (la, name), op in _named(fwd).items() if op.random and la == "layer0.attention"] == [
+        "probs_dropout"]
 
 
 @pytest.mark.parametrize("value", [1.0, -0.1, "0.1", True])
