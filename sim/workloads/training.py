@@ -22,7 +22,8 @@ reach, so a checkpointed MLP's last projection, and the collective after it, are
 Flash attention is an NKI kernel with a backward kernel of its own (``flash_attn_bwd``, which NxD
 calls directly, not through ``CoreAttention``): it keeps only the softmax's log-sum-exp from the
 forward pass and, per tile of 128 queries and 512 keys, recomputes the scores and their
-exponentials from it (no maximum, no normalisation, no context), then computes the gradient of
+exponentials from it (no maximum, no normalisation, no context) and, with attention dropout,
+draws the forward's mask again from its seed and applies it, then computes the gradient of
 the probabilities (dY V^T), the softmax's gradient in one pass, turns it around on the array,
 and the query, key and value gradients. It does that with or without activation checkpointing,
 and selective checkpointing leaves it alone; full checkpointing reruns the forward kernel first.
@@ -112,6 +113,8 @@ def _flash_backward(kernel: dict[str, Op]) -> list[Op]:
            replace(per_key(exp), name="softmax_exp.grad_recompute")]  # exp(scores - log-sum-exp)
     if "causal_mask" in kernel:
         ops.insert(1, replace(per_key(kernel["causal_mask"]), name="causal_mask.grad_recompute"))
+    if "probs_dropout" in kernel:  # the same mask, drawn again from the seed, and the 1/(1-p) scale
+        ops.append(replace(per_key(kernel["probs_dropout"]), name="probs_dropout.grad_recompute"))
     return ops + [
         # D = rowsum(dY * Y), one number per query
         Op(name="context.rowsum", kind=OpKind.VECTOR, elems=rows * v_dim * context.count, rows=rows * context.count,

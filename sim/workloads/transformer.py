@@ -154,8 +154,9 @@ def _scores_softmax_context(b: ProgramBuilder, ph: Phase, causal: bool, rows: in
     causal flash kernel the key tiles it does not skip (:func:`causal_keys`). The ``cache_elems``
     of keys read from the KV cache lie in rows of ``kv_row`` elements per position (values likewise).
     With ``bias`` a bias per head and position pair is added to the scores (T5's relative positions).
-    A training step drops the probabilities with probability ``dropout`` (:func:`_dropout`), in the
-    compiler's ops; a flash kernel's own dropout (its ``dropout_p``) is not modelled."""
+    A training step drops the probabilities with probability ``dropout`` (:func:`_dropout`): in the
+    compiler's ops, or inside a flash kernel (its ``dropout_p``: each tile of probabilities drawn
+    and scaled in SBUF, the NKI kernel's ``nl.dropout`` and ``nl.multiply``)."""
     if ph.decode_step:
         scored = weighed = ctx
     elif ph.flash and causal:
@@ -173,8 +174,7 @@ def _scores_softmax_context(b: ProgramBuilder, ph: Phase, causal: bool, rows: in
         b.vector("softmax_max", elems=score_elems, rows=ph.batch * heads * ph.seq, reduced=ph.batch * heads * ph.seq)
         b.scalar("softmax_exp", elems=score_elems, rows=ph.batch * heads * ph.seq, act="exp")
         b.vector("softmax_norm", elems=score_elems, rows=ph.batch * heads * ph.seq)
-        if not ph.flash:
-            _dropout(b, ph, dropout, "probs_dropout", score_elems, ph.batch * heads * ph.seq)
+        _dropout(b, ph, dropout, "probs_dropout", score_elems, ph.batch * heads * ph.seq)
         # the probabilities come out with queries on partitions; the context matmul contracts over
         # the keys, so they are turned around on the array first (as the NKI attention kernels do)
         b.transpose("probs_transpose", rows, weighed, count=count)
@@ -291,7 +291,9 @@ def _dropout(b: ProgramBuilder, ph: Phase, p: float, name: str, elems: int, rows
     As torch-xla lowers ``nn.functional.dropout``: a mask drawn from the random number generator
     (NeuronCore-v2's is the Vector Engine's, nki.isa.rng and nki.isa.dropout), then the input
     times the mask and ``1/(1-p)``: two Vector passes, the mask kept for the backward pass, whose
-    gradient is the incoming one times the mask, one pass."""
+    gradient is the incoming one times the mask, one pass. Inside a flash-attention kernel the
+    same two passes run on each tile, and its backward kernel draws the mask again from the seed
+    (:func:`sim.workloads.training._flash_backward`)."""
     if ph.training and p > 0:
         b.vector(name, elems=elems, rows=rows, passes=2, grad_passes=1, random=True)
 
