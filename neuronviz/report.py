@@ -21,7 +21,7 @@ def runs_table(traces: list[Trace]) -> str:
     rows = []
     for tr in traces:
         r = run_record(tr)
-        decode = r["mode"] == "decode"
+        decode = r["mode"] == "decode" and r["per_token_ms"] is not None
         lat = r["per_token_ms"] if decode else r["latency_ms"]
         loaded = r["per_token_under_load_ms"] if decode else r["latency_under_load_ms"]
         rows.append([

@@ -385,9 +385,10 @@ def summary(trace: Trace, layers: list[Stats] | None = None) -> dict[str, float 
         "hbm_write_bytes": met.hbm_write_bytes,
         "model_flops": met.flops,
         "mfu_estimated_percent": 100 * met.flops / (total_s * peak) if peak and total_s else None,
-        "hfu_estimated_percent": 100 * (met.flops + transpose_flops) / (total_s * peak) if peak and total_s else None,
+        "hfu_estimated_percent": (100 * (met.flops + met.recomputed_flops + transpose_flops) / (total_s * peak)
+                                  if peak and total_s else None),
         "mbu_estimated_percent": 100 * traffic / (total_s * memory) if memory and total_s else None,
-        "mm_arithmetic_intensity": met.flops / traffic if traffic else None,
+        "mm_arithmetic_intensity": (met.flops + met.recomputed_flops) / traffic if traffic else None,
         "average_dma_size": traffic / transfers if transfers else None,
         "spill_save_bytes": sum(s.spill_save_bytes for s in layers),
         "spill_reload_bytes": sum(s.spill_reload_bytes for s in layers),

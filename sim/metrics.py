@@ -13,6 +13,7 @@ from sim.serve import serving_summary
 from sim.trace import Trace, union_intervals
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd")
+RECOMPUTED = (".recompute", ".grad_recompute")  # the names of forward ops a backward pass runs again
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class RunMetrics:
     throughput_per_s: float
     cost_per_million_usd: float | None
     engine_utilization: dict[str, float]
-    flops: float
+    flops: float  # the model's FLOPs: what the backward pass recomputes is not counted again
     achieved_flops_per_s: float
     hbm_read_bytes: float
     hbm_write_bytes: float
@@ -35,6 +36,9 @@ class RunMetrics:
     latency_under_load_s: float | None = None
     per_token_under_load_s: float | None = None
     mfu: float | None = None  # model FLOPs over the copy's TensorE peak during its latency
+    # training: FLOPs the backward pass spends recomputing forward ops (activation checkpointing,
+    # a flash-attention kernel's scores), run besides the model's (hardware FLOPs are their sum)
+    recomputed_flops: float = 0.0
     # training: time of the data-parallel gradient collectives, the time when a collective kept
     # the core waiting (no engine or DMA queue busy), and the throughput per instance against
     # one instance's at the same per-instance batch (runs over several instances)
@@ -54,6 +58,16 @@ def engine_utilization(trace: Trace) -> dict[str, float]:
         idx = trace.track_index(kind)
         out[kind] = trace.run_busy_ns(idx) / span if idx >= 0 else 0.0
     return out
+
+
+def recomputed_flops(trace: Trace) -> float:
+    """FLOPs of one core's run spent on ops recomputed for the backward pass (:data:`RECOMPUTED`)."""
+    again = np.array([name.endswith(RECOMPUTED) for name in trace.op_names], dtype=bool)
+    if not again.any():
+        return 0.0
+    op = trace.events["op"]
+    sel = (op >= 0) & again[np.clip(op, 0, None)]
+    return float((trace.events["flops"][sel] * trace.event_repeats[sel]).sum())
 
 
 def _dma_bytes(trace: Trace, kind: str) -> float:
@@ -118,15 +132,19 @@ def compute_metrics(trace: Trace) -> RunMetrics:
         latency += request
         latency_loaded += request
         ttft = alone["prefill_ns"] * 1e-9 + overhead + request
-        per_token = alone["per_token_ns"] * 1e-9 + overhead
-        per_token_loaded = loaded["per_token_ns"] * 1e-9 + overhead
-        throughput = m["copies"] * items / per_token_loaded if per_token_loaded > 0 else 0.0
+        if m.get("new_tokens", 2) > 1:
+            per_token = alone["per_token_ns"] * 1e-9 + overhead
+            per_token_loaded = loaded["per_token_ns"] * 1e-9 + overhead
+            throughput = m["copies"] * items / per_token_loaded if per_token_loaded > 0 else 0.0
+        else:  # the prompt's pass makes the only token: no time per token, one token a request
+            throughput = m["copies"] * items / latency_loaded if latency_loaded > 0 else 0.0
     else:
         copies = m.get("data_parallel", m["copies"])  # a training run's copies on every instance
         throughput = copies * items / latency_loaded if latency_loaded > 0 else 0.0
     price = m.get("price_usd_per_hour")
     cost = None if price is None or throughput <= 0 else price / (throughput * 3600.0) * 1e6
-    flops = trace.run_total("flops") * shards / requests  # what one request does
+    recomputed = recomputed_flops(trace) * shards / requests
+    flops = trace.run_total("flops") * shards / requests - recomputed  # what one request does
     peak = m.get("peak_flops_per_core")
     gradient_comm = exposed = scaling = None
     if m["mode"] == "training":
@@ -144,6 +162,7 @@ def compute_metrics(trace: Trace) -> RunMetrics:
         latency_under_load_s=latency_loaded, per_token_under_load_s=per_token_loaded,
         mfu=flops / (latency * peak * shards) if peak and latency else None,
         gradient_comm_s=gradient_comm, exposed_comm_s=exposed, scaling_efficiency=scaling, serving=serving,
+        recomputed_flops=recomputed,
     )
 
 

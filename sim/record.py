@@ -26,13 +26,15 @@ def run_record(trace: Trace) -> dict[str, Any]:
         "hbm_read_bytes": met.hbm_read_bytes, "hbm_write_bytes": met.hbm_write_bytes,
         "flops": met.flops, "achieved_tflops": met.achieved_flops_per_s / 1e12,
         "mfu_percent": None if met.mfu is None else 100 * met.mfu, "events": trace.n_events,
+        "recomputed_flops": met.recomputed_flops,
     }
     if m["mode"] == "inference":  # of the latency: the inputs and outputs crossing between host and device
         rec["host_copy_ms"] = m.get("host_copy_s", 0.0) * 1e3
     if m["mode"] in ("decode", "serve"):
         rec["time_to_first_token_ms"] = met.time_to_first_token_s * 1e3
-        rec["per_token_ms"] = met.per_token_s * 1e3
-        rec["per_token_under_load_ms"] = met.per_token_under_load_s * 1e3
+        # none when the prompt's pass made the only token
+        per_token = {"per_token_ms": met.per_token_s, "per_token_under_load_ms": met.per_token_under_load_s}
+        rec.update({key: None if s is None else s * 1e3 for key, s in per_token.items()})
         if "kv_heads_per_core" in m:  # a decoder's KV heads each core caches and reads (RunConfig.gqa)
             rec["kv_heads_per_core"] = m["kv_heads_per_core"]
         if "host_step_s" in m:  # of every token: the host's generate loop between two decoder calls

@@ -208,7 +208,7 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
     if cfg.mode not in MODES:
         raise ConfigError(f"unknown mode '{cfg.mode}': choose one of {', '.join(MODES)}")
     if cfg.mode in GENERATING and spec.family not in (DECODER, ENCODER_DECODER):
-        raise ConfigError(f"{cfg.mode} mode needs a GPT-style decoder; {spec.name} is a {spec.family} model")
+        raise ConfigError(f"{cfg.mode} mode needs a GPT-style decoder; {spec.name} is {_a(spec.family)} model")
     if spec.family == ENCODER_DECODER:
         _validate_encoder_decoder(cfg, spec)
     if not isinstance(cfg.beams, int) or isinstance(cfg.beams, bool) or cfg.beams < 1:
@@ -253,7 +253,9 @@ def _validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
         _validate_speculation(cfg, spec)
     if not isinstance(cfg.ep, int) or cfg.ep < 1:
         raise ConfigError(f"expert-parallel groups must be a positive integer, got {cfg.ep}")
-    if cfg.ep > 1 and (not spec.experts or spec.experts % cfg.ep):
+    if cfg.ep > 1 and not spec.experts:
+        raise ConfigError(f"{spec.name} is not a mixture-of-experts model: --ep splits experts")
+    if cfg.ep > 1 and spec.experts % cfg.ep:
         raise ConfigError(f"{spec.name} has {spec.experts} experts: they cannot split into {cfg.ep} "
                           "expert-parallel groups")
     imbalance = cfg.expert_imbalance
@@ -357,7 +359,7 @@ def _validate_speculation(cfg: RunConfig, spec: ModelSpec) -> None:
         raise ConfigError("--spec-k and --acceptance go with --draft MODEL, the model that proposes the tokens")
     draft = get_model(cfg.draft)
     if draft.family != DECODER:
-        raise ConfigError(f"the draft {draft.name} must be a GPT-style decoder, not a {draft.family} model")
+        raise ConfigError(f"the draft {draft.name} must be a GPT-style decoder, not {_a(draft.family)} model")
     if not isinstance(cfg.spec_k, int) or not 1 <= cfg.spec_k <= MAX_SPEC_K:
         raise ConfigError(f"--spec-k is the tokens the draft proposes per step, 1 to {MAX_SPEC_K}; got {cfg.spec_k}")
     p = cfg.acceptance
@@ -565,6 +567,11 @@ def _token_step(cfg: RunConfig, spec: ModelSpec, bucket: int, tp: int, dt: int) 
     if not cfg.draft:
         return build_program(spec, phase, dt)
     return speculative_step(spec, get_model(cfg.draft), cfg.spec_k, phase, dt)
+
+
+def _a(word: str) -> str:
+    """``word`` with its indefinite article."""
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
 
 
 def request_count(cfg: RunConfig) -> int:
@@ -1015,14 +1022,16 @@ def _counters(log, events: dict, tracks: tuple[Track, ...], tables: _Tables) -> 
 
 
 def _times(cfg: RunConfig, phases: list) -> dict[str, float]:
-    """Total time of a run's phases, and for decode the prompt's and each further token's."""
+    """Total time of a run's phases, and for decode the prompt's and each further token's (0
+    when the prompt's pass makes the only token)."""
     out = {"total_ns": (phases[-1]["end"] - phases[0]["start"]) * 1e9}
     if cfg.mode == "decode":
         encode = [p for p in phases if p["name"].startswith("prefill")]
         prefill_end = encode[-1]["end"]
         out["prefill_ns"] = (prefill_end - phases[0]["start"]) * 1e9
-        tokens = sum(p["repeat"] for p in phases[len(encode):]) * tokens_per_step(cfg)
-        out["per_token_ns"] = (phases[-1]["end"] - prefill_end) * 1e9 / tokens if tokens else out["prefill_ns"]
+        # the tokens after the first (a speculative step's accepted drafts count, not those past the last)
+        tokens = cfg.new_tokens - 1
+        out["per_token_ns"] = (phases[-1]["end"] - prefill_end) * 1e9 / tokens if tokens else 0.0
     return out
 
 

@@ -97,7 +97,7 @@ def _under_load(met: RunMetrics, meta: Mapping) -> str:
     """What a request takes with every running copy busy, when that differs from alone (they
     share the chip's memory bandwidth); the throughput is measured that way."""
     n = meta.get("copies", 1)
-    decode = meta.get("mode") in ("decode", "serve")
+    decode = meta.get("mode") in ("decode", "serve") and met.per_token_s is not None
     alone, loaded = (met.per_token_s, met.per_token_under_load_s) if decode else (met.latency_s,
                                                                                    met.latency_under_load_s)
     if n <= 1 or loaded is None or alone is None or loaded <= alone * (1 + 1e-6):
@@ -150,8 +150,8 @@ def header_html(run: Run, baseline: Run | None) -> str:
                f"{s['output_tokens_per_s']:,.0f} tok/s per copy{busy}")
         unit = "tok/s"
     elif m.get("mode") == "decode":
-        lat = (f"TTFT {met.time_to_first_token_s * 1e3:.2f} ms · {met.per_token_s * 1e3:.2f} ms/token"
-               f"{_host_part(met, m)}{busy}")
+        per_token = "one token" if met.per_token_s is None else f"{met.per_token_s * 1e3:.2f} ms/token"
+        lat = f"TTFT {met.time_to_first_token_s * 1e3:.2f} ms · {per_token}{_host_part(met, m)}{busy}"
         unit = "tok/s"
     elif m.get("mode") == "training":  # one optimizer step of every micro-batch
         lat = f"step {met.latency_s * 1e3:.3f} ms{busy}"

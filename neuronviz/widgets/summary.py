@@ -38,7 +38,7 @@ def summary_rows(session: Session) -> list[list[object]]:
     for run in session.runs:
         met, m = run.metrics, run.trace.meta
         u = met.engine_utilization
-        decode = m.get("mode") in ("decode", "serve")
+        decode = m.get("mode") in ("decode", "serve") and met.per_token_s is not None
         latency = met.per_token_s if decode else met.latency_s
         loaded = met.per_token_under_load_s if decode else met.latency_under_load_s
         # a trace of another tool says how long it ran, not how many inferences it served

@@ -149,6 +149,23 @@ def test_a_speculative_run_takes_the_steps_its_accepted_tokens_need():
     assert any("/draft 4/" in n for n in step) and any("/verify/lm_head" in n for n in step)
 
 
+@pytest.mark.parametrize("spec_k, acceptance", [(2, 0.5), (16, 1.0)])
+def test_a_speculative_runs_tokens_after_the_first_take_its_time_per_token_each(spec_k, acceptance):
+    """Eight new tokens: the prompt's pass makes the first, the steps the seven others, even when
+    one step of 16 accepted drafts could make 17."""
+    met = compute_metrics(simulate(_spec(spec_k=spec_k, acceptance=acceptance, new_tokens=8)))
+    assert met.latency_s - met.time_to_first_token_s == pytest.approx(7 * met.per_token_s, rel=1e-9)
+
+
+def test_a_run_of_one_new_token_has_no_time_per_token():
+    """The prompt's pass makes the only token: a request a latency on each copy, and no decode rate."""
+    trace = simulate(RunConfig(model="gpt2", chip="trn2", mode="decode", seq=128, new_tokens=1))
+    met = compute_metrics(trace)
+    assert (met.per_token_s, met.per_token_under_load_s) == (None, None)
+    assert met.latency_s == pytest.approx(met.time_to_first_token_s)
+    assert met.throughput_per_s == pytest.approx(trace.meta["copies"] / met.latency_under_load_s)
+
+
 def test_verification_runs_the_model_once_for_the_k_drafts_and_its_own_token():
     from sim.workloads import Phase, get_model, speculative_step
 
