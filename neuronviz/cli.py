@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 from neuronviz.report import file_summary, run_record, runs_table
 from sim.errors import SimError
@@ -29,6 +30,14 @@ DEFAULT_CHIPS = "inf1,inf2,trn1,trn2"
 
 class UserError(Exception):
     """A problem with the user's input, reported as one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Argument errors in one line, pointing at the help (argparse's own prints the whole usage,
+    dozens of lines for ``simulate``, before them)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _positive_int(text: str) -> int:
@@ -68,7 +77,9 @@ def cmd_chips(args: argparse.Namespace) -> int:
 
 
 def simulate_runs(args: argparse.Namespace) -> list[Trace]:
-    """The traces ``neuronviz simulate`` asks for, one per chip, in the order given."""
+    """The traces ``neuronviz simulate`` asks for, one per chip, in the order given. Of the default
+    chips, those that cannot run the configuration (too little memory, a format they lack) are
+    left out with a note on stderr; chips asked for by name must all run it."""
     if args.instance:
         chips = [None]
         if args.chips:
@@ -77,26 +88,41 @@ def simulate_runs(args: argparse.Namespace) -> list[Trace]:
         chips = [c.strip() for c in (args.chips or DEFAULT_CHIPS).split(",") if c.strip()]
         if not chips:
             raise UserError("--chips names no chip")
-    return [simulate(RunConfig(model=args.model, chip=chip, instance=args.instance, mode=args.mode,
-                               batch=args.batch, seq=args.seq, new_tokens=args.new_tokens, dtype=args.dtype,
-                               autocast=args.autocast, cores=args.cores, copies=args.copies,
-                               grad_accum=args.grad_accum, nodes=args.nodes, zero1=args.zero == 1,
-                               checkpoint_activations=args.checkpoint_activations is not None,
-                               checkpoint_granularity=args.checkpoint_activations or "full", pipeline=args.pipeline,
-                               sequence_parallel=args.sequence_parallel, attention=args.attention, gqa=args.gqa,
-                               concurrency=args.concurrency, max_seq=args.max_seq, ep=args.ep,
-                               expert_imbalance=args.expert_imbalance, requests=args.requests, rate=args.rate,
-                               seed=args.seed, seq_spread=args.seq_spread, new_tokens_spread=args.new_tokens_spread,
-                               quant=args.quant, quant_scales=args.quant_scales, sparsity=args.sparsity,
-                               lnc=args.lnc, kv_cache=args.kv_cache, optlevel=args.optlevel,
-                               draft=args.draft, spec_k=args.spec_k, acceptance=args.acceptance, beams=args.beams,
-                               bucketing=not args.no_buckets, prefill_chunk=args.prefill_chunk, head=args.head,
-                               context_buckets=_buckets(args.context_encoding_buckets),
-                               token_buckets=_buckets(args.token_generation_buckets),
-                               nki_kernels=tuple(k for k, on in (("qkv", args.qkv_kernel_enabled),
-                                                                 ("mlp", args.mlp_kernel_enabled),
-                                                                 ("attention", args.attn_kernel_enabled)) if on)))
-            for chip in chips]
+    if args.chips or args.instance:
+        return [simulate(_run_config(args, chip)) for chip in chips]
+    traces, refused = [], []
+    for chip in chips:
+        try:
+            traces.append(simulate(_run_config(args, chip)))
+        except SimError as exc:
+            refused.append(exc)
+    if not traces:
+        raise refused[0]
+    for exc in refused:
+        print(f"neuronviz: left out: {exc}", file=sys.stderr)
+    return traces
+
+
+def _run_config(args: argparse.Namespace, chip: str | None) -> RunConfig:
+    return RunConfig(model=args.model, chip=chip, instance=args.instance, mode=args.mode,
+                     batch=args.batch, seq=args.seq, new_tokens=args.new_tokens, dtype=args.dtype,
+                     autocast=args.autocast, cores=args.cores, copies=args.copies,
+                     grad_accum=args.grad_accum, nodes=args.nodes, zero1=args.zero == 1,
+                     checkpoint_activations=args.checkpoint_activations is not None,
+                     checkpoint_granularity=args.checkpoint_activations or "full", pipeline=args.pipeline,
+                     sequence_parallel=args.sequence_parallel, attention=args.attention, gqa=args.gqa,
+                     concurrency=args.concurrency, max_seq=args.max_seq, ep=args.ep,
+                     expert_imbalance=args.expert_imbalance, requests=args.requests, rate=args.rate,
+                     seed=args.seed, seq_spread=args.seq_spread, new_tokens_spread=args.new_tokens_spread,
+                     quant=args.quant, quant_scales=args.quant_scales, sparsity=args.sparsity,
+                     lnc=args.lnc, kv_cache=args.kv_cache, optlevel=args.optlevel,
+                     draft=args.draft, spec_k=args.spec_k, acceptance=args.acceptance, beams=args.beams,
+                     bucketing=not args.no_buckets, prefill_chunk=args.prefill_chunk, head=args.head,
+                     context_buckets=_buckets(args.context_encoding_buckets),
+                     token_buckets=_buckets(args.token_generation_buckets),
+                     nki_kernels=tuple(k for k, on in (("qkv", args.qkv_kernel_enabled),
+                                                       ("mlp", args.mlp_kernel_enabled),
+                                                       ("attention", args.attn_kernel_enabled)) if on))
 
 
 def _buckets(lengths: list[int] | None) -> tuple[int, ...] | None:
@@ -104,10 +130,15 @@ def _buckets(lengths: list[int] | None) -> tuple[int, ...] | None:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from sim.io import CHROME_SUFFIXES, NATIVE_SUFFIX, save_file
+
+    if args.output:
+        out = Path(args.output)
+        named = args.output.lower().endswith((NATIVE_SUFFIX, *CHROME_SUFFIXES))
+        if not named and (out.is_file() or not out.exists()):  # a directory or a device: the save refuses it
+            raise UserError(f"{args.output}: a trace file is named .nvtrace, or .json or .json.gz for Chrome JSON")
     traces = simulate_runs(args)
     if args.output:
-        from sim.io import save_file
-
         save_file(args.output, traces)
     if args.json:
         json.dump({"runs": [run_record(t) for t in traces]}, sys.stdout, indent=1)
@@ -682,7 +713,7 @@ COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="neuronviz",
         description="Simulate AWS Neuron chips and watch what their engines do. "
                     "Without a command, opens the app (on a demo comparison when no file is given).")

@@ -139,7 +139,13 @@ def plan_deployment(chip: Chip, instance: Instance | None, need: MemoryNeed, cor
         held = f"{dep.copies} cop{'y' if dep.copies == 1 else 'ies'}"
         raise ConfigError(f"copies running must be between 1 and {dep.copies} ({dep.instance.name} holds {held} "
                           f"of {dep.cores_per_copy} core(s)), got {copies}")
-    return replace(dep, copies=copies)
+    running = replace(dep, copies=copies)
+    if not _fits_as(running):  # ZeRO-1's optimizer state, split over fewer data-parallel copies
+        gib, limit = running.memory_per_core_bytes / 2**30, chip.memory_bytes / chip.cores * MEMORY_HEADROOM / 2**30
+        copies_text = f"{running.data_parallel} data-parallel cop{'y' if running.data_parallel == 1 else 'ies'}"
+        raise DoesNotFitError(f"{model} with ZeRO-1 over {copies_text} needs {gib:.1f} GiB on each core, more than "
+                              f"the {limit:.1f} GiB usable on a {chip.name} core: run more copies or more --cores")
+    return running
 
 
 def _plan(chip: Chip, instance: Instance | None, need: MemoryNeed, cores: int | None, model: str,

@@ -78,6 +78,10 @@ def precision(chip: Chip, base: Precision, quant: str | None, scales: str, spars
     p = base
     if quant in ("int8-weights", "fp8-weights"):
         stored = quant.split("-")[0]
+        if stored not in chip.vector.elems_per_cycle:
+            readable = [q for q in ("int8-weights", "fp8-weights") if q.split("-")[0] in chip.vector.elems_per_cycle]
+            raise ConfigError(f"{chip.name}'s engines do not read {stored}: its weights cannot be stored in it"
+                              + (f" (choose --quant {' or '.join(readable)})" if readable else ""))
         p = Precision(FORMAT_BITS[stored], base.matmul_dtype, dequantize_weights=True, stored=stored)
     elif quant == "fp8":
         if "fp8" not in chip.dtypes or te.mx is not None:

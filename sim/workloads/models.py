@@ -674,7 +674,9 @@ def load_config_file(path: Path) -> dict[str, Any]:
 
 @cache
 def get_model(name: str) -> ModelSpec:
-    """A preset by name (``bert-large``) or a ``config.json`` path."""
+    """A preset by name (``bert-large``, in any case) or a ``config.json`` path."""
+    if name not in preset_names() and name.lower() in preset_names() and not Path(name).exists():
+        return get_model(name.lower())
     if name in preset_names():
         path = PRESET_DIR / f"{name}.json"
         return spec_from_config(name, load_config_file(path))
