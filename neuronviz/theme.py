@@ -19,6 +19,7 @@ ENGINE_COLORS = {
     "dma_read": "#56B4E9",    # sky blue
     "dma_write": "#D55E00",   # vermillion
     "collective": "#F0E442",  # yellow
+    "host": "#5D6D7E",        # slate: the host's launches, copies and request handling
     "neuronlink": "#CC79A7",  # reddish purple: collective traffic between chips
     "efa": "#009E73",         # bluish green: and between instances
     "other": "#999999",
@@ -32,7 +33,7 @@ GENERATION_COLORS = {  # one per chip generation where runs are compared as poin
 }
 ENGINE_LABELS = {
     "tensor": "Tensor", "vector": "Vector", "scalar": "Scalar", "gpsimd": "GpSimd",
-    "dma_read": "DMA read", "dma_write": "DMA write", "collective": "Collective",
+    "dma_read": "DMA read", "dma_write": "DMA write", "collective": "Collective", "host": "Host",
 }
 
 

@@ -9,11 +9,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sim.host import HOST
 from sim.metrics import BusyIntegral, CounterIntegral, IntegralStack, replayed
 from sim.trace import Trace, union_intervals
 
 NESTED_LOOKBACK = 64  # events checked backwards for an enclosing slice under the pointer
 ENGINE_ORDER = ("tensor", "vector", "scalar", "gpsimd", "dma_read", "dma_write", "collective")
+ROW_ORDER = (HOST, *ENGINE_ORDER)  # the host's costs first: the device's work follows them
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,7 @@ class TraceView:
         self.trace = trace
         ev = trace.events
         present = [i for i in range(len(trace.tracks)) if np.any(ev["track"] == i)]
-        rank = {k: n for n, k in enumerate(ENGINE_ORDER)}
+        rank = {k: n for n, k in enumerate(ROW_ORDER)}
         self.rows = sorted(present, key=lambda i: (trace.tracks[i].core, rank.get(trace.tracks[i].kind, 99), i))
         self.row_names = [trace.tracks[i].name for i in self.rows]
         self.row_kinds = [trace.tracks[i].kind for i in self.rows]

@@ -17,12 +17,14 @@ import numpy as np
 from sim.cost.dma import memory_share_bytes_per_s
 from sim.errors import SimError
 from sim.hardware.chip import Chip, get_chip
+from sim.host import HOST, PIPELINE_WAIT
 from sim.metrics import communication, compute_metrics
 from sim.trace import PIPELINE_BUBBLE, Trace, union_intervals
 
-# what can bound a layer: the resource busiest over its span
+# what can bound a layer: the resource busiest over its span (the host's costs are layers the
+# host track bounds)
 BOUND_RESOURCES = {"tensor": ("tensor",), "vector": ("vector",), "scalar": ("scalar",), "gpsimd": ("gpsimd",),
-                   "memory": ("dma_read", "dma_write"), "collective": ("collective",)}
+                   "memory": ("dma_read", "dma_write"), "collective": ("collective",), "host": (HOST,)}
 LATENCY_BOUND_BELOW = 0.5  # busiest resource under half of the span: the layer waits on dependencies
 DTYPE_ROOFS = ("mxfp8", "fp8", "bf16", "fp32")  # MX: on the chips whose array multiplies it
 
@@ -160,6 +162,7 @@ def _group_stats(trace: Trace, group: np.ndarray, n_groups: int, names, kinds, s
     for idx in tracks.values():
         core0[idx] = True
     on0 = sel & core0[ev["track"]] if len(trace.tracks) else sel
+    on0 = on0 & (group >= 0)  # events of no group (the host's work beside the engines')
     g = group[on0]
     rep = ctx.repeats[on0]
     weight = np.bincount(g, weights=rep, minlength=n_groups) / np.maximum(np.bincount(g, minlength=n_groups), 1)
@@ -216,13 +219,13 @@ def layer_windows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     add up to the run's: a layer starts with its first event, but its reads that run ahead during
     the layer before (weight prefetches) count to that layer's time, until its engines finish
     or this layer's start; it ends where the next layer starts, or where a stretch of executions
-    that were not stored begins, or where the core starts waiting for the host to call the next
-    execution (:attr:`Trace.waits`, counted apart)."""
+    that were not stored begins. The host's costs are layers too (kind ``host``); its work beside
+    the engines' (layer -1) is no layer's."""
     n = len(trace.layer_names)
     ev = trace.events
     first = np.asarray(trace.layer_start_ns, float).copy()
     reads = [i for i, t in enumerate(trace.tracks) if t.kind == "dma_read"]
-    engine = ~np.isin(ev["track"], reads)
+    engine = ~np.isin(ev["track"], reads) & (ev["layer"] >= 0)
     if engine.any():
         first_engine = np.full(n, np.inf)
         last_engine = np.full(n, -np.inf)
@@ -233,9 +236,8 @@ def layer_windows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
         first = np.where(np.isfinite(first), first, np.asarray(trace.layer_start_ns, float))
     start = np.maximum.accumulate(first)
     end = np.append(start[1:], max(float(np.max(trace.layer_end_ns)), start[-1]))
-    # nor does it run on into executions that were not stored (its repeats stand for them), nor
-    # into the core's wait for the host
-    stops = np.sort(np.concatenate([np.array([s for s, _, _ in trace.unstored_spans], float), trace.waits[0]]))
+    # nor does it run on into executions that were not stored (its repeats stand for them)
+    stops = np.array([s for s, _, _ in trace.unstored_spans], float)
     if len(stops):
         i = np.searchsorted(stops, start, side="left")
         cap = np.append(stops, np.inf)[i]
@@ -260,9 +262,10 @@ def layer_table(trace: Trace, with_ops: bool = False) -> list[Stats]:
 
     # the executions each stored layer stands for scale its time and what its metadata counts
     layer_rep = np.ones(n)
-    if trace.n_events:
-        counts = np.bincount(ev["layer"], minlength=n)
-        sums = np.bincount(ev["layer"], weights=ctx.repeats, minlength=n)
+    layered = ev["layer"] >= 0
+    if layered.any():
+        counts = np.bincount(ev["layer"][layered], minlength=n)
+        sums = np.bincount(ev["layer"][layered], weights=ctx.repeats[layered], minlength=n)
         layer_rep = np.where(counts > 0, sums / np.maximum(counts, 1), 1.0)
     start, end = layer_windows(trace)
     span = end - start
@@ -273,7 +276,7 @@ def layer_table(trace: Trace, with_ops: bool = False) -> list[Stats]:
         if idx:
             at = _busy_before(trace, idx)
             busy[resource] = np.divide(at(end) - at(start), span, out=np.zeros(n), where=span > 0).clip(0.0, 1.0)
-    on0 = np.isin(ev["track"], [i for v in tracks.values() for i in v])
+    on0 = np.isin(ev["track"], [i for v in tracks.values() for i in v]) & layered
     g, rep = ev["layer"][on0], ctx.repeats[on0]
     flops = np.bincount(g, weights=ev["flops"][on0] * rep, minlength=n) * ctx.shards
     dma = np.isin(ev["track"][on0], tracks.get("dma_read", []) + tracks.get("dma_write", []))
@@ -342,18 +345,21 @@ def _merge_same_names(stats: list[Stats], ctx: _Context) -> list[Stats]:
 def _op_tables(trace: Trace, ctx: _Context) -> dict[int, list[Stats]]:
     """Each layer's ops (grouped by name), each over its own span, in one pass over the events."""
     ev = trace.events
-    if not trace.n_events:
+    layered = ev["layer"] >= 0  # the host's work beside the engines' is no layer's op
+    if not layered.any():
         return {}
     names, name_of_op = np.unique(np.asarray(trace.op_names, dtype=object).astype(str), return_inverse=True)
-    key = ev["layer"].astype(np.int64) * len(names) + name_of_op[ev["op"]]
-    keys, group = np.unique(key, return_inverse=True)
+    key = np.where(layered, ev["layer"].astype(np.int64) * len(names) + name_of_op[ev["op"]], -1)
+    keys, group = np.unique(key[layered], return_inverse=True)
     n = len(keys)
     start = np.full(n, np.inf)
     end = np.zeros(n)
-    np.minimum.at(start, group, ev["start_ns"])
-    np.maximum.at(end, group, ev["start_ns"] + ev["dur_ns"])
-    stats = _group_stats(trace, group, n, [str(names[k % len(names)]) for k in keys], ["op"] * n, start, end,
-                         np.ones(trace.n_events, bool), ctx)
+    np.minimum.at(start, group, ev["start_ns"][layered])
+    np.maximum.at(end, group, (ev["start_ns"] + ev["dur_ns"])[layered])
+    full = np.full(trace.n_events, -1, np.int64)
+    full[layered] = group
+    stats = _group_stats(trace, full, n, [str(names[k % len(names)]) for k in keys], ["op"] * n, start, end,
+                         layered, ctx)
     out: dict[int, list[Stats]] = {}
     for k, st in zip(keys, stats, strict=True):
         out.setdefault(int(k // len(names)), []).append(st)
@@ -405,8 +411,9 @@ def _scaled_total(trace: Trace, per_layer) -> float:
         return 0.0
     ev = trace.events
     n = len(trace.layer_names)
-    counts = np.bincount(ev["layer"], minlength=n)
-    sums = np.bincount(ev["layer"], weights=trace.event_repeats, minlength=n)
+    layered = ev["layer"] >= 0
+    counts = np.bincount(ev["layer"][layered], minlength=n)
+    sums = np.bincount(ev["layer"][layered], weights=trace.event_repeats[layered], minlength=n)
     rep = np.where(counts > 0, sums / np.maximum(counts, 1), 1.0)
     return float(np.dot(np.asarray(per_layer, float), rep))
 
@@ -424,7 +431,7 @@ THROTTLED_SHARE = 0.05  # TensorE active time lost to the warm-up throttle
 SEMAPHORE_WAIT_SHARE = 0.15  # TensorE waiting on its semaphores this share of the run
 EVACUATION_SHARE = 0.10  # matmul layers whose PSUM evacuation keeps ScalarE/VectorE busier than TensorE
 PIPELINE_BUBBLE_SHARE = 0.02  # a pipelined step's slowest stage idle this share of the step
-HOST_WAIT_SHARE = 0.05  # the cores idle this share of the run waiting for the host to call them
+HOST_SHARE = 0.05  # the host's costs (launches, copies, request handling, a generate loop) this share of the run
 COMPARE_FACTOR = 1.5  # another run's same layer at least this much faster is worth saying why
 
 
@@ -453,18 +460,15 @@ class RunAnalysis:
     layers: list[Stats]
     summary: dict[str, float | None]
     roofs: Roofs | None
-    waited_ns: float = 0.0  # of one request: the cores idle waiting for the host to call them (no layer's)
 
     @property
     def total_ns(self) -> float:
-        return sum(s.time_ns for s in self.layers) + self.waited_ns
+        return sum(s.time_ns for s in self.layers)
 
 
 def analyse(trace: Trace) -> RunAnalysis:
     layers = layer_table(trace, with_ops=True)
-    waits = trace.waits
-    waited = float(np.sum(waits[1] - waits[0])) / max(1, int(trace.meta.get("requests", 1)))
-    return RunAnalysis(layers, summary(trace, layers), roofs(trace), waited)
+    return RunAnalysis(layers, summary(trace, layers), roofs(trace))
 
 
 def insights(trace: Trace, others: list[Trace] = (), analysis: RunAnalysis | None = None,
@@ -569,21 +573,26 @@ def insights(trace: Trace, others: list[Trace] = (), analysis: RunAnalysis | Non
                 "(--grad-accum) or fewer stages (--pipeline) shrink it.", [],
                 (phase["start_ns"] * 1e-3, phase["end_ns"] * 1e-3))
 
-    share = analysis.waited_ns / total if total > 0 else 0.0
-    if share >= HOST_WAIT_SHARE:
-        first, first_end = (float(w[0]) for w in trace.waits)
-        by = ("transformers' generate loop on the host (the beam scorer, the next step's inputs, the call to "
-              "every tensor-parallel rank)" if "host_step_s" in trace.meta else "the host calling the next execution")
-        add(share, "host_wait",
-            f"The cores wait {100 * share:.0f}% of the time for {by}: {(first_end - first) * 1e-6:.2f} ms before "
-            "every token, whatever the model does on the device; a batch of several requests shares it.", [],
-            (first * 1e-3, first_end * 1e-3))
+    host = [s for s in layers if s.kind == HOST and not s.name.endswith(PIPELINE_WAIT)]
+    share = _share(host, total)
+    if share >= HOST_SHARE:
+        add(share, "host", f"The host takes {100 * share:.0f}% of the time ({_host_costs(host)}), while the "
+            "NeuronCores wait: whatever the model does on the device, this is paid every request.", host)
 
     for k, other in enumerate(others):
         theirs = other_analyses[k] if other_analyses else None
         found += _comparisons(trace, layers, other, total, theirs.layers if theirs else None)
     found.sort(key=lambda x: -x[0])
     return [ins for _, ins in found]
+
+
+def _host_costs(host: list[Stats]) -> str:
+    """The host's layers by what they do (their name's last part), the longest first, with times."""
+    by: dict[str, float] = {}
+    for s in host:
+        what = s.name.rsplit("/", 1)[-1]
+        by[what] = by.get(what, 0.0) + s.time_ns
+    return ", ".join(f"{what} {ns * 1e-6:,.2f} ms" for what, ns in sorted(by.items(), key=lambda kv: -kv[1]))
 
 
 def _kernels_hint(meta) -> str:

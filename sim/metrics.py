@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sim.host import HOST, WAITS
 from sim.serve import serving_summary
 from sim.trace import Trace, union_intervals
 
@@ -20,8 +21,9 @@ RECOMPUTED = (".recompute", ".grad_recompute")  # the names of forward ops a bac
 class RunMetrics:
     """What a run achieved, per request for requests back to back (FLOPs and bytes too).
     ``latency_s`` (and for decode ``time_to_first_token_s`` and
-    ``per_token_s``) is one request with its model copy alone on the chip; the ``_under_load``
-    figures are the same with every running copy busy, and the throughput follows from them."""
+    ``per_token_s``) is one request with its model copy alone on the chip: the span of its events,
+    the host's costs on the host track included; the ``_under_load`` figures are the same with
+    every running copy busy, and the throughput follows from them."""
 
     latency_s: float
     throughput_per_s: float
@@ -48,6 +50,10 @@ class RunMetrics:
     # serve: the server's figures (sim.serve.serving_summary: TTFT, TPOT, ITL, end-to-end at
     # p50/p99, output tokens and requests a second), one copy serving alone
     serving: dict[str, float] | None = None
+    # of the latency: what the host's costs on the host track take (launches, copies, a request's
+    # handling, a generate loop); for decode also of each token after the first
+    host_s: float = 0.0
+    host_per_token_s: float | None = None
 
 
 def engine_utilization(trace: Trace) -> dict[str, float]:
@@ -103,20 +109,31 @@ def communication(trace: Trace) -> tuple[float, float]:
     return float(np.sum(d[gradient] * repeats[sel][gradient])) * 1e-9, float(np.sum(exposed)) * 1e-9
 
 
+def host_ns(trace: Trace, after_ns: float = -np.inf) -> float:
+    """Time of the host's costs in the run's layers (not its work beside the engines', nor the
+    waits the host track draws) that start at ``after_ns`` or later, the executions that were not
+    stored counted."""
+    idx = trace.track_index(HOST)
+    if idx < 0:
+        return 0.0
+    ev = trace.events
+    waits = np.isin(np.asarray(trace.op_names, dtype=object), WAITS) if trace.op_names else np.zeros(0, bool)
+    sel = (ev["track"] == idx) & (ev["layer"] >= 0) & (ev["start_ns"] >= after_ns) & ~waits[ev["op"]]
+    return float(np.sum(ev["dur_ns"][sel] * trace.event_repeats[sel]))
+
+
 def compute_metrics(trace: Trace) -> RunMetrics:
     """Everything the summary table and the CLI print, from the trace alone."""
     m = trace.meta
     shards = m["cores_per_copy"] * m.get("lnc", 1)
-    # per execution of a compiled program: its launch, and an inference's inputs and outputs
-    # crossing between host and device memory
-    overhead = m["launch_overhead_s"] + m.get("host_copy_s", 0.0)
-    executions = max(1, m.get("new_tokens", 1)) if m["mode"] == "decode" else 1  # the prompt, then every token
     alone = {"total_ns": m.get("total_ns", trace.duration_ns), "prefill_ns": m.get("prefill_ns"),
              "per_token_ns": m.get("per_token_ns")}
     loaded = {**alone, **m.get("under_load", {})}
     requests = max(1, int(m.get("requests", 1)))  # requests back to back: the latency is one request's
-    latency = alone["total_ns"] * 1e-9 / requests + overhead * executions
-    latency_loaded = loaded["total_ns"] * 1e-9 / requests + overhead * executions
+    latency = alone["total_ns"] * 1e-9 / requests
+    latency_loaded = loaded["total_ns"] * 1e-9 / requests
+    host = host_ns(trace) * 1e-9 / requests
+    host_per_token = None
     # a training step's micro-batches; the requests a decode graph serves (its padding serves none)
     items = m.get("concurrency", m["batch"]) * m.get("grad_accum", 1)
     ttft = per_token = per_token_loaded = None
@@ -128,13 +145,11 @@ def compute_metrics(trace: Trace) -> RunMetrics:
         ttft, per_token, per_token_loaded = serving["ttft_p50_s"], serving["tpot_p50_s"], under["tpot_p50_s"]
         throughput = m["copies"] * under["output_tokens_per_s"]  # every copy of the instance a server
     elif m["mode"] == "decode":
-        request = m.get("request_overhead_s", 0.0)  # the serving stack's handling of the request
-        latency += request
-        latency_loaded += request
-        ttft = alone["prefill_ns"] * 1e-9 + overhead + request
+        ttft = alone["prefill_ns"] * 1e-9
         if m.get("new_tokens", 2) > 1:
-            per_token = alone["per_token_ns"] * 1e-9 + overhead
-            per_token_loaded = loaded["per_token_ns"] * 1e-9 + overhead
+            per_token = alone["per_token_ns"] * 1e-9
+            per_token_loaded = loaded["per_token_ns"] * 1e-9
+            host_per_token = host_ns(trace, alone["prefill_ns"]) * 1e-9 / (m["new_tokens"] - 1)
             throughput = m["copies"] * items / per_token_loaded if per_token_loaded > 0 else 0.0
         else:  # the prompt's pass makes the only token: no time per token, one token a request
             throughput = m["copies"] * items / latency_loaded if latency_loaded > 0 else 0.0
@@ -151,7 +166,7 @@ def compute_metrics(trace: Trace) -> RunMetrics:
         gradient_comm, exposed = communication(trace)
         single = m.get("single_node")  # the same step on one instance, for a run over several
         if single is not None:
-            scaling = (single["total_ns"] * 1e-9 + overhead) / latency_loaded
+            scaling = single["total_ns"] * 1e-9 / latency_loaded
     return RunMetrics(
         latency_s=latency, throughput_per_s=throughput, cost_per_million_usd=cost,
         engine_utilization=engine_utilization(trace), flops=flops,
@@ -162,7 +177,7 @@ def compute_metrics(trace: Trace) -> RunMetrics:
         latency_under_load_s=latency_loaded, per_token_under_load_s=per_token_loaded,
         mfu=flops / (latency * peak * shards) if peak and latency else None,
         gradient_comm_s=gradient_comm, exposed_comm_s=exposed, scaling_efficiency=scaling, serving=serving,
-        recomputed_flops=recomputed,
+        recomputed_flops=recomputed, host_s=host, host_per_token_s=host_per_token,
     )
 
 

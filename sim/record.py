@@ -27,9 +27,10 @@ def run_record(trace: Trace) -> dict[str, Any]:
         "flops": met.flops, "achieved_tflops": met.achieved_flops_per_s / 1e12,
         "mfu_percent": None if met.mfu is None else 100 * met.mfu, "events": trace.n_events,
         "recomputed_flops": met.recomputed_flops,
+        # of the latency: the host's costs on the host track (launches, an inference's copies, a
+        # generation request's handling, an encoder-decoder's generate loop)
+        "host_ms": met.host_s * 1e3,
     }
-    if m["mode"] == "inference":  # of the latency: the inputs and outputs crossing between host and device
-        rec["host_copy_ms"] = m.get("host_copy_s", 0.0) * 1e3
     if m["mode"] in ("decode", "serve"):
         rec["time_to_first_token_ms"] = met.time_to_first_token_s * 1e3
         # none when the prompt's pass made the only token
@@ -37,8 +38,8 @@ def run_record(trace: Trace) -> dict[str, Any]:
         rec.update({key: None if s is None else s * 1e3 for key, s in per_token.items()})
         if "kv_heads_per_core" in m:  # a decoder's KV heads each core caches and reads (RunConfig.gqa)
             rec["kv_heads_per_core"] = m["kv_heads_per_core"]
-        if "host_step_s" in m:  # of every token: the host's generate loop between two decoder calls
-            rec["host_step_ms"] = m["host_step_s"] * 1e3
+        # of every token after the first: the host's costs between two steps (a generate loop)
+        rec["host_per_token_ms"] = None if met.host_per_token_s is None else met.host_per_token_s * 1e3
     if met.serving is not None:  # medians above; here every percentile, and the server's rates
         rec["concurrency"], rec["requests"] = m.get("concurrency"), m.get("requests")
         for key, value in met.serving.items():

@@ -13,6 +13,16 @@ from sim.deploy import Deployment, MemoryNeed, memory_needed, plan_deployment
 from sim.errors import ConfigError
 from sim.hardware.chip import DEFAULT_OPT_LEVEL, OPT_LEVELS, Chip, Efficiency, Schedule, get_chip, schedule
 from sim.hardware.instances import Instance, get_instance
+from sim.host import (
+    HOST,
+    HOST_TRACK,
+    PIPELINE_WAIT,
+    HostCost,
+    generate_loop,
+    inference_copies,
+    launch,
+    request_handling,
+)
 from sim.lowering import GPSIMD, RESOURCE_NAMES, CoreContext, LoweredOp, lower
 from sim.quant import Precision, dense, precision
 from sim.scheduler import CoreScheduler, column, copy_span, log_mark, psum_columns, repeat_tail
@@ -25,7 +35,6 @@ from sim.workloads import (
     Program,
     build_program,
     get_model,
-    host_bytes,
     parameters,
     speculative_step,
     training_program,
@@ -164,8 +173,9 @@ class RunConfig:
 class _Phase:
     """A program run ``repeat`` times back to back, of which at most ``max_stored`` are kept as
     events; with ``number_from`` its executions are numbered from there even when not repeated.
-    With ``idle_periods`` the core waits instead, for that many times the program's duration;
-    with ``host_s`` it waits that long after each execution for the host's loop to call the next."""
+    With ``idle_periods`` the core waits instead, for that many times the program's duration.
+    Each execution is preceded by the host's costs ``before`` (the runtime's launch, the inputs'
+    copy) and followed by those ``after`` (the outputs' copy, the host's loop calling the next)."""
 
     name: str
     program: Program
@@ -174,7 +184,8 @@ class _Phase:
     number_from: int = 0
     idle_periods: float = 0.0  # an idle wait this many times as long as ``program`` takes (a pipeline bubble)
     numbered: bool = True  # False: every execution keeps the layers' own names (requests back to back)
-    host_s: float = 0.0  # the core idles this long after each execution, waiting for the host's next call
+    before: tuple[HostCost, ...] = ()
+    after: tuple[HostCost, ...] = ()
 
     def label(self, execution: int) -> str:
         """The name of the ``execution``-th run (from 0), which prefixes its layers' names."""
@@ -479,14 +490,17 @@ def _prefill_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, 
     """The prompt's encoding: one graph of the bucket that holds it (the padding is computed
     too), or chunks of ``prefill_chunk`` tokens (:func:`static_chunks`)."""
     batch = cfg.batch if cfg.concurrency is None else 1  # continuous batching encodes one prompt at a time
-    tp = dep.shards
+    tp, start = dep.shards, launch(dep.chip)
     if not cfg.prefill_chunk:
         ce = _bucket(seq, lengths)
-        return [_Phase("prefill", build_program(spec, Phase(batch, ce, ce, tp, **_kernels(cfg, ce, dep.lnc)), dt))]
+        return [_Phase("prefill", build_program(spec, Phase(batch, ce, ce, tp, **_kernels(cfg, ce, dep.lnc)), dt),
+                       before=start)]
     chunks = -(-seq // cfg.prefill_chunk)
     if static_chunks(cfg):  # one graph for every chunk, run back to back
-        return [_Phase("prefill chunk", _chunk_program(cfg, spec, 0, batch, seq, tp, dt), chunks, number_from=1)]
-    return [_Phase(f"prefill chunk {i + 1}", _chunk_program(cfg, spec, i, batch, seq, tp, dt)) for i in range(chunks)]
+        return [_Phase("prefill chunk", _chunk_program(cfg, spec, 0, batch, seq, tp, dt), chunks, number_from=1,
+                       before=start)]
+    return [_Phase(f"prefill chunk {i + 1}", _chunk_program(cfg, spec, i, batch, seq, tp, dt), before=start)
+            for i in range(chunks)]
 
 
 def static_chunks(cfg: RunConfig) -> bool:
@@ -515,15 +529,19 @@ def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int)
         return _encoder_decoder_phases(cfg, spec, seq, dep, dt)
     if cfg.mode == "training":
         return _training_phases(cfg, spec, seq, dep, dt)
+    start = launch(dep.chip)
     if cfg.mode == "inference":
-        prog = build_program(spec, Phase(cfg.batch, seq, seq, tp, **_kernels(cfg)), dt)
-        return [_Phase("inference", prog, repeat=request_count(cfg), numbered=False)]
+        phase = Phase(cfg.batch, seq, seq, tp, **_kernels(cfg))
+        # the traced model's inputs and outputs in its own dtype: the compiler's auto-cast is inside the graph
+        copy_in, copy_out = inference_copies(spec, phase, DTYPE_BYTES[cfg.dtype], dep.chip)
+        return [_Phase("inference", build_program(spec, phase, dt), repeat=request_count(cfg), numbered=False,
+                       before=copy_in + start, after=copy_out)]
     prompts, contexts = bucket_lengths(cfg, seq)
     out = _prefill_phases(cfg, spec, seq, dep, dt, prompts)
     per_step = tokens_per_step(cfg)
     for bucket, steps in _decode_buckets(seq, cfg.new_tokens, contexts):
         out.append(_Phase(f"decode ctx {bucket}", _token_step(cfg, spec, bucket, tp, dt),
-                          max(1, round(steps / per_step)) if cfg.draft else steps))
+                          max(1, round(steps / per_step)) if cfg.draft else steps, before=start))
     return out
 
 
@@ -545,7 +563,7 @@ def _encoder_decoder_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Depl
     flash`` asks for the kernel (the Neuron T5 tutorial runs transformers' attention). After each
     step the core waits for transformers' generate loop on the host to call the next."""
     prompts, contexts = encoder_decoder_lengths(cfg, seq)
-    encoded, tp, host = _bucket(seq, prompts), dep.shards, dep.chip.efficiency.generate_step_s
+    encoded, tp, start, host = _bucket(seq, prompts), dep.shards, launch(dep.chip), generate_loop(dep.chip)
     kernels = {**_kernels(cfg), "flash": cfg.attention == "flash"}
 
     def step(positions: int) -> Program:
@@ -553,9 +571,9 @@ def _encoder_decoder_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Depl
                                          encoder_positions=encoded, **kernels), dt)
 
     encoder = Phase(cfg.batch, encoded, encoded, tp, beams=cfg.beams, decoder_positions=contexts[-1], **kernels)
-    out = [_Phase("prefill encoder", build_program(spec, encoder, dt)),
-           _Phase("prefill first token", step(_bucket(1, contexts)), host_s=host)]
-    out += [_Phase(f"decode ctx {bucket}", step(bucket), steps, host_s=host) for bucket, steps in
+    out = [_Phase("prefill encoder", build_program(spec, encoder, dt), before=start),
+           _Phase("prefill first token", step(_bucket(1, contexts)), before=start, after=host)]
+    out += [_Phase(f"decode ctx {bucket}", step(bucket), steps, before=start, after=host) for bucket, steps in
             _decode_buckets(1, cfg.new_tokens, contexts)]
     return out
 
@@ -587,24 +605,26 @@ def request_count(cfg: RunConfig) -> int:
 def _run_serving(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int, max_events: int
                  ) -> tuple[_Timeline, ServeLog]:
     """Serve ``cfg``'s requests on one copy of ``dep`` (:func:`sim.serve.serve`), each step a
-    program on the core's timeline followed by the runtime's launch of the next."""
+    program on the core's timeline after the runtime's launch of it, and each request's handling
+    by the server on the host track from when it was sent."""
     timeline = _timeline(cfg, dep, max_events)
     prompts, contexts = bucket_lengths(cfg, seq)
     steps: dict[tuple[str, int], _Phase] = {}
-    gap, tp, chunk = dep.chip.efficiency.launch_overhead_s, dep.shards, cfg.prefill_chunk
+    start, tp, chunk = launch(dep.chip), dep.shards, cfg.prefill_chunk
 
     def run(key: tuple[str, int], t: float) -> float:
         if key not in steps:
             kind, n = key
             if kind == "decode":
-                steps[key] = _Phase(f"decode ctx {n}", _token_step(cfg, spec, n, tp, dt))
+                steps[key] = _Phase(f"decode ctx {n}", _token_step(cfg, spec, n, tp, dt), before=start)
             elif kind == "chunk":  # chunk n of a prompt (any chunk: one graph for all, :func:`static_chunks`)
                 name = "prefill chunk" if static_chunks(cfg) else f"prefill chunk {n + 1}"
-                steps[key] = _Phase(name, _chunk_program(cfg, spec, n, 1, seq, tp, dt))
+                steps[key] = _Phase(name, _chunk_program(cfg, spec, n, 1, seq, tp, dt), before=start)
             else:  # a whole prompt, padded to its bucket
                 steps[key] = _Phase(f"prefill ctx {n}",
-                                    build_program(spec, Phase(1, n, n, tp, **_kernels(cfg, n, dep.lnc)), dt))
-        return timeline.run(steps[key], t, gap)
+                                    build_program(spec, Phase(1, n, n, tp, **_kernels(cfg, n, dep.lnc)), dt),
+                                    before=start)
+        return timeline.run(steps[key], t)
 
     def prefill(t: float, prompt: int, i: int) -> float:
         if chunk:
@@ -613,12 +633,15 @@ def _run_serving(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt:
 
     rng = np.random.default_rng(cfg.seed + 2)
     n = request_count(cfg)
+    handling = request_handling(dep.chip)
     log = serve(prompts=serve_lengths(seq, cfg.seq_spread, n, rng),
                 outputs=serve_lengths(cfg.new_tokens, cfg.new_tokens_spread, n, rng),
                 concurrency=cfg.concurrency, rate=cfg.rate, seed=cfg.seed, batch=cfg.batch, chunk=chunk,
-                handling_s=dep.chip.efficiency.request_overhead_s, prefill=prefill,
+                handling_s=sum(c.dur_s for c in handling), prefill=prefill,
                 decode=lambda t, context: run(("decode", _bucket(context, contexts)), t),
                 speculation=(cfg.spec_k, cfg.acceptance) if cfg.draft else None)
+    for sent in log.sent:  # beside the engine's steps for the requests already in flight: no layer's
+        timeline.beside(handling, sent)
     return timeline, log
 
 
@@ -658,10 +681,11 @@ def _training_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment,
     def step(**kw) -> Program:
         return training_program(fwd, params, dp, checkpoint=_checkpoint(cfg), **kw)
 
+    start = launch(dep.chip)  # one execution of the step's graph
     if n == 1:
-        out = [_Phase("training step", step())]
+        out = [_Phase("training step", step(), before=start)]
     else:
-        out = [_Phase("micro-batch", step(update=False), number_from=1)]
+        out = [_Phase("micro-batch", step(update=False), number_from=1, before=start)]
         if n > 2:
             out.append(_Phase("micro-batch", step(accumulate=True, update=False), n - 2,
                               STORED_MIDDLE_MICRO_BATCHES, number_from=2))
@@ -785,7 +809,8 @@ def _memory_share(dep: Deployment) -> float:
 
 class _Timeline:
     """One core's schedule, program after program from the times given, keeping at most
-    ``max_events`` events. A program run before is not scheduled again: its first execution's
+    ``max_events`` events, with the host's costs around each execution on the host track. A
+    program run before (with the same host costs) is not scheduled again: its first execution's
     events are copied to the new time (what the core does for it is the same), and a run right
     after the same program's extends that phase (one more of its executions)."""
 
@@ -794,9 +819,10 @@ class _Timeline:
         self.sched = CoreScheduler(ctx.chip.sbuf_bytes, ctx.chip.tensor.throttle, plan)
         self.tables = _Tables()
         self.spans: list[dict] = []  # per phase: name, start, end (s), repeat, stored, same_as
-        # per program: (its first execution's log marks, first op id, start, period, phase index)
-        self._seen: dict[int, tuple] = {}
-        self._last: tuple[int, float] | None = None  # the program of the last phase, and when it ended
+        # per program and host costs: its first execution's log marks, first op id, start, period,
+        # phase index, lowered ops and events
+        self._seen: dict[tuple, tuple] = {}
+        self._last: tuple[tuple, float] | None = None  # the execution of the last phase, and when it ended
         self._stored = self._counted = 0  # events the log holds, over its first _counted blocks
 
     def _room(self, per_step: int) -> int:
@@ -808,57 +834,87 @@ class _Timeline:
         self._counted = len(starts)
         return max(0, self.max_events - self._stored) // max(per_step, 1)
 
-    def idle(self, name: str, program: Program, t0: float, periods: float) -> float:
-        """The core waits ``periods`` times as long as ``program`` takes (measured on a scheduler
-        of its own: nothing of it is logged); return when the wait ends."""
-        scratch = CoreScheduler(self.ctx.chip.sbuf_bytes, self.ctx.chip.tensor.throttle, self.plan)
-        scratch.run(program, [lower(self.ctx, op) for op in program.ops], 0, 0.0)
-        end = t0 + periods * float(scratch.free.max())
+    def _host(self, items: tuple[HostCost, ...], t: float, first_op: int) -> float:
+        """Log ``items`` one after another from ``t`` on the host track, as ops from ``first_op``;
+        return when the last ends."""
+        for k, cost in enumerate(items):
+            self.sched.log.add_span(HOST_RESOURCE, t, t + cost.dur_s, first_op + k, cost.nbytes)
+            t += cost.dur_s
+        return t
+
+    def host_phase(self, name: str, items: tuple[HostCost, ...], t0: float) -> float:
+        """The host alone at work from ``t0`` (the server handling a request before the engine
+        may take it), a phase of its own; return when it ends."""
+        if not items:
+            return t0
+        self.tables.add_host("", items)
+        end = self._host(items, t0, len(self.tables.op_names) - len(items))
         self.spans.append({"name": name, "start": t0, "end": end, "repeat": 1, "stored": 1})
         self.sched.free[:] = end
         self._last = None
         return end
 
-    def run(self, phase: _Phase, t0: float, gap_s: float = 0.0) -> float:
-        """Run ``phase`` from ``t0``, each execution followed by ``gap_s`` of idle core (the
-        runtime launching the next, the host's loop calling it; a program run before keeps its
-        first run's); return when it ends."""
+    def beside(self, items: tuple[HostCost, ...], t0: float) -> None:
+        """The host at work from ``t0`` beside the engine's (a server handling a request while the
+        engine runs others'): events of no layer, no phase, the core's clocks untouched."""
+        if items:
+            self.tables.add_host("", items, layered=False)
+            self._host(items, t0, len(self.tables.op_names) - len(items))
+
+    def idle(self, name: str, program: Program, t0: float, periods: float) -> float:
+        """The core waits ``periods`` times as long as ``program`` takes (measured on a scheduler
+        of its own: nothing of it is logged), drawn as a wait on the host track; return when the
+        wait ends."""
+        scratch = CoreScheduler(self.ctx.chip.sbuf_bytes, self.ctx.chip.tensor.throttle, self.plan)
+        scratch.run(program, [lower(self.ctx, op) for op in program.ops], 0, 0.0)
+        end = t0 + periods * float(scratch.free.max())
+        wait = (HostCost(PIPELINE_WAIT, end - t0),)
+        self.tables.add_host(name, wait)
+        self._host(wait, t0, len(self.tables.op_names) - 1)
+        self.spans.append({"name": name, "start": t0, "end": end, "repeat": 1, "stored": 1})
+        self.sched.free[:] = end
+        self._last = None
+        return end
+
+    def run(self, phase: _Phase, t0: float) -> float:
+        """Run ``phase`` from ``t0``, each execution between the host's costs ``phase.before`` and
+        ``phase.after`` (a program run before keeps its first run's); return when it ends."""
         prog, repeat, sched, tables = phase.program, phase.repeat, self.sched, self.tables
-        seen = self._seen.get(id(prog))
+        key = (id(prog), phase.before, phase.after)
+        stride = len(phase.before) + len(prog.ops) + len(phase.after)  # ops of one execution
+        seen = self._seen.get(key)
         if seen is None:
             mark, first_op = log_mark(sched.log), len(tables.op_names)
             lowered = [lower(self.ctx, op) for op in prog.ops]
-            sched.run(prog, lowered, first_op, t0)
-            period = max(sched.free.max(), t0) - t0 + gap_s
+            t = self._host(phase.before, t0, first_op)
+            sched.run(prog, lowered, first_op + len(phase.before), t)
+            t = self._host(phase.after, max(sched.free.max(), t), first_op + len(phase.before) + len(prog.ops))
+            period = t - t0
             per_step = sum(len(a) for a in sched.log.start[mark[0]:])
             stored = max(1, min(repeat, phase.max_stored or repeat, self._room(per_step) + 1))
             for r in range(stored):
-                tables.add_program(prog, phase.label(r), lowered)
-            self._seen[id(prog)] = ((mark, log_mark(sched.log)), first_op, t0, period, len(self.spans), lowered,
-                                    per_step, gap_s)
-            repeat_tail(sched.log, mark, stored - 1, period, len(prog.ops))
+                tables.add_execution(prog, phase.label(r), lowered, phase.before, phase.after)
+            self._seen[key] = ((mark, log_mark(sched.log)), first_op, t0, period, len(self.spans), lowered, per_step)
+            repeat_tail(sched.log, mark, stored - 1, period, stride)
             self.spans.append({"name": phase.label(0) if phase.number_from else phase.name, "start": t0,
-                               "end": t0 + period * repeat, "repeat": repeat, "stored": stored,
-                               **({"wait": gap_s} if gap_s else {})})
+                               "end": t0 + period * repeat, "repeat": repeat, "stored": stored})
         else:
-            marks, first_op, first_t, period, index, lowered, per_step, gap_s = seen
-            extend = self._last is not None and self._last[0] == id(prog) and abs(self._last[1] - t0) < 1e-12
+            marks, first_op, first_t, period, index, lowered, per_step = seen
+            extend = self._last is not None and self._last[0] == key and abs(self._last[1] - t0) < 1e-12
             stored = min(repeat, phase.max_stored or repeat, self._room(per_step))
             reps = np.arange(stored)
-            copy_span(sched.log, *marks, t0 - first_t + reps * period,
-                      len(tables.op_names) - first_op + reps * len(prog.ops))
+            copy_span(sched.log, *marks, t0 - first_t + reps * period, len(tables.op_names) - first_op + reps * stride)
             for r in range(stored):
-                tables.add_program(prog, phase.label(r), lowered)
+                tables.add_execution(prog, phase.label(r), lowered, phase.before, phase.after)
             if extend:
                 span = self.spans[-1]
                 span.update(end=t0 + period * repeat, repeat=span["repeat"] + repeat, stored=span["stored"] + stored)
             else:
                 self.spans.append({"name": phase.name, "start": t0, "end": t0 + period * repeat, "repeat": repeat,
-                                   "stored": stored, **({} if stored else {"same_as": index}),
-                                   **({"wait": gap_s} if gap_s else {})})
+                                   "stored": stored, **({} if stored else {"same_as": index})})
         end = t0 + period * repeat
         sched.free[:] = end
-        self._last = (id(prog), end)
+        self._last = (key, end)
         return end
 
 
@@ -877,19 +933,27 @@ def _optlevel(cfg: RunConfig, chip: Chip) -> int | None:
 
 
 def _run_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int, max_events: int) -> _Timeline:
-    """Schedule every phase of ``cfg`` on one core of ``dep``; keep at most ``max_events`` events."""
+    """Schedule every phase of ``cfg`` on one core of ``dep`` (a generation request handled by
+    the serving stack first); keep at most ``max_events`` events."""
     timeline = _timeline(cfg, dep, max_events)
-    t0 = 0.0
+    t0 = timeline.host_phase(REQUEST_PHASE, request_handling(dep.chip), 0.0) if cfg.mode == "decode" else 0.0
     for phase in _phases(cfg, spec, seq, dep, dt):
         if phase.idle_periods:
             t0 = timeline.idle(phase.name, phase.program, t0, phase.idle_periods)
         else:
-            t0 = timeline.run(phase, t0, phase.host_s)
+            t0 = timeline.run(phase, t0)
     return timeline
 
 
 # what each layer's ops add up to, kept in the trace's metadata (``layer_stats``) for the analysis
 LAYER_STATS = ("spill_save_bytes", "spill_reload_bytes", "transpose_flops", "dma_transfers")
+HOST_RESOURCE = len(RESOURCE_NAMES)  # the host track's index among the scheduler's log tracks
+REQUEST_PHASE = "request"  # the phase of a generation request's handling, before its prompt is encoded
+
+
+def _layer_name(label: str, name: str) -> str:
+    """The name of layer ``name`` of the execution ``label`` (none for a request's inference)."""
+    return name if label in ("", "inference") else f"{label}/{name}"
 
 
 class _Tables:
@@ -905,6 +969,27 @@ class _Tables:
         self.layer_stats: dict[str, list[float]] = {k: [] for k in LAYER_STATS}  # per layer, summed over its ops
         self._program_stats: dict[int, dict[str, list[float]]] = {}
 
+    def add_execution(self, prog: Program, label: str, lowered: list[LoweredOp], before: tuple[HostCost, ...],
+                      after: tuple[HostCost, ...]) -> None:
+        """The ops and layers of one execution of ``prog``, the host's costs around it included."""
+        self.add_host(label, before)
+        self.add_program(prog, label, lowered)
+        self.add_host(label, after)
+
+    def add_host(self, label: str, items: tuple[HostCost, ...], layered: bool = True) -> None:
+        """An op for each of the host's costs ``items``, each in a layer of its own (kind
+        :data:`sim.host.HOST`), or in none when it runs beside the engines' layers."""
+        for cost in items:
+            self.op_names.append(cost.name)
+            self.op_link_bytes.append(0.0)
+            self.op_efa_bytes.append(0.0)
+            self.op_layer.append(len(self.layer_names) if layered else -1)
+            if layered:
+                self.layer_names.append(_layer_name(label, cost.name))
+                self.layer_kinds.append(HOST)
+                for key in LAYER_STATS:
+                    self.layer_stats[key].append(0.0)
+
     def add_program(self, prog: Program, phase: str, lowered: list[LoweredOp]) -> None:
         base = len(self.layer_names)
         layer_of = prog.layer_of_op()
@@ -912,8 +997,7 @@ class _Tables:
         self.op_link_bytes.extend(lo.link_bytes for lo in lowered)
         self.op_efa_bytes.extend(lo.efa_bytes for lo in lowered)
         self.op_layer.extend(base + li for li in layer_of)
-        self.layer_names.extend(f"{phase}/{la.name}" if phase not in ("inference",) else la.name
-                                for la in prog.layers)
+        self.layer_names.extend(_layer_name(phase, la.name) for la in prog.layers)
         self.layer_kinds.extend(la.kind for la in prog.layers)
         stats = self._program_stats.get(id(prog))
         if stats is None:  # a phase's stored executions share one program: summed once
@@ -962,15 +1046,16 @@ def _build_trace(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alo
     n_layers = len(tables.layer_names)
     lstart = np.full(n_layers, np.inf)
     lend = np.zeros(n_layers)
-    np.minimum.at(lstart, layer, start_ns)
-    np.maximum.at(lend, layer, start_ns + dur_ns)
+    layered = layer >= 0  # the host's work beside the engines' is no layer's
+    np.minimum.at(lstart, layer[layered], start_ns[layered])
+    np.maximum.at(lend, layer[layered], (start_ns + dur_ns)[layered])
     lstart[np.isinf(lstart)] = 0.0
     events = {"track": track, "start_ns": start_ns, "dur_ns": dur_ns, "op": op, "layer": layer,
               "flops": column(log.flops, np.float64)[order], "bytes": column(log.nbytes, np.float64)[order]}
     tracks = tuple(Track(f"NC0 {name}", name, 0) for i, name in enumerate(RESOURCE_NAMES)
-                   if i != GPSIMD or dep.chip.gpsimd is not None)
+                   if i != GPSIMD or dep.chip.gpsimd is not None) + (Track(HOST_TRACK, HOST, 0),)
     remap = np.array([tracks.index(next(t for t in tracks if t.kind == n)) if any(t.kind == n for t in tracks)
-                      else -1 for n in RESOURCE_NAMES], np.int16)
+                      else -1 for n in (*RESOURCE_NAMES, HOST)], np.int16)
     events["track"] = remap[track]
     meta = _meta(cfg, spec, seq, dep, alone, sched, timeline.spans, loaded, single, served)
     per_layer = {}
@@ -1035,26 +1120,6 @@ def _times(cfg: RunConfig, phases: list) -> dict[str, float]:
     return out
 
 
-def _host_copy_s(cfg: RunConfig, spec: ModelSpec, seq: int, chip: Chip) -> float:
-    """Seconds one inference spends copying its inputs from host memory and its outputs back
-    (:func:`sim.workloads.host_bytes`), as a traced model called with host tensors does; a
-    generating or training run's are left out (on-device sampling returns token ids, a training
-    loop's loader prefetches its batches).
-
-    The copies run at the generation's host copy rate, except an output too large for the host's
-    allocator to reuse freed memory for (above ``host_mmap_threshold_bytes``): its pages are mapped
-    and faulted in anew every inference, at ``host_fault_bytes_per_s``. The inputs are the
-    caller's tensors, allocated once."""
-    if cfg.mode != "inference":
-        return 0.0
-    # in the model's own dtype: the compiler's auto-cast is inside the graph, its inputs and
-    # outputs keep the traced model's types
-    eff = chip.efficiency
-    inputs, outputs = host_bytes(spec, Phase(cfg.batch, seq, seq, head=cfg.head), DTYPE_BYTES[cfg.dtype])
-    out_rate = eff.host_fault_bytes_per_s if outputs > eff.host_mmap_threshold_bytes else eff.host_copy_bytes_per_s
-    return inputs / eff.host_copy_bytes_per_s + outputs / out_rate
-
-
 def _config_record(cfg: RunConfig) -> dict:
     """``cfg`` as the trace's metadata keeps it: lists where it has tuples, as JSON reads them back."""
     return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()}
@@ -1075,20 +1140,16 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
         "copies": dep.copies, "cores_active": alone.active_cores_per_chip,
         "cores_active_under_load": dep.active_cores_per_chip,
         "peak_flops_per_core": chip.tensor.peak_flops(prec.matmul_dtype),
-        "launch_overhead_s": chip.efficiency.launch_overhead_s,
-        "host_copy_s": _host_copy_s(cfg, spec, seq, chip),
         "weight_refetch_bytes": sched.weight_refetch_bytes, "requests": request_count(cfg),
         "units": {"time": "ns", "bytes": "B", "flops": "FLOP"},
         "phases": [{"name": p["name"], "start_ns": p["start"] * 1e9, "end_ns": p["end"] * 1e9, "repeat": p["repeat"],
-                    "stored": p["stored"], **({"same_as": p["same_as"]} if "same_as" in p else {}),
-                    **({"wait_ns": p["wait"] * 1e9} if "wait" in p else {})} for p in phases],
+                    "stored": p["stored"], **({"same_as": p["same_as"]} if "same_as" in p else {})} for p in phases],
         **_times(cfg, phases),
     }
     if served is not None:  # a serving run: what each request saw, and the server's figures under load
         meta["serving"] = served
         meta["total_ns"] = max(served["finish_ns"])
-        meta.update(concurrency=cfg.concurrency or cfg.batch, rate=cfg.rate, new_tokens=cfg.new_tokens,
-                    request_overhead_s=chip.efficiency.request_overhead_s)
+        meta.update(concurrency=cfg.concurrency or cfg.batch, rate=cfg.rate, new_tokens=cfg.new_tokens)
         if loaded is not None:
             meta["under_load"] = {"total_ns": max(loaded["finish_ns"]), **serving_summary(loaded)}
     elif loaded is not None:  # the copies running at once slow each other down
@@ -1113,8 +1174,5 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
         meta["kv_heads_per_core"] = kv_heads_per_core(spec.heads, spec.kv_heads, dep.shards, cfg.gqa)
     if cfg.mode == "decode":
         meta["new_tokens"] = cfg.new_tokens
-        meta["request_overhead_s"] = chip.efficiency.request_overhead_s
-        if spec.family == ENCODER_DECODER:  # the core's wait for transformers' generate loop, every token
-            meta["host_step_s"] = chip.efficiency.generate_step_s
         meta["concurrency"] = cfg.batch if cfg.concurrency is None else cfg.concurrency
     return meta

@@ -268,6 +268,15 @@ class EventLog:
             if stage.wait_s:
                 self.waited[op_id] = self.waited.get(op_id, 0.0) + n * stage.wait_s
 
+    def add_span(self, track: int, start_s: float, end_s: float, op_id: int, nbytes: float = 0.0) -> None:
+        """One event that is no engine's instructions (the host's work around the device's)."""
+        self.track.append((track, 1))
+        self.start.append(np.array([start_s]))
+        self.dur.append(np.array([end_s - start_s]))
+        self.op.append((op_id, 1))
+        self.flops.append((0.0, 1))
+        self.nbytes.append((nbytes, 1))
+
 
 @dataclass
 class _PendingWrite:

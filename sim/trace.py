@@ -1,8 +1,11 @@
 """The Trace: an immutable, columnar record of one simulated run, and what is derived from it.
 
 Times are nanoseconds (float64) from the start of the run. Events are one row per engine or
-DMA instruction group: ``track`` indexes :attr:`Trace.tracks`, ``op`` indexes the op table and
-``layer`` the layer table. Counters are step functions sampled at their change points.
+DMA instruction group, or per cost of the host's (a launch, a copy, a request's handling, on the
+track of kind ``host``): ``track`` indexes :attr:`Trace.tracks`, ``op`` indexes the op table and
+``layer`` the layer table (-1: the host's work beside the engines', in no layer; an op's layer in
+``op_layer`` is the same). Everything a reported time contains is an event: the metrics are
+queries over them. Counters are step functions sampled at their change points.
 Only one NeuronCore is simulated when every core runs the same program (data-parallel copies,
 tensor-parallel shards); ``meta["cores_active"]`` says how many cores it stands for.
 """
@@ -18,8 +21,10 @@ from typing import Any
 import numpy as np
 
 # the .nvtrace format: 1.1 gave each column its XXH3 checksum; 2.0 stores an op's name as an index
-# into the run's distinct names (files of 1.x still load)
-TRACE_FORMAT_VERSION = "2.0"
+# into the run's distinct names; 3.0 draws the host's costs as events on a host track, some in no
+# layer (-1), instead of recording them in the metadata (files of 1.x and 2.x still load: their
+# latencies are then their events' span)
+TRACE_FORMAT_VERSION = "3.0"
 # the phase (meta["phases"]) in which a pipelined training step's slowest stage waits for the others
 PIPELINE_BUBBLE = "pipeline bubble"
 
@@ -49,7 +54,7 @@ class Track:
     """One row of the timeline: an engine or queue of one NeuronCore (or a foreign thread)."""
 
     name: str
-    kind: str  # tensor, vector, scalar, gpsimd, dma_read, dma_write, collective, or other
+    kind: str  # tensor, vector, scalar, gpsimd, dma_read, dma_write, collective, host, or other
     core: int
 
 
@@ -187,24 +192,6 @@ class Trace:
             rows.append((p["start_ns"] + stored * period, p["end_ns"], period, home))
         a = np.array(sorted(rows), np.float64).reshape(-1, 4)
         return a[:, 0].copy(), a[:, 1].copy(), a[:, 2].copy(), a[:, 3].copy()
-
-    @cached_property
-    def waits(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(start_ns, end_ns)`` of the stretches, time-ordered, in which the core idles after an
-        execution until the next is called (a phase's ``wait_ns``: the host's generate loop of an
-        encoder-decoder), whether the execution was stored or not."""
-        starts, ends = [], []
-        for p in self.meta.get("phases", ()):
-            wait, repeat = p.get("wait_ns", 0.0), p["repeat"]
-            if wait > 0 and repeat > 0:
-                end = p["start_ns"] + (p["end_ns"] - p["start_ns"]) / repeat * np.arange(1, repeat + 1)
-                starts.append(end - wait)
-                ends.append(end)
-        if not starts:
-            return np.zeros(0), np.zeros(0)
-        a, b = np.concatenate(starts), np.concatenate(ends)
-        order = np.argsort(a, kind="stable")
-        return a[order], b[order]
 
     @property
     def run_end_ns(self) -> float:

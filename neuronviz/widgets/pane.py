@@ -110,16 +110,16 @@ HOST_SHOWN = 0.1  # of a latency: the host's part of it said in the header
 
 
 def _host_part(met: RunMetrics, meta: Mapping) -> str:
-    """What the host spends of a latency when it is a sizeable part: an inference's inputs and
-    outputs crossing between host and device (not on the timeline, which is the device's), or an
-    encoder-decoder's generate loop before every token (the core idling between its steps)."""
+    """What the host's costs on the host track take of a latency (of each token after the first
+    for decode) when they are a sizeable part: an inference's inputs and outputs crossing between
+    host and device, an encoder-decoder's generate loop between its steps."""
     if meta.get("mode") == "decode":
-        part, whole, what, digits = meta.get("host_step_s", 0.0), met.per_token_s, "host generate loop", 2
+        part, whole, digits = met.host_per_token_s or 0.0, met.per_token_s, 2
     else:
-        part, whole, what, digits = meta.get("host_copy_s", 0.0), met.latency_s, "host I/O", 3
+        part, whole, digits = met.host_s, met.latency_s, 3
     if not whole or part < HOST_SHOWN * whole:
         return ""
-    return f" <span style='color:gray'>(incl. {part * 1e3:.{digits}f} ms {what})</span>"
+    return f" <span style='color:gray'>(incl. {part * 1e3:.{digits}f} ms on the host)</span>"
 
 
 def header_html(run: Run, baseline: Run | None) -> str:

@@ -61,7 +61,7 @@ from sim.io.native import _validate_trace, read_problem
 from sim.trace import EVENT_COLUMNS, Counter, Trace, Track
 
 FORMAT_NAME = "neuronviz-chrome"
-METADATA_VERSION = "1.1"  # of the neuronviz block an exported file carries (versioned apart from .nvtrace)
+METADATA_VERSION = "2.0"  # of the neuronviz block an exported file carries (versioned apart from .nvtrace)
 MAX_FILE_BYTES = 4 << 30  # the file as stored (compressed or not)
 MAX_JSON_BYTES = 4 << 30  # the JSON text after decompression: a zip-bomb guard
 # trace JSON compresses 10-20x (names and keys repeat); beyond this ratio a gzip file is a bomb,
@@ -120,6 +120,8 @@ def _needs_indices(trace: Trace) -> bool:
     ev = trace.events
     if not trace.n_events:
         return False
+    if ev["layer"].min() < 0:  # an event in no layer (the host's work beside the engines') has no layer name
+        return True
     layer_first, op_first = _lookup_tables(trace.op_names, trace.op_layer.tolist(), trace.layer_names)
     pairs = np.unique(ev["op"].astype(np.int64) << 32 | ev["layer"].astype(np.int64))
     for pair in pairs.tolist():
@@ -215,7 +217,8 @@ def _event_chunks(traces: Sequence[Trace], layouts: list[_Layout]) -> Iterator[l
         track_pid = np.array([lay.pids[t.core] for t in trace.tracks] or [0], np.int64)
         track_tid = np.array(lay.tids or [0], np.int64)
         track_cat = _objects([t.kind for t in trace.tracks] or [""])
-        op_names, layer_names = _objects(trace.op_names), _objects(trace.layer_names)
+        op_names = _objects(trace.op_names)
+        layer_names = _objects([*trace.layer_names, ""])  # an event in no layer (-1) names none
         for lo in range(0, trace.n_events, CHUNK_EVENTS):
             sl = slice(lo, lo + CHUNK_EVENTS)
             track, op, layer = ev["track"][sl], ev["op"][sl], ev["layer"][sl]
@@ -1100,7 +1103,7 @@ def _foreign_trace(scan: _Scan, idx: np.ndarray, counter_keys: list[tuple], labe
     meta = {
         "model": _stem(label), "chip": "", "chip_name": "Chrome trace", "instance": "", "mode": "imported",
         "batch": 1, "seq": 1, "dtype": "", "source": "chrome-json", "source_file": Path(label).name,
-        "cores_per_copy": 1, "copies": 1, "lnc": 1, "cores_active": 1, "launch_overhead_s": 0.0,
+        "cores_per_copy": 1, "copies": 1, "lnc": 1, "cores_active": 1,
         "total_ns": duration, "time_origin_us": origin,
         "processes": [scan.process_names.get(p, f"Process {p}") for p in pids],
         "units": {"time": "ns", "bytes": "B", "flops": "FLOP"}, "unclosed_slices": scan.unclosed,
@@ -1162,7 +1165,7 @@ def _own_runs(other: dict, fail: _Fail) -> list[dict] | None:
         if not ints(run.get("op_layer")) or len(run["op_layer"]) != len(run["op_names"]):
             bad(f"'op_layer' of run {r}")
         n_layers = len(run["layer_names"])
-        if any(not 0 <= li < n_layers for li in run["op_layer"]) or len(run["layer_kinds"]) != n_layers:
+        if any(not -1 <= li < n_layers for li in run["op_layer"]) or len(run["layer_kinds"]) != n_layers:
             bad(f"the layer table of run {r}")
         for name in ("layer_start_ns", "layer_end_ns"):
             if not numbers(run.get(name)) or len(run[name]) != n_layers:
@@ -1216,8 +1219,8 @@ def _own_trace(scan: _Scan, idx: np.ndarray, local_track: np.ndarray, run: dict,
                  f"table of run {r}")
     events = {"track": local_track, "start_ns": scan.ts[idx] * 1e3, "dur_ns": scan.dur[idx] * 1e3,
               "op": op, "layer": layer, "flops": scan.flops[idx], "bytes": scan.bytes[idx]}
-    for k in ("op", "layer"):
-        if len(events[k]) and (events[k].min() < 0 or events[k].max() > np.iinfo(np.int32).max):
+    for k, least in (("op", 0), ("layer", -1)):  # layer -1: in none (the host's work beside the engines')
+        if len(events[k]) and (events[k].min() < least or events[k].max() > np.iinfo(np.int32).max):
             fail(f"an event of run {r} refers to an {k} that does not exist")
 
     units = {name: unit for name, unit in run["counters"]}

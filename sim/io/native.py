@@ -265,22 +265,18 @@ def _check_version(manifest: dict, fail) -> int:
     return int(major)
 
 
-_META_NUMBERS = ("batch", "copies", "cores_per_copy", "launch_overhead_s")  # what the metrics read
+_META_NUMBERS = ("batch", "copies", "cores_per_copy")  # what the metrics read
 _DECODE_NUMBERS = ("prefill_ns", "per_token_ns")
 _PHASE_NUMBERS = ("start_ns", "end_ns", "repeat")  # the metrics count unstored repeats from them
 
 
 def _valid_phases(phases: Any) -> bool:
-    """A list of phases, each with finite numbers (a wait after each execution, if it says, no
-    longer than the phase) and, if it says, at least one execution stored
+    """A list of phases, each with finite numbers and, if it says, at least one execution stored
     (files of simulator 1.0 stored every execution and do not say), or none and the index of an
     earlier phase with some stored (``same_as``) standing for them."""
     def valid(i: int, p: Any) -> bool:
         numbers = [p.get(k) for k in _PHASE_NUMBERS] + [p.get("stored", 1)] if isinstance(p, dict) else [None]
         if not all(type(v) in (int, float) and np.isfinite(v) for v in numbers):
-            return False
-        wait = p.get("wait_ns", 0)  # the core idle after each execution (the host's loop calling the next)
-        if type(wait) not in (int, float) or not 0 <= wait * p["repeat"] <= p["end_ns"] - p["start_ns"]:
             return False
         if numbers[-1] >= 1:
             return True
@@ -294,9 +290,8 @@ def _valid_phases(phases: Any) -> bool:
 # the required ones are checked on their own)
 _META_COUNTS = ("batch", "copies", "cores_per_copy", "lnc", "grad_accum", "nodes", "data_parallel", "pipeline",
                 "requests", "concurrency", "new_tokens", "cores_active", "cores_active_under_load", "kv_heads_per_core")
-_META_NUMBERS_OPTIONAL = ("total_ns", "price_usd_per_hour", "peak_flops_per_core", "request_overhead_s",
-                          "memory_per_core_bytes", "weight_refetch_bytes", "rate", "prefill_ns", "per_token_ns",
-                          "host_copy_s", "host_step_s")
+_META_NUMBERS_OPTIONAL = ("total_ns", "price_usd_per_hour", "peak_flops_per_core", "memory_per_core_bytes",
+                          "weight_refetch_bytes", "rate", "prefill_ns", "per_token_ns")
 _META_TEXTS = ("chip", "chip_name", "instance", "model", "model_type", "family", "dtype", "matmul_dtype", "source_file")
 _META_TABLES = ("config", "layer_stats", "speculation", "precision", "serving", "under_load", "single_node")
 _META_MAY_BE_NULL = ("price_usd_per_hour", "rate", "peak_flops_per_core")  # no price, no rate, no chip data
@@ -428,8 +423,8 @@ def _validate_trace(trace: Trace, fail, stats_checked: bool = False) -> None:
         fail("an event refers to a track that does not exist")
     if not _indices_below(ev["op"], n_ops):
         fail("an event refers to an op that does not exist")
-    for name, col in (("event", ev["layer"]), ("op", trace.op_layer)):
-        if not _indices_below(col, n_layers):
+    for name, col in (("event", ev["layer"]), ("op", trace.op_layer)):  # -1: in no layer (the host's work)
+        if not _indices_below(col.astype(np.int64) + 1, n_layers + 1):
             fail(f"an {name} refers to a layer that does not exist")
     if len(trace.op_layer) != n_ops or len(trace.layer_start_ns) != n_layers or len(trace.layer_kinds) != n_layers:
         fail("op and layer tables have inconsistent lengths")

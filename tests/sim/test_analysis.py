@@ -10,6 +10,7 @@ import pytest
 from neuronviz.cli import main
 from sim.analysis import insights, layer_table, roofs, summary
 from sim.hardware.chip import get_chip
+from sim.host import GENERATE_LOOP, HOST
 from sim.run import RunConfig, simulate
 from sim.trace import Trace, Track
 
@@ -69,8 +70,10 @@ def test_layer_times_add_up_to_the_run(cfg):
 @pytest.mark.parametrize("chip", ["inf1", "inf2", "trn1", "trn2", "trn3"])
 def test_a_batch_1_decode_step_is_memory_bound_on_every_chip(chip):
     trace = simulate(RunConfig(model="gpt2", chip=chip, mode="decode", seq=128, new_tokens=8))
-    steps = [s for s in layer_table(trace) if not s.name.startswith("prefill")]
+    layers = layer_table(trace)
+    steps = [s for s in layers if not s.name.startswith("prefill") and s.kind != HOST]
     assert steps and {s.bound for s in steps} == {"memory"}
+    assert [s.bound for s in layers if s.kind == HOST] == ["host"]  # the request's handling
     r = roofs(trace)
     for s in steps:  # below the ridge: the memory roof is the lower one
         assert s.arithmetic_intensity * r.memory_bytes_per_s < r.compute["bf16"]
@@ -218,21 +221,22 @@ def test_a_pipelined_steps_bubble_is_an_insight_pointing_at_its_wait():
     assert "pipeline_bubble" not in keys(simulate(RunConfig(**kw)))
 
 
-def test_the_cores_wait_for_the_host_generate_loop_apart_from_every_layer():
+def test_the_host_generate_loop_is_a_layer_of_its_own_and_an_insight():
     # T5 generating: after each decoder step the core idles until transformers' generate loop calls
-    # the next. That wait is no layer's time (the LM head, the step's last layer, ends with its
-    # work) and is an insight of its own
+    # the next. That wait is a host layer after the step (the LM head, the step's last layer, ends
+    # with its work), and the host's costs are an insight of their own
     from sim.analysis import analyse
 
     cfg = dict(model="t5-3b", instance="inf2.24xlarge", mode="decode", seq=128, new_tokens=4, cores=8, dtype="fp32",
                autocast="matmult", beams=4, max_seq=128)
     trace = simulate(RunConfig(**cfg))
-    host = trace.meta["host_step_s"] * 1e9
-    starts, ends = trace.waits
-    assert len(starts) == 4 and np.allclose(ends - starts, host)  # one before each of the 4 tokens
+    eff = get_chip("inf2").efficiency
+    host, request = eff.generate_step_s * 1e9, eff.request_overhead_s * 1e9
     analysis = analyse(trace)
-    assert analysis.waited_ns == pytest.approx(4 * host)
-    assert analysis.total_ns == pytest.approx(trace.meta["total_ns"], rel=1e-6)  # layers and waits: the whole run
+    loops = [s for s in analysis.layers if s.kind == HOST and s.name.endswith(GENERATE_LOOP)]
+    assert len(loops) == 4 and all(s.time_ns == pytest.approx(host) for s in loops)  # after each of the 4 tokens
+    assert all(s.bound == "host" for s in loops)
+    assert analysis.total_ns == pytest.approx(trace.meta["total_ns"], rel=1e-6)  # the layers: the whole run
     ev = trace.events
     for s in analysis.layers:
         if s.name.endswith("lm_head"):
@@ -240,14 +244,13 @@ def test_the_cores_wait_for_the_host_generate_loop_apart_from_every_layer():
             assert s.time_ns < host  # its own work only (about 0.3 ms), not the wait after it
             assert s.time_ns == pytest.approx(float(np.max(ev["start_ns"][mine] + ev["dur_ns"][mine]))
                                               - float(np.min(ev["start_ns"][mine])), rel=0.05)
-    found = next(i for i in insights(trace) if i.key == "host_wait")
-    share = 4 * host / trace.meta["total_ns"]
-    assert found.text.startswith(f"The cores wait {100 * share:.0f}% of the time for transformers' generate loop")
-    assert f"{host * 1e-6:.2f} ms before every token" in found.text
-    assert (found.start_us, found.end_us) == (pytest.approx(starts[0] / 1e3), pytest.approx(ends[0] / 1e3))
-    llama = simulate(RunConfig(model="llama-2-7b", instance="inf2.24xlarge", mode="decode", seq=128, new_tokens=4,
-                               cores=8))
-    assert len(llama.waits[0]) == 0 and "host_wait" not in keys(llama)
+    found = next(i for i in insights(trace) if i.key == "host")
+    share = (4 * host + request) / trace.meta["total_ns"]
+    assert found.text == (f"The host takes {100 * share:.0f}% of the time (request handling {request * 1e-6:,.2f} ms, "
+                          f"generate loop {4 * host * 1e-6:,.2f} ms), while the NeuronCores wait: whatever the model "
+                          "does on the device, this is paid every request.")
+    assert (found.start_us, found.end_us) == (0.0, pytest.approx(trace.meta["total_ns"] / 1e3))
+    assert len(found.layers) == 5
 
 
 # --- the report command --------------------------------------------------------------------------
@@ -279,7 +282,8 @@ def test_report_csv_writes_every_runs_layers_with_a_run_column(demo_file, tmp_pa
     assert main(["report", str(demo_file), "--csv", "-o", str(out)]) == 0
     lines = out.read_text().splitlines()
     assert lines[0].startswith("run,chip,instance,name,time_us")
-    assert len(lines) == 1 + 2 * 50 and lines[1].startswith("1,inf1,") and lines[-1].startswith("2,trn2,")
+    # bert-large's 50 layers, and the host copying its inputs in and its logits out
+    assert len(lines) == 1 + 2 * 52 and lines[1].startswith("1,inf1,") and lines[-1].startswith("2,trn2,")
     assert main(["report", str(demo_file), "--csv"]) == 2
     assert "give it with -o FILE" in capsys.readouterr().err
 
@@ -287,7 +291,7 @@ def test_report_csv_writes_every_runs_layers_with_a_run_column(demo_file, tmp_pa
 def test_report_text_and_a_bad_file(demo_file, tmp_path, capsys):
     assert main(["report", str(demo_file)]) == 0
     text = capsys.readouterr().out
-    assert "run 2: trn2" in text and "mfu_estimated_percent" in text and "slowest layers (15 of 50)" in text
+    assert "run 2: trn2" in text and "mfu_estimated_percent" in text and "slowest layers (15 of 52)" in text
     bad = tmp_path / "bad.nvtrace"
     bad.write_bytes(b"PK\x03\x04 truncated")
     assert main(["report", str(bad)]) == 2

@@ -261,7 +261,7 @@ def test_bad_input_gives_a_one_line_error(case, tmp_path, monkeypatch, saved):
         doc = json.loads(saved.read_bytes())
         nv = doc["otherData"]["neuronviz"]
         if case == "newer":
-            nv["version"] = "2.0"
+            nv["version"] = "3.0"
         elif case == "malformed_own":
             nv["runs"][0]["tracks"][0] = "NC0 tensor"
         else:

@@ -10,6 +10,7 @@ from sim.cost.dma import core_bytes_per_s
 from sim.errors import ConfigError
 from sim.hardware.chip import get_chip
 from sim.hardware.instances import get_instance
+from sim.host import HOST, LAUNCH
 from sim.metrics import compute_metrics
 from sim.run import RunConfig, simulate
 
@@ -115,11 +116,18 @@ def test_weights_stream_in_while_a_cross_chip_all_reduce_runs():
     assert overlap > 0.3 * ev["dur_ns"][coll].sum()
 
 
-def test_every_generated_token_pays_one_execution_launch(run):
-    trace = run("gpt2", "inf2", mode="decode", seq=64, new_tokens=8)
-    met, launch = compute_metrics(trace), trace.meta["launch_overhead_s"]
-    assert met.per_token_s == pytest.approx(trace.meta["per_token_ns"] * 1e-9 + launch)
-    assert met.latency_s == pytest.approx(met.time_to_first_token_s + 7 * met.per_token_s)
+def test_every_execution_pays_its_launch_on_the_host_track():
+    cfg = RunConfig(model="gpt2", chip="inf2", mode="decode", seq=64, new_tokens=8)
+    eff = replace(get_chip("inf2").efficiency, launch_overhead_s=50e-6)
+    slow, fast = simulate(cfg, efficiency=eff), simulate(cfg, efficiency=replace(eff, launch_overhead_s=0.0))
+    ev = slow.events
+    launches = (ev["track"] == slow.track_index(HOST)) & (np.asarray(slow.op_names)[ev["op"]] == LAUNCH)
+    assert ev["dur_ns"][launches] * slow.event_repeats[launches] == pytest.approx(np.full(launches.sum(), 50e3))
+    assert (slow.event_repeats[launches]).sum() == 8  # the prompt's execution and 7 token steps
+    a, b = compute_metrics(slow), compute_metrics(fast)
+    assert a.per_token_s - b.per_token_s == pytest.approx(50e-6, rel=1e-6)
+    assert a.time_to_first_token_s - b.time_to_first_token_s == pytest.approx(50e-6, rel=1e-6)
+    assert a.latency_s == pytest.approx(a.time_to_first_token_s + 7 * a.per_token_s)
 
 
 def test_a_lone_copy_has_the_chips_memory_to_itself(run):

@@ -3,10 +3,12 @@ the prompt, then one decoder step per token, beam search reordering the caches e
 
 import json
 
+import numpy as np
 import pytest
 
 from sim.errors import ConfigError
 from sim.hardware.chip import get_chip
+from sim.host import GENERATE_LOOP, HOST, REQUEST_HANDLING
 from sim.metrics import compute_metrics
 from sim.record import run_record
 from sim.run import RunConfig, simulate
@@ -78,12 +80,13 @@ def test_beam_search_reads_and_writes_every_cache_each_step():
 def test_a_generation_is_the_encoders_pass_then_a_decoder_step_per_token():
     trace = _run()
     phases = [(p["name"], p["repeat"]) for p in trace.meta["phases"]]
-    assert phases == [("prefill encoder", 1), ("prefill first token", 1), ("decode ctx 128", 83)]
+    assert phases == [("request", 1), ("prefill encoder", 1), ("prefill first token", 1), ("decode ctx 128", 83)]
     met = compute_metrics(trace)
     p = {x["name"]: x for x in trace.meta["phases"]}
     encoder_s = (p["prefill encoder"]["end_ns"] - p["prefill encoder"]["start_ns"]) * 1e-9
     step_s = (p["prefill first token"]["end_ns"] - p["prefill first token"]["start_ns"]) * 1e-9
-    request = trace.meta["request_overhead_s"]
+    request = get_chip("inf2").efficiency.request_overhead_s  # the request's handling, drawn first
+    assert (p["request"]["end_ns"] - p["request"]["start_ns"]) * 1e-9 == pytest.approx(request)
     assert met.time_to_first_token_s == pytest.approx(encoder_s + step_s + request, rel=1e-6)
     assert met.per_token_s == pytest.approx(step_s, rel=1e-3)  # every step the same graph of 128 positions
     assert met.latency_s == pytest.approx(encoder_s + 84 * step_s + request, rel=1e-3)
@@ -93,7 +96,8 @@ def test_a_generation_is_the_encoders_pass_then_a_decoder_step_per_token():
 
 def test_the_core_waits_for_the_host_generate_loop_after_every_decoder_step():
     # transformers' generate loop runs on the host between two decoder calls: the core idles
-    # generate_step_s after each step, the first (part of the time to first token) included
+    # generate_step_s after each step, the first (part of the time to first token) included, and
+    # the host track draws it there
     host = get_chip("inf2").efficiency.generate_step_s
     assert host > 0
     trace = _run(new_tokens=3, beams=1, max_events=1_000_000)
@@ -106,8 +110,12 @@ def test_the_core_waits_for_the_host_generate_loop_after_every_decoder_step():
         inside = (ev["start_ns"] >= span["start_ns"]) & (ev["start_ns"] < span["end_ns"])
         busy_until = ends[inside].max()
         step = (span["end_ns"] - span["start_ns"]) / steps
-        assert span["end_ns"] - busy_until == pytest.approx(host * 1e9, rel=1e-3)  # the last step's wait
+        device = inside & (ev["track"] != trace.track_index(HOST))
+        assert span["end_ns"] - ends[device].max() == pytest.approx(host * 1e9, rel=1e-3)  # the last step's wait
+        assert busy_until == pytest.approx(span["end_ns"])  # drawn: the generate loop ends the step
         assert step > host * 1e9
+    loops = np.asarray(trace.op_names, dtype=object)[ev["op"]] == GENERATE_LOOP
+    assert np.allclose(ev["dur_ns"][loops], host * 1e9) and loops.sum() == 3  # one after each decoder step
     # the wait is counted once: a token is the device's step and the host's loop
     assert compute_metrics(trace).per_token_s == pytest.approx((rest["end_ns"] - rest["start_ns"]) / 2 * 1e-9)
 
@@ -115,19 +123,22 @@ def test_the_core_waits_for_the_host_generate_loop_after_every_decoder_step():
 def test_only_an_encoder_decoder_pays_the_host_generate_loop_and_its_record_says_so():
     host_ms = get_chip("inf2").efficiency.generate_step_s * 1e3
     rec = run_record(_run(beams=1))
-    assert rec["host_step_ms"] == pytest.approx(host_ms)
+    assert rec["host_per_token_ms"] == pytest.approx(host_ms)
     assert rec["per_token_ms"] > host_ms
-    # a decoder-only model generates through its own serving stack's loop, not transformers' generate
+    # a decoder-only model generates through its own serving stack's loop, not transformers' generate:
+    # its host costs are the request's handling, before the first token
     llama = simulate(RunConfig(model="llama-2-7b", instance="inf2.24xlarge", mode="decode", seq=128, new_tokens=8,
                                cores=8), max_events=0)
-    assert "host_step_s" not in llama.meta and "host_step_ms" not in run_record(llama)
+    assert GENERATE_LOOP not in llama.op_names and run_record(llama)["host_per_token_ms"] == 0.0
+    assert REQUEST_HANDLING in llama.op_names
+    assert run_record(llama)["host_ms"] == pytest.approx(get_chip("inf2").efficiency.request_overhead_s * 1e3)
 
 
 def test_the_decoder_attends_the_tokens_so_far_in_buckets():
     trace = _run(max_seq=None, seq=100, new_tokens=300, beams=1)
     assert [(p["name"], p["repeat"]) for p in trace.meta["phases"]] == [
-        ("prefill encoder", 1), ("prefill first token", 1), ("decode ctx 128", 127), ("decode ctx 256", 128),
-        ("decode ctx 300", 44)]
+        ("request", 1), ("prefill encoder", 1), ("prefill first token", 1), ("decode ctx 128", 127),
+        ("decode ctx 256", 128), ("decode ctx 300", 44)]
 
 
 @pytest.mark.parametrize("kw, message", [

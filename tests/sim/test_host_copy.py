@@ -1,10 +1,13 @@
 """An inference's inputs and outputs crossing between host and device memory: what the traced
-model returns (``--head``) and the bytes and seconds of its copies, counted by hand."""
+model returns (``--head``) and the bytes and seconds of its copies on the host track, counted by
+hand."""
 
+import numpy as np
 import pytest
 
 from sim.errors import ConfigError
 from sim.hardware.chip import get_chip
+from sim.host import HOST, INPUT_COPY, OUTPUT_COPY
 from sim.metrics import compute_metrics
 from sim.run import RunConfig, deployment, simulate
 from sim.validate import read_rows
@@ -13,8 +16,22 @@ EFF = get_chip("inf2").efficiency
 RATE = EFF.host_copy_bytes_per_s
 
 
+def _host_events(trace, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Starts, durations (ns) and bytes of the host track's events named ``name``."""
+    ev = trace.events
+    sel = (ev["track"] == trace.track_index(HOST)) & (np.asarray(trace.op_names, dtype=object)[ev["op"]] == name)
+    return ev["start_ns"][sel], ev["dur_ns"][sel], ev["bytes"][sel]
+
+
+def _copy_s(cfg: RunConfig) -> float:
+    """Seconds of one inference's copies, in and out."""
+    trace = simulate(cfg)
+    return sum(float(_host_events(trace, name)[1].sum()) for name in (INPUT_COPY, OUTPUT_COPY)) * 1e-9
+
+
 def _copy_bytes(cfg: RunConfig) -> float:
-    return simulate(cfg).meta["host_copy_s"] * RATE
+    trace = simulate(cfg)
+    return sum(float(_host_events(trace, name)[2].sum()) for name in (INPUT_COPY, OUTPUT_COPY))
 
 
 def test_a_masked_lm_returns_the_logits_of_every_token_of_its_vocabulary():
@@ -23,10 +40,10 @@ def test_a_masked_lm_returns_the_logits_of_every_token_of_its_vocabulary():
     # more than the 32 MiB the host's allocator reuses: new pages every inference, at the page-fault rate
     assert EFF.host_mmap_threshold_bytes == 32 << 20
     expected = 2 * 128 * 4 / RATE + 128 * 250_002 * 4 / EFF.host_fault_bytes_per_s
-    assert simulate(cfg).meta["host_copy_s"] == pytest.approx(expected)
+    assert _copy_s(cfg) == pytest.approx(expected)
     # Inferentia1's compiler casts the whole graph to BF16 inside; its outputs stay FP32
     inf1 = RunConfig(model="xlm-roberta-base", chip="inf1", dtype="fp32", head="mlm")
-    assert simulate(inf1).meta["host_copy_s"] == pytest.approx(expected)
+    assert _copy_s(inf1) == pytest.approx(expected)
 
 
 def test_trainium1_copies_at_its_own_rate():
@@ -34,8 +51,8 @@ def test_trainium1_copies_at_its_own_rate():
     nbytes = 2 * 16 * 128 * 4 + 16 * 129 * 768 * 4  # 6.3 MB: below the threshold, memory the allocator reuses
     trn1 = get_chip("trn1").efficiency.host_copy_bytes_per_s
     assert trn1 != RATE
-    assert simulate(RunConfig(**base, chip="trn1")).meta["host_copy_s"] == pytest.approx(nbytes / trn1)
-    assert simulate(RunConfig(**base, chip="inf2")).meta["host_copy_s"] == pytest.approx(nbytes / RATE)
+    assert _copy_s(RunConfig(**base, chip="trn1")) == pytest.approx(nbytes / trn1)
+    assert _copy_s(RunConfig(**base, chip="inf2")) == pytest.approx(nbytes / RATE)
 
 
 def test_an_automodel_returns_its_hidden_states_and_pooled_output_a_classifier_its_labels():
@@ -50,14 +67,25 @@ def test_an_image_model_copies_its_pixels_in_and_its_class_logits_out():
     assert _copy_bytes(cfg) == pytest.approx(8 * 3 * 224 * 224 * 4 + 8 * 1000 * 4)
 
 
-def test_the_copies_are_part_of_an_inferences_latency_not_of_a_generating_or_training_run():
-    trace = simulate(RunConfig(model="xlm-roberta-base", chip="trn1", dtype="fp32", head="mlm"))
-    m = trace.meta
-    assert m["host_copy_s"] > 0.01  # 128 MB of logits at a few GB/s: tens of milliseconds
-    latency = m["total_ns"] * 1e-9 + m["launch_overhead_s"] + m["host_copy_s"]
-    assert compute_metrics(trace).latency_s == pytest.approx(latency)
-    assert simulate(RunConfig(model="gpt2", chip="trn1", mode="decode", new_tokens=4)).meta["host_copy_s"] == 0.0
-    assert simulate(RunConfig(model="distilbert", chip="trn1", mode="training")).meta["host_copy_s"] == 0.0
+def test_the_copies_are_drawn_around_each_inference_and_make_part_of_its_latency():
+    trace = simulate(RunConfig(model="xlm-roberta-base", chip="trn1", dtype="fp32", head="mlm", requests=3))
+    (in_at, in_ns, _), (out_at, out_ns, out_bytes) = (_host_events(trace, n) for n in (INPUT_COPY, OUTPUT_COPY))
+    assert len(in_at) == len(out_at) == 3 and out_ns.min() > 1e7  # 128 MB of logits at a few GB/s: tens of ms
+    assert out_bytes.tolist() == [128 * 250_002 * 4] * 3
+    ev = trace.events
+    device = ev["track"] != trace.track_index(HOST)
+    ends = ev["start_ns"] + ev["dur_ns"]
+    for k in range(3):  # each request: its inputs in, the device's work, its logits out
+        mine = device & (ev["start_ns"] >= in_at[k] + in_ns[k]) & (ends <= out_at[k])
+        assert ev["start_ns"][mine].min() == pytest.approx(in_at[k] + in_ns[k])
+        assert ends[mine].max() == pytest.approx(out_at[k])
+    met = compute_metrics(trace)
+    assert met.host_s * 1e9 == pytest.approx(float(in_ns.sum() + out_ns.sum()) / 3)
+    assert met.latency_s * 1e9 == pytest.approx(float(out_at[0] + out_ns[0] - in_at[0]))  # one request, drawn
+    for cfg in (RunConfig(model="gpt2", chip="trn1", mode="decode", new_tokens=4),
+                RunConfig(model="distilbert", chip="trn1", mode="training")):  # neither copies: token ids, a loader
+        trace = simulate(cfg)
+        assert not any(len(_host_events(trace, n)[0]) for n in (INPUT_COPY, OUTPUT_COPY))
 
 
 def test_a_masked_lms_logits_count_in_the_device_memory_a_copy_needs():

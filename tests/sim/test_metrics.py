@@ -114,7 +114,8 @@ def test_steps_not_stored_as_events_still_count_in_the_metrics(monkeypatch):
     cfg = sim.run.RunConfig(model="gpt2", chip="inf2", mode="decode", seq=64, new_tokens=9)
     full = sim.run.simulate(cfg)
     short = sim.run.simulate(cfg, max_events=full.n_events // 3)
-    assert [(p["repeat"], p["stored"]) for p in short.meta["phases"]] == [(1, 1), (8, 2)]  # 6 of 8 steps not stored
+    # the request's handling, the prompt, then 6 of 8 steps not stored
+    assert [(p["repeat"], p["stored"]) for p in short.meta["phases"]] == [(1, 1), (1, 1), (8, 2)]
     a, b = compute_metrics(full), compute_metrics(short)
     assert b.flops == pytest.approx(a.flops, rel=1e-9)
     assert (b.hbm_read_bytes, b.hbm_write_bytes) == pytest.approx((a.hbm_read_bytes, a.hbm_write_bytes), rel=1e-9)

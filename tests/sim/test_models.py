@@ -283,7 +283,7 @@ def test_a_mixtral_decode_step_reads_two_experts_of_eight():
 
 def test_a_simulated_mixtral_decode_step_streams_a_quarter_of_the_weights():
     trace = simulate(RunConfig(model="mixtral-8x7b", chip="trn1", mode="decode", seq=64, new_tokens=2))
-    step = trace.meta["phases"][1]
+    step = next(p for p in trace.meta["phases"] if p["name"].startswith("decode"))
     sel = (trace.events["start_ns"] >= step["start_ns"]) & (trace.events["track"] == trace.track_index("dma_read"))
     read_bytes = trace.events["bytes"][sel].sum() * trace.meta["cores_per_copy"]
     assert read_bytes / (PUBLISHED_PARAMS["mixtral-8x7b"] * 2) == pytest.approx(0.27, abs=0.02)
@@ -397,7 +397,7 @@ def test_experts_weights_are_read_once_the_router_has_chosen_them(run):
         expert_reads = in_layer & reads & np.char.startswith(op, "experts_")
         assert expert_reads.any()
         chosen_at = (ev["start_ns"][routed] + ev["dur_ns"][routed]).max()
-        assert ev["start_ns"][expert_reads].min() >= chosen_at
+        assert ev["start_ns"][expert_reads].min() >= chosen_at - 1e-6  # to the float rounding of the times
 
 
 def test_roberta_positions_and_partial_rotary_follow_their_configs(tmp_path):

@@ -48,7 +48,7 @@ def test_a_chunk_scores_the_whole_compiled_cache_and_its_own_keys():
     # the chunk's own 1024 keys
     trace = _decode(concurrency=1, max_seq=4096, prefill_chunk=1024)
     phases = [(p["name"], p["repeat"]) for p in trace.meta["phases"]]
-    assert phases[0] == ("prefill chunk 1", 2) and phases[1][0].startswith("decode")  # the graph run twice
+    assert phases[:2] == [("request", 1), ("prefill chunk 1", 2)] and phases[2][0].startswith("decode")  # run twice
     # a logical core's 8 query heads in 2 groups of 4 sharing a KV head, 128 wide, 1024 queries
     # each, half of it on each of its 2 physical cores (trn2's LNC=2)
     expected = 2 * (1024 * 4) * 128 * (4096 + 1024) * 2 / 2
@@ -59,7 +59,7 @@ def test_a_chunk_scores_the_whole_compiled_cache_and_its_own_keys():
 
 def test_a_chunk_in_a_flash_kernel_meets_the_chunks_before_it():
     trace = _decode(concurrency=1, max_seq=4096, prefill_chunk=1024, attention="flash")
-    assert [p["name"] for p in trace.meta["phases"]][:2] == ["prefill chunk 1", "prefill chunk 2"]
+    assert [p["name"] for p in trace.meta["phases"]][:3] == ["request", "prefill chunk 1", "prefill chunk 2"]
     ops = _dma_read_ops(trace, "prefill chunk 2/layer0.attention")
     assert "scores" in ops and "context" in ops  # the first chunk's cache, read back
     assert "scores" not in _dma_read_ops(trace, "prefill chunk 1/layer0.attention")

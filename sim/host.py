@@ -1,0 +1,77 @@
+"""What the host does around the device's work, as costs the run puts on the timeline.
+
+The runtime launching each execution of a compiled program, an inference's inputs and outputs
+crossing between host and device memory, the serving stack's handling of a request,
+transformers' generate loop between two decoder calls, a pipelined step's slowest stage waiting
+for the others: each is a :class:`HostCost`, drawn by :mod:`sim.run` as an event on the run's
+host track (kind :data:`HOST`) before or after the execution it belongs to. A reported time is
+then the span of the events that make it: nothing is added to a metric after the timeline is
+made. A cost of no time (a residual fitted to 0) is no event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.hardware.chip import Chip
+from sim.workloads import ModelSpec, Phase, host_bytes
+
+HOST = "host"  # the kind of the track the host's costs are drawn on
+HOST_TRACK = "Host"  # and its name
+# the names of the host's costs (the ops of the host track's events)
+LAUNCH = "launch"
+INPUT_COPY = "copy inputs to device"
+OUTPUT_COPY = "copy outputs to host"
+REQUEST_HANDLING = "request handling"
+GENERATE_LOOP = "generate loop"
+PIPELINE_WAIT = "waiting for the other pipeline stages"
+# what the host track draws that is not the host at work: a stage idle until the others catch up
+WAITS = (PIPELINE_WAIT,)
+
+
+@dataclass(frozen=True)
+class HostCost:
+    """``dur_s`` the host (or the runtime) spends on ``name``, moving ``nbytes`` between host and
+    device memory where it copies."""
+
+    name: str
+    dur_s: float
+    nbytes: float = 0.0
+
+
+def costs(*items: HostCost) -> tuple[HostCost, ...]:
+    """The costs of ``items`` that take time."""
+    return tuple(c for c in items if c.dur_s > 0)
+
+
+def launch(chip: Chip) -> tuple[HostCost, ...]:
+    """The runtime's launch of one execution of a compiled program (semaphores, completion)."""
+    return costs(HostCost(LAUNCH, chip.efficiency.launch_overhead_s))
+
+
+def request_handling(chip: Chip) -> tuple[HostCost, ...]:
+    """The serving stack receiving, scheduling and tokenising a generation request before the
+    engine may take it."""
+    return costs(HostCost(REQUEST_HANDLING, chip.efficiency.request_overhead_s))
+
+
+def generate_loop(chip: Chip) -> tuple[HostCost, ...]:
+    """transformers' generate on the host between two decoder calls of an encoder-decoder."""
+    return costs(HostCost(GENERATE_LOOP, chip.efficiency.generate_step_s))
+
+
+def inference_copies(spec: ModelSpec, phase: Phase, dtype_bytes: int, chip: Chip
+                     ) -> tuple[tuple[HostCost, ...], tuple[HostCost, ...]]:
+    """An inference's inputs copied from host memory before it runs and its outputs back after,
+    as a traced model called with host tensors does (:func:`sim.workloads.host_bytes`, in the
+    model's own dtype: the compiler's auto-cast is inside the graph).
+
+    The copies run at the generation's host copy rate, except an output too large for the host's
+    allocator to reuse freed memory for (above ``host_mmap_threshold_bytes``): its pages are mapped
+    and faulted in anew every inference, at ``host_fault_bytes_per_s``. The inputs are the
+    caller's tensors, allocated once."""
+    eff = chip.efficiency
+    inputs, outputs = host_bytes(spec, phase, dtype_bytes)
+    out_rate = eff.host_fault_bytes_per_s if outputs > eff.host_mmap_threshold_bytes else eff.host_copy_bytes_per_s
+    return (costs(HostCost(INPUT_COPY, inputs / eff.host_copy_bytes_per_s, inputs)),
+            costs(HostCost(OUTPUT_COPY, outputs / out_rate, outputs)))

@@ -1,0 +1,84 @@
+"""Every reported time is the span of the events that make it: for every preset and mode, the
+drawn span of a request is its latency and the drawn time to its first token its TTFT, the
+host's costs (launches, copies, a request's handling, a generate loop) on the host track."""
+
+import numpy as np
+import pytest
+
+from sim.errors import SimError
+from sim.host import HOST, REQUEST_HANDLING
+from sim.metrics import compute_metrics
+from sim.run import RunConfig, simulate
+from sim.workloads import get_model
+from sim.workloads.models import DECODER, ENCODER_DECODER, preset_names
+
+NS = 1.0  # within a nanosecond
+INSTANCE = "trn2.48xlarge"  # room for every preset (up to 405B and DeepSeek-V3 on its 64 logical cores)
+MODES = {DECODER: ("inference", "decode", "serve"), ENCODER_DECODER: ("decode",)}
+SMALL = {"inference": {}, "decode": {"seq": 128, "new_tokens": 4}, "training": {"batch": 1},
+         "serve": {"seq": 128, "new_tokens": 4, "batch": 2, "requests": 4}}
+
+
+def _drawn_end(trace) -> float:
+    """Where the timeline ends: its last event, or the executions after it drawn from their stored
+    twins."""
+    ends = trace.events["start_ns"] + trace.events["dur_ns"]
+    spans = trace.unstored_spans
+    return max(float(ends.max()), spans[-1][1] if spans else 0.0)
+
+
+def _drawn_first_token(trace) -> float:
+    """The end of the last event of the prompt's executions (their layers are named prefill...)."""
+    prefill = np.array([n.startswith("prefill") for n in trace.layer_names])
+    layer = trace.events["layer"]
+    sel = (layer >= 0) & prefill[np.clip(layer, 0, None)]
+    return float((trace.events["start_ns"] + trace.events["dur_ns"])[sel].max())
+
+
+def _configs():
+    for name in preset_names():
+        spec = get_model(name)
+        for mode in MODES.get(spec.family, ("inference",)):
+            yield name, mode, SMALL[mode]
+        if spec.family != ENCODER_DECODER and not spec.experts:
+            yield name, "training", SMALL["training"]
+
+
+def _simulated(name, mode, kw):
+    try:
+        return simulate(RunConfig(model=name, instance=INSTANCE, mode=mode, **kw))
+    except SimError as exc:  # a preset this mode cannot run (a vision model's decode, a CNN on many cores)
+        pytest.skip(str(exc))
+
+
+@pytest.mark.parametrize(("name", "mode", "kw"), list(_configs()), ids=lambda v: v if isinstance(v, str) else "")
+def test_the_drawn_span_of_a_request_is_its_latency(name, mode, kw):
+    trace = _simulated(name, mode, kw)
+    met, ev = compute_metrics(trace), trace.events
+    start = float(ev["start_ns"].min())
+    if mode == "serve":  # each request's e2e, first token and handling are on the timeline
+        s = trace.meta["serving"]
+        host = ev["track"] == trace.track_index(HOST)
+        handling = np.asarray(trace.op_names, dtype=object)[ev["op"]] == REQUEST_HANDLING
+        handled = np.sort(ev["start_ns"][host & handling])
+        assert handled == pytest.approx(np.sort(s["sent_ns"]), abs=NS)
+        prefill_ends = {round(float(e)) for e in trace.layer_end_ns[[n.startswith("prefill") for n in
+                                                                     trace.layer_names]]}
+        assert {round(t) for t in s["first_token_ns"]} <= prefill_ends
+        assert max(s["finish_ns"]) == pytest.approx(_drawn_end(trace), abs=NS)
+        e2e = np.asarray(s["finish_ns"]) - np.asarray(s["sent_ns"])
+        assert met.latency_s * 1e9 == pytest.approx(float(np.percentile(e2e, 50)), abs=NS)
+        return
+    requests = trace.meta["requests"]
+    assert (_drawn_end(trace) - start) / requests == pytest.approx(met.latency_s * 1e9, abs=NS)
+    if mode == "decode":
+        assert _drawn_first_token(trace) - start == pytest.approx(met.time_to_first_token_s * 1e9, abs=NS)
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a_training_step_over_instances_is_its_drawn_span(nodes):
+    trace = simulate(RunConfig(model="llama-3-8b", instance="trn1.32xlarge", cores=8, mode="training", seq=1024,
+                               nodes=nodes, pipeline=2, grad_accum=4))
+    met = compute_metrics(trace)
+    assert _drawn_end(trace) - trace.events["start_ns"].min() == pytest.approx(met.latency_s * 1e9, abs=NS)
+    assert "waiting for the other pipeline stages" in trace.op_names  # the bubble is drawn, not left blank
