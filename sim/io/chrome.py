@@ -143,10 +143,10 @@ def _check_exportable(trace: Trace, run: int) -> None:
     for c in trace.counters.values():
         if not (np.all(np.isfinite(c.t_ns)) and np.all(np.isfinite(c.value))):
             raise ValueError(f"run {run}: counter '{c.name}' holds a number that is not finite")
-    for name, col, n in (("track", ev["track"], len(trace.tracks)), ("op", ev["op"], len(trace.op_names)),
-                         ("layer", ev["layer"], len(trace.layer_names)),
-                         ("layer", trace.op_layer, len(trace.layer_names))):
-        if len(col) and (col.min() < 0 or col.max() >= n):
+    for name, col, n, least in (("track", ev["track"], len(trace.tracks), 0), ("op", ev["op"], len(trace.op_names), 0),
+                                ("layer", ev["layer"], len(trace.layer_names), -1),  # -1: in no layer
+                                ("layer", trace.op_layer, len(trace.layer_names), -1)):
+        if len(col) and (col.min() < least or col.max() >= n):
             raise ValueError(f"run {run}: an event or op refers to a {name} that does not exist")
 
 

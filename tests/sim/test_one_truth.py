@@ -82,3 +82,19 @@ def test_a_training_step_over_instances_is_its_drawn_span(nodes):
     met = compute_metrics(trace)
     assert _drawn_end(trace) - trace.events["start_ns"].min() == pytest.approx(met.latency_s * 1e9, abs=NS)
     assert "waiting for the other pipeline stages" in trace.op_names  # the bubble is drawn, not left blank
+
+
+@pytest.mark.parametrize("suffix", [".nvtrace", ".json"])
+def test_the_host_track_and_its_events_of_no_layer_survive_a_file(tmp_path, suffix):
+    from sim.io import load_file, save_file
+
+    trace = simulate(RunConfig(model="gpt2", chip="trn2", mode="serve", batch=2, requests=4, seq=128, new_tokens=4))
+    path = tmp_path / f"serve{suffix}"
+    save_file(str(path), [trace])
+    (back,) = load_file(str(path))
+    assert [t.kind for t in back.tracks] == [t.kind for t in trace.tracks] and trace.tracks[-1].kind == HOST
+    for column in ("track", "op", "layer"):
+        np.testing.assert_array_equal(back.events[column], trace.events[column])
+    assert (back.events["layer"] == -1).sum() == 4  # each request's handling, beside the engine's steps
+    np.testing.assert_allclose(back.events["start_ns"], trace.events["start_ns"], rtol=1e-12, atol=1e-3)
+    assert compute_metrics(back).latency_s == pytest.approx(compute_metrics(trace).latency_s, rel=1e-9)
