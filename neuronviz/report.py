@@ -4,60 +4,59 @@ from __future__ import annotations
 
 import re
 
+from sim import catalogue
 from sim.hardware.chip import DEFAULT_OPT_LEVEL
 from sim.metrics import ENGINES, compute_metrics
 from sim.record import run_record
 from sim.trace import Trace
 
-
-def _fmt(value: float | None, digits: int = 2) -> str:
-    return "n/a" if value is None else f"{value:,.{digits}f}"
+# the catalogue's figures ``simulate`` prints, by mode: a generation's TTFT, TPOT and end to end
+LATENCY_KEYS = {"decode": ("time_to_first_token_ms", "per_token_ms", "per_token_under_load_ms", "latency_ms"),
+                "serve": ("time_to_first_token_ms", "per_token_ms", "per_token_under_load_ms", "latency_ms")}
+TABLE_KEYS = ("throughput_per_s", "cost_per_million_usd", "achieved_tflops", "mfu_percent",
+              *(f"{e}_active_percent" for e in ENGINES), "hbm_read_bytes")
 
 
 def runs_table(traces: list[Trace]) -> str:
-    """A readable table of runs, one row per chip."""
-    header = ["chip", "instance", "cores", "copies", "latency ms", "loaded ms", "throughput/s", "$/M", "TFLOP/s",
-              "MFU %", *(e[:3] + " %" for e in ENGINES), "HBM rd MB"]
+    """A readable table of runs, one row per chip, every figure the catalogue's as every view writes it."""
+    first = traces[0].meta
+    mode = first["mode"]
+    keys = (*LATENCY_KEYS.get(mode, ("latency_ms", "latency_under_load_ms")), *TABLE_KEYS)
+    header = ["chip", "instance", "cores", "copies", *(catalogue.title(k, mode) for k in keys)]
     rows = []
     for tr in traces:
         r = run_record(tr)
-        decode = r["mode"] == "decode" and r["per_token_ms"] is not None
-        lat = r["per_token_ms"] if decode else r["latency_ms"]
-        loaded = r["per_token_under_load_ms"] if decode else r["latency_under_load_ms"]
-        rows.append([
-            r["chip"], r["instance"], str(r["cores_per_copy"]), str(r["copies"]), _fmt(lat, 3), _fmt(loaded, 3),
-            _fmt(r["throughput_per_s"], 1), _fmt(r["cost_per_million_usd"], 3), _fmt(r["achieved_tflops"], 1),
-            _fmt(r["mfu_percent"], 1),
-            *(f"{100 * r['engine_utilization'][e]:.0f}" for e in ENGINES), _fmt(r["hbm_read_bytes"] / 1e6, 1),
-        ])
+        rows.append([r["chip"], r["instance"], str(r["cores_per_copy"]), str(r["copies"]),
+                     *(catalogue.text(k, r.get(k)) for k in keys)])
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
-    first = traces[0].meta
-    title = f"{first['model']} {first['mode']} batch {first['batch']} seq {first['seq']} {first['dtype']} "
+    title = f"{first['model']} {mode} batch {first['batch']} seq {first['seq']} {first['dtype']} "
     levels = sorted({tr.meta.get("optlevel") for tr in traces} - {None, DEFAULT_OPT_LEVEL})  # not the default level
     if levels:
         title += f"compiled {'/'.join(f'-O{level}' for level in levels)} "
-    if first["mode"] != "serve":
+    if mode != "serve":
         title += "(latency: one request, its copy alone; loaded: every copy busy, as throughput is measured)"
     if first.get("grad_accum", 1) > 1:
         title += f" x {first['grad_accum']} micro-batches (latency = per step)"
-    if first["mode"] == "decode":
-        title += f" new tokens {first['new_tokens']} (latency = per output token)"
-        for tr in traces:
-            r = run_record(tr)
-            lines.append(f"{r['chip']}: time to first token {r['time_to_first_token_ms']:.2f} ms")
-    if first["mode"] == "serve":
+    if mode == "decode":
+        title += f" new tokens {first['new_tokens']} (latency: the whole generation)"
+    if mode == "serve":
         users = (f"arriving at {first['rate']:g}/s" if first.get("rate")
                  else f"from {first['concurrency']} users")
         title += (f"new tokens {first['new_tokens']}: {first['requests']} requests {users} on each copy "
-                  "(latency: end to end, p50; loaded: every copy serving; throughput: output tokens/s of every copy)")
+                  "(medians; latency: end to end; loaded: every copy serving; throughput: output tokens/s of every "
+                  "copy)")
         for tr in traces:
             r = run_record(tr)
-            lines.append(f"{r['chip']}: TTFT p50 {r['ttft_p50_ms']:,.2f} p99 {r['ttft_p99_ms']:,.2f} ms · TPOT p50 "
-                         f"{r['tpot_p50_ms']:,.2f} p99 {r['tpot_p99_ms']:,.2f} ms · ITL p50 {r['itl_p50_ms']:,.2f} "
-                         f"p99 {r['itl_p99_ms']:,.2f} ms · {r['output_tokens_per_s']:,.1f} output tokens/s, "
-                         f"{r['requests_per_s']:,.2f} requests/s per copy")
+
+            def t(key: str, rec=r) -> str:
+                return catalogue.text(key, rec[key])
+
+            lines.append(f"{r['chip']}: TTFT p50 {t('ttft_p50_ms')} p99 {t('ttft_p99_ms')} ms · TPOT p50 "
+                         f"{t('tpot_p50_ms')} p99 {t('tpot_p99_ms')} ms · ITL p50 {t('itl_p50_ms')} "
+                         f"p99 {t('itl_p99_ms')} ms · {t('output_tokens_per_s')} output tokens/s, "
+                         f"{t('requests_per_s')} requests/s per copy")
     return "\n".join([title, *lines])
 
 
@@ -72,7 +71,7 @@ def file_summary(path: str, traces: list[Trace]) -> str:
         rows.append([str(i), str(m.get("chip_name") or m.get("chip", "")), str(m.get("instance", "")),
                      str(m.get("model", "")), str(m.get("mode", "")), str(m.get("batch", "")), str(m.get("seq", "")),
                      str(m.get("dtype", "")), str(len(tr.tracks)), f"{tr.n_events:,}",
-                     _fmt(tr.run_end_ns / 1e6, 3), _fmt(met.latency_s * 1e3, 3)])
+                     catalogue.number(tr.run_end_ns / 1e6), catalogue.text("latency_ms", met.latency_s * 1e3)])
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]

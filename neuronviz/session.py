@@ -13,6 +13,7 @@ from PySide6.QtCore import QObject, Signal
 
 from neuronviz.trace_view import TraceView
 from sim.analysis import RunAnalysis, analyse
+from sim.catalogue import measure
 from sim.hardware.chip import DEFAULT_OPT_LEVEL
 from sim.metrics import RunMetrics, compute_metrics
 from sim.trace import Trace
@@ -30,6 +31,11 @@ class Run:
     @cached_property
     def metrics(self) -> RunMetrics:
         return compute_metrics(self.trace)
+
+    @cached_property
+    def measures(self) -> dict[str, float | None]:
+        """The catalogue's figures of the run (:func:`sim.catalogue.measure`): what every view shows."""
+        return measure(self.trace, self.metrics)
 
     @cached_property
     def analysis(self) -> RunAnalysis:

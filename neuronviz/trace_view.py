@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.host import HOST
-from sim.metrics import BusyIntegral, CounterIntegral, IntegralStack, replayed
+from sim.integrals import BusyIntegral, CounterIntegral, IntegralStack, replayed
 from sim.trace import Trace, union_intervals
 
 NESTED_LOOKBACK = 64  # events checked backwards for an enclosing slice under the pointer
@@ -110,14 +110,14 @@ class WindowStats:
     nbytes: float  # bytes moved by DMA events in the window, pro rata
     read_bytes: float  # HBM/DDR bytes read in the window (from the bandwidth counter)
     write_bytes: float
-    top_ops: list[tuple[str, float]]  # (op, busy ns in the window) of the longest ops, longest first
+    top_ops: list[tuple[str, float]]  # (op name, its events' ns in the window) of the names taking the most, first
 
 
 TOP_OPS = 5
 
 
 def window_stats(view: TraceView, t0: float, t1: float) -> WindowStats:
-    """Aggregate ``view``'s trace over ``[t0, t1]`` ns: busy %, FLOPs, bytes, the longest ops."""
+    """Aggregate ``view``'s trace over ``[t0, t1]`` ns: busy %, FLOPs, bytes, the ops taking the most time."""
     tr = view.trace
     width = max(t1 - t0, 1e-9)
     edges = np.array([t0, t0 + width])

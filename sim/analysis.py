@@ -14,11 +14,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from sim.catalogue import explorer_summary
 from sim.cost.dma import memory_share_bytes_per_s
 from sim.errors import SimError
 from sim.hardware.chip import Chip, get_chip
 from sim.host import HOST, PIPELINE_WAIT
-from sim.metrics import communication, compute_metrics
+from sim.metrics import communication, compute_metrics, requests_back_to_back
 from sim.trace import PIPELINE_BUBBLE, Trace, union_intervals
 
 # what can bound a layer: the resource busiest over its span (the host's costs are layers the
@@ -298,7 +299,7 @@ def layer_table(trace: Trace, with_ops: bool = False) -> list[Stats]:
     if with_ops:
         ops = _op_tables(trace, ctx)
         layers = [Stats(**{**layer.__dict__, "ops": tuple(ops.get(i, ()))}) for i, layer in enumerate(layers)]
-    return _per_request(_merge_same_names(layers, ctx), int(trace.meta.get("requests", 1)))
+    return _per_request(_merge_same_names(layers, ctx), requests_back_to_back(trace))
 
 
 def _per_request(layers: list[Stats], requests: int) -> list[Stats]:
@@ -368,54 +369,10 @@ def _op_tables(trace: Trace, ctx: _Context) -> dict[int, list[Stats]]:
     return out
 
 
-def summary(trace: Trace, layers: list[Stats] | None = None) -> dict[str, float | None]:
-    """The run's summary under the Neuron Explorer's names where the meaning is the same
-    (``layers``: the run's :func:`layer_table`, when already made)."""
-    m = trace.meta
-    met = compute_metrics(trace)
-    ctx = _context(trace)
-    requests = max(1, int(m.get("requests", 1)))
-    total_s = m.get("total_ns", trace.duration_ns) * 1e-9 / requests  # one request's, as the layers
-    stats = m.get("layer_stats", {})
-    layers = layer_table(trace) if layers is None else layers
-    traffic = met.hbm_read_bytes + met.hbm_write_bytes
-    transfers = _scaled_total(trace, stats.get("dma_transfers")) * ctx.shards / requests
-    transpose_flops = _scaled_total(trace, stats.get("transpose_flops")) * ctx.shards / requests
-    peak = ctx.peak_per_core * ctx.shards if ctx.peak_per_core else None
-    memory = ctx.memory_per_core * ctx.shards if ctx.memory_per_core else None
-    out = {
-        "total_time": total_s,
-        **{f"{e}_engine_active_time_percent": 100 * met.engine_utilization.get(e, 0.0)
-           for e in ("tensor", "vector", "scalar", "gpsimd")},
-        "hbm_read_bytes": met.hbm_read_bytes,
-        "hbm_write_bytes": met.hbm_write_bytes,
-        "model_flops": met.flops,
-        "mfu_estimated_percent": 100 * met.flops / (total_s * peak) if peak and total_s else None,
-        "hfu_estimated_percent": (100 * (met.flops + met.recomputed_flops + transpose_flops) / (total_s * peak)
-                                  if peak and total_s else None),
-        "mbu_estimated_percent": 100 * traffic / (total_s * memory) if memory and total_s else None,
-        "mm_arithmetic_intensity": (met.flops + met.recomputed_flops) / traffic if traffic else None,
-        "average_dma_size": traffic / transfers if transfers else None,
-        "spill_save_bytes": sum(s.spill_save_bytes for s in layers),
-        "spill_reload_bytes": sum(s.spill_reload_bytes for s in layers),
-        "tensor_throttled_percent": (100 * sum(s.throttled_ns for s in layers)
-                                     / max(trace.run_busy_ns(trace.track_index("tensor")), 1.0)
-                                     if trace.track_index("tensor") >= 0 else None),
-    }
-    return out
-
-
-def _scaled_total(trace: Trace, per_layer) -> float:
-    """A per-layer metadata count over the whole run (unstored executions included)."""
-    if not per_layer or len(per_layer) != len(trace.layer_names):
-        return 0.0
-    ev = trace.events
-    n = len(trace.layer_names)
-    layered = ev["layer"] >= 0
-    counts = np.bincount(ev["layer"][layered], minlength=n)
-    sums = np.bincount(ev["layer"][layered], weights=trace.event_repeats[layered], minlength=n)
-    rep = np.where(counts > 0, sums / np.maximum(counts, 1), 1.0)
-    return float(np.dot(np.asarray(per_layer, float), rep))
+def summary(trace: Trace) -> dict[str, float | None]:
+    """The run's summary under the Neuron Explorer's names where the meaning is the same: the
+    catalogue's figures (:func:`sim.catalogue.explorer_summary`)."""
+    return explorer_summary(trace)
 
 
 # --- insights ------------------------------------------------------------------------------------
@@ -468,7 +425,7 @@ class RunAnalysis:
 
 def analyse(trace: Trace) -> RunAnalysis:
     layers = layer_table(trace, with_ops=True)
-    return RunAnalysis(layers, summary(trace, layers), roofs(trace))
+    return RunAnalysis(layers, summary(trace), roofs(trace))
 
 
 def insights(trace: Trace, others: list[Trace] = (), analysis: RunAnalysis | None = None,
@@ -684,6 +641,22 @@ def region_of_layers(trace: Trace, analysis: RunAnalysis, name: str, keep) -> St
         return None
     return replace(_merge(members, _context(trace)), name=name, kind="region",
                    start_ns=min(s.start_ns for s in members), end_ns=max(s.end_ns for s in members))
+
+
+def region_of_run(trace: Trace, name: str = "whole run") -> Stats:
+    """The whole run as one region: the catalogue's figures of it (its span, FLOPs, bytes, MFU and
+    MBU as every view gives them), each resource busy the share of the span its events cover."""
+    met = compute_metrics(trace)
+    span_ns = met.span_s * 1e9
+    run_ns = span_ns * requests_back_to_back(trace)
+    tracks = _core0_tracks(trace)
+    busy = {}
+    for resource, kinds in BOUND_RESOURCES.items():
+        idx = [i for k in kinds for i in tracks.get(k, [])]
+        if idx and run_ns > 0:
+            busy[resource] = min(1.0, max(trace.run_busy_ns(i) for i in idx) / run_ns)
+    return Stats(name, "region", 0.0, run_ns, span_ns, met.flops, met.hbm_read_bytes + met.hbm_write_bytes, busy,
+                 met.mfu, met.mbu, met.spill_save_bytes, met.spill_reload_bytes)
 
 
 def region_of_windows(trace: Trace, name: str, starts, ends) -> Stats:

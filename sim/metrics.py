@@ -9,9 +9,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sim.cost.dma import memory_share_bytes_per_s
+from sim.errors import SimError
+from sim.hardware.chip import get_chip
 from sim.host import HOST, WAITS
 from sim.serve import serving_summary
 from sim.trace import Trace, union_intervals
+from sim.workloads.models import CLIP, CNN, VISION_TRANSFORMER
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd")
 RECOMPUTED = (".recompute", ".grad_recompute")  # the names of forward ops a backward pass runs again
@@ -19,28 +23,48 @@ RECOMPUTED = (".recompute", ".grad_recompute")  # the names of forward ops a bac
 
 @dataclass(frozen=True)
 class RunMetrics:
-    """What a run achieved, per request for requests back to back (FLOPs and bytes too).
-    ``latency_s`` (and for decode ``time_to_first_token_s`` and
-    ``per_token_s``) is one request with its model copy alone on the chip: the span of its events,
-    the host's costs on the host track included; the ``_under_load`` figures are the same with
-    every running copy busy, and the throughput follows from them."""
+    """What a run achieved, per request for requests back to back (:func:`requests_back_to_back`;
+    FLOPs and bytes too), of the whole run otherwise (a serving run's requests overlap).
+    ``latency_s`` (and for decode ``time_to_first_token_s`` and ``per_token_s``) is one request
+    with its model copy alone on the chip: the span of its events, the host's costs on the host
+    track included; the ``_under_load`` figures are the same with every running copy busy, and the
+    throughput follows from them. ``span_s`` is the drawn span the utilizations are over: one
+    request's back to back, the run's otherwise (Neuron Explorer's ``total_time``)."""
 
     latency_s: float
-    throughput_per_s: float
-    cost_per_million_usd: float | None
+    throughput_per_s: float  # of every copy of every instance: inferences, tokens (decode, serve), samples (training)
+    cost_per_million_usd: float | None  # of what the throughput counts, at the price of every instance
     engine_utilization: dict[str, float]
     flops: float  # the model's FLOPs: what the backward pass recomputes is not counted again
     achieved_flops_per_s: float
     hbm_read_bytes: float
     hbm_write_bytes: float
+    span_s: float = 0.0
+    cost_per_million_requests_usd: float | None = None  # decode, serve: a request a generation
+    cost_per_million_tokens_usd: float | None = None  # decode, serve: generated; training: trained on
+    cost_per_step_usd: float | None = None  # training: one optimizer step of every instance
+    tokens_per_s: float | None = None  # of every copy: generated (decode, serve) or trained on (training)
     time_to_first_token_s: float | None = None
     per_token_s: float | None = None
     latency_under_load_s: float | None = None
     per_token_under_load_s: float | None = None
-    mfu: float | None = None  # model FLOPs over the copy's TensorE peak during its latency
+    # model FLOPs (and with what the backward pass recomputes and the transposes on the array:
+    # hardware FLOPs) over the copy's TensorE peak during ``span_s``; device-memory bytes over the
+    # copy's share of the memory's bandwidth (None without the chip's peaks)
+    mfu: float | None = None
+    hfu: float | None = None
+    mbu: float | None = None
     # training: FLOPs the backward pass spends recomputing forward ops (activation checkpointing,
     # a flash-attention kernel's scores), run besides the model's (hardware FLOPs are their sum)
     recomputed_flops: float = 0.0
+    # the profiler's counts, summed over the ops: FLOPs per byte of device memory of the matmuls'
+    # work, bytes per DMA transfer, bytes spilled from SBUF and reloaded, and the share of
+    # TensorE's active time lost to the warm-up (dI/dt) throttle
+    mm_arithmetic_intensity: float | None = None
+    average_dma_bytes: float | None = None
+    spill_save_bytes: float = 0.0
+    spill_reload_bytes: float = 0.0
+    tensor_throttled: float | None = None
     # training: time of the data-parallel gradient collectives, the time when a collective kept
     # the core waiting (no engine or DMA queue busy), and the throughput per instance against
     # one instance's at the same per-instance batch (runs over several instances)
@@ -54,6 +78,48 @@ class RunMetrics:
     # handling, a generate loop); for decode also of each token after the first
     host_s: float = 0.0
     host_per_token_s: float | None = None
+
+    @property
+    def hbm_read_bytes_per_s(self) -> float:
+        """The copy's device-memory reads over ``span_s``."""
+        return self.hbm_read_bytes / self.span_s if self.span_s > 0 else 0.0
+
+    @property
+    def hbm_write_bytes_per_s(self) -> float:
+        return self.hbm_write_bytes / self.span_s if self.span_s > 0 else 0.0
+
+
+def requests_back_to_back(trace: Trace) -> int:
+    """The identical requests an inference trace runs one after another (its figures are one
+    request's); 1 for any other run (a serving run's requests overlap: its figures are the run's)."""
+    m = trace.meta
+    return max(1, int(m.get("requests", 1))) if m.get("mode") == "inference" else 1
+
+
+def scaled_layer_total(trace: Trace, key: str) -> float:
+    """A per-layer count of the metadata (``layer_stats``) over the whole run, the executions
+    that were not stored counted."""
+    per_layer = (trace.meta.get("layer_stats") or {}).get(key)
+    if not per_layer or len(per_layer) != len(trace.layer_names):
+        return 0.0
+    ev = trace.events
+    n = len(trace.layer_names)
+    layered = ev["layer"] >= 0
+    counts = np.bincount(ev["layer"][layered], minlength=n)
+    sums = np.bincount(ev["layer"][layered], weights=trace.event_repeats[layered], minlength=n)
+    rep = np.where(counts > 0, sums / np.maximum(counts, 1), 1.0)
+    return float(np.dot(np.asarray(per_layer, float), rep))
+
+
+def memory_bytes_per_s_per_core(trace: Trace) -> float | None:
+    """One core's share of its device memory's bandwidth while the run's cores run (None for a
+    trace without chip data)."""
+    m = trace.meta
+    try:
+        chip = get_chip(m["chip"]) if m.get("chip") else None
+    except SimError:
+        return None
+    return memory_share_bytes_per_s(chip, int(m.get("cores_active", 1))) if chip else None
 
 
 def engine_utilization(trace: Trace) -> dict[str, float]:
@@ -123,304 +189,108 @@ def host_ns(trace: Trace, after_ns: float = -np.inf) -> float:
 
 
 def compute_metrics(trace: Trace) -> RunMetrics:
-    """Everything the summary table and the CLI print, from the trace alone."""
+    """Everything the views, reports and records give of a run, from its trace alone: the
+    figures :mod:`sim.catalogue` defines."""
     m = trace.meta
     shards = m["cores_per_copy"] * m.get("lnc", 1)
-    alone = {"total_ns": m.get("total_ns", trace.duration_ns), "prefill_ns": m.get("prefill_ns"),
-             "per_token_ns": m.get("per_token_ns")}
-    loaded = {**alone, **m.get("under_load", {})}
-    requests = max(1, int(m.get("requests", 1)))  # requests back to back: the latency is one request's
-    latency = alone["total_ns"] * 1e-9 / requests
-    latency_loaded = loaded["total_ns"] * 1e-9 / requests
-    host = host_ns(trace) * 1e-9 / requests
-    host_per_token = None
-    # a training step's micro-batches; the requests a decode graph serves (its padding serves none)
-    items = m.get("concurrency", m["batch"]) * m.get("grad_accum", 1)
-    ttft = per_token = per_token_loaded = None
-    serving = None
-    if m["mode"] == "serve":  # every overhead is on the timeline; the figures are the benchmark's medians
-        serving = serving_summary(m["serving"])
-        under = m.get("under_load") or serving
-        latency, latency_loaded = serving["e2e_p50_s"], under["e2e_p50_s"]
-        ttft, per_token, per_token_loaded = serving["ttft_p50_s"], serving["tpot_p50_s"], under["tpot_p50_s"]
-        throughput = m["copies"] * under["output_tokens_per_s"]  # every copy of the instance a server
-    elif m["mode"] == "decode":
-        ttft = alone["prefill_ns"] * 1e-9
-        if m.get("new_tokens", 2) > 1:
-            per_token = alone["per_token_ns"] * 1e-9
-            per_token_loaded = loaded["per_token_ns"] * 1e-9
-            host_per_token = host_ns(trace, alone["prefill_ns"]) * 1e-9 / (m["new_tokens"] - 1)
-            throughput = m["copies"] * items / per_token_loaded if per_token_loaded > 0 else 0.0
-        else:  # the prompt's pass makes the only token: no time per token, one token a request
-            throughput = m["copies"] * items / latency_loaded if latency_loaded > 0 else 0.0
-    else:
-        copies = m.get("data_parallel", m["copies"])  # a training run's copies on every instance
-        throughput = copies * items / latency_loaded if latency_loaded > 0 else 0.0
-    price = m.get("price_usd_per_hour")
-    cost = None if price is None or throughput <= 0 else price / (throughput * 3600.0) * 1e6
+    requests = requests_back_to_back(trace)
+    times = _times(trace, requests)
+    span = m.get("total_ns", trace.duration_ns) * 1e-9 / requests
     recomputed = recomputed_flops(trace) * shards / requests
     flops = trace.run_total("flops") * shards / requests - recomputed  # what one request does
+    read, write = (_dma_bytes(trace, kind) * shards / requests for kind in ("dma_read", "dma_write"))
+    per_run = {key: scaled_layer_total(trace, key) * shards / requests
+               for key in ("dma_transfers", "transpose_flops", "spill_save_bytes", "spill_reload_bytes")}
     peak = m.get("peak_flops_per_core")
+    peak = peak * shards * span if peak and span > 0 else None  # the copy's FLOPs at its peak
+    memory = memory_bytes_per_s_per_core(trace)
+    memory = memory * shards * span if memory and span > 0 else None
+    traffic = read + write
+    tensor = trace.track_index("tensor")
+    tensor_busy = trace.run_busy_ns(tensor) if tensor >= 0 else 0.0
     gradient_comm = exposed = scaling = None
     if m["mode"] == "training":
         gradient_comm, exposed = communication(trace)
         single = m.get("single_node")  # the same step on one instance, for a run over several
         if single is not None:
-            scaling = single["total_ns"] * 1e-9 / latency_loaded
+            scaling = single["total_ns"] * 1e-9 / times["latency_under_load_s"]
     return RunMetrics(
-        latency_s=latency, throughput_per_s=throughput, cost_per_million_usd=cost,
-        engine_utilization=engine_utilization(trace), flops=flops,
-        achieved_flops_per_s=flops / latency if latency else 0.0,
-        hbm_read_bytes=_dma_bytes(trace, "dma_read") * shards / requests,
-        hbm_write_bytes=_dma_bytes(trace, "dma_write") * shards / requests,
-        time_to_first_token_s=ttft, per_token_s=per_token,
-        latency_under_load_s=latency_loaded, per_token_under_load_s=per_token_loaded,
-        mfu=flops / (latency * peak * shards) if peak and latency else None,
-        gradient_comm_s=gradient_comm, exposed_comm_s=exposed, scaling_efficiency=scaling, serving=serving,
-        recomputed_flops=recomputed, host_s=host, host_per_token_s=host_per_token,
+        **times, engine_utilization=engine_utilization(trace), flops=flops, span_s=span,
+        achieved_flops_per_s=flops / span if span > 0 else 0.0, hbm_read_bytes=read, hbm_write_bytes=write,
+        mfu=flops / peak if peak else None,
+        hfu=(flops + recomputed + per_run["transpose_flops"]) / peak if peak else None,
+        mbu=traffic / memory if memory else None, recomputed_flops=recomputed,
+        mm_arithmetic_intensity=(flops + recomputed) / traffic if traffic else None,
+        average_dma_bytes=traffic / per_run["dma_transfers"] if per_run["dma_transfers"] else None,
+        spill_save_bytes=per_run["spill_save_bytes"], spill_reload_bytes=per_run["spill_reload_bytes"],
+        tensor_throttled=scaled_layer_total(trace, "tensor_throttled_ns") / tensor_busy if tensor_busy else None,
+        gradient_comm_s=gradient_comm, exposed_comm_s=exposed, scaling_efficiency=scaling,
+        host_s=host_ns(trace) * 1e-9 / requests,
     )
 
 
-def _right_index(sorted_values: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """``sorted_values.searchsorted(t, side="right")``, searching only the stretch between the
-    smallest and the largest ``t``: the pixel edges of a zoomed-in view touch a short, cache
-    friendly part of a long track instead of the whole of it."""
-    if not t.size:
-        return np.zeros(t.shape, np.intp)
-    first, last = t.min(), t.max()
-    if not first <= last:  # NaN among t
-        return sorted_values.searchsorted(t, side="right")
-    lo, hi = sorted_values.searchsorted([first, last], side="right")
-    return sorted_values[lo:hi].searchsorted(t, side="right") + lo
+def _times(trace: Trace, requests: int) -> dict:
+    """One request's latency (alone and under load), for generating runs its time to the first
+    token and per token after it, and the throughput and cost per million that follow."""
+    m = trace.meta
+    alone = {"total_ns": m.get("total_ns", trace.duration_ns), "prefill_ns": m.get("prefill_ns"),
+             "per_token_ns": m.get("per_token_ns")}
+    loaded = {**alone, **m.get("under_load", {})}
+    out = {"latency_s": alone["total_ns"] * 1e-9 / requests,
+           "latency_under_load_s": loaded["total_ns"] * 1e-9 / requests, "time_to_first_token_s": None,
+           "per_token_s": None, "per_token_under_load_s": None, "host_per_token_s": None, "serving": None}
+    # a training step's micro-batches; the requests a decode graph serves (its padding serves none)
+    items = m.get("concurrency", m["batch"]) * m.get("grad_accum", 1)
+    if m["mode"] == "serve":  # the benchmark's medians
+        serving = serving_summary(m["serving"])
+        under = m.get("under_load") or serving
+        out.update(latency_s=serving["e2e_p50_s"], latency_under_load_s=under["e2e_p50_s"],
+                   time_to_first_token_s=serving["ttft_p50_s"], per_token_s=serving["tpot_p50_s"],
+                   per_token_under_load_s=under["tpot_p50_s"], serving=serving)
+        throughput = m["copies"] * under["output_tokens_per_s"]  # every copy of the instance a server
+    elif m["mode"] == "decode":
+        out["time_to_first_token_s"] = alone["prefill_ns"] * 1e-9
+        if m.get("new_tokens", 2) > 1:
+            out.update(per_token_s=alone["per_token_ns"] * 1e-9, per_token_under_load_s=loaded["per_token_ns"] * 1e-9,
+                       host_per_token_s=host_ns(trace, alone["prefill_ns"]) * 1e-9 / (m["new_tokens"] - 1))
+            each = out["per_token_under_load_s"]
+        else:  # the prompt's pass makes the only token: no time per token, one token a request
+            each = out["latency_under_load_s"]
+        throughput = m["copies"] * items / each if each > 0 else 0.0
+    else:
+        copies = m.get("data_parallel", m["copies"])  # a training run's copies on every instance
+        throughput = copies * items / out["latency_under_load_s"] if out["latency_under_load_s"] > 0 else 0.0
+    out["throughput_per_s"] = throughput
+    out["tokens_per_s"] = (throughput if m["mode"] in ("decode", "serve") else throughput * m["seq"]
+                           if m["mode"] == "training" and m.get("family") not in TOKENLESS else None)
+    out.update(_costs(m, throughput, out))
+    return out
 
 
-TABLE_INTERVALS = 1 << 16  # integrals of long tracks are also tabulated at this many + 1 evenly spaced times
-TABLE_MIN_POINTS = 1 << 14  # tracks shorter than this are only searched: they fit in the CPU caches
-TABLE_LINE = 8  # float64 values in a 64-byte cache line: short tracks share a table's rows up to this width
+TOKENLESS = (CNN, VISION_TRANSFORMER, CLIP)  # models whose samples are images, not tokens
 
 
-def _window_rates(points: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """The mean rate of an integral over each window between consecutive ``points``, from its
-    ``values`` there (the last axis); 0 for an empty window."""
-    width = np.diff(points)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(width > 0, np.diff(values, axis=-1) / width, 0.0)
+def _costs(m, throughput: float, times: dict) -> dict[str, float | None]:
+    """What the run's output costs at the on-demand price of every instance it runs on: per million
+    of what its throughput counts (inferences, tokens, samples), per million requests and tokens,
+    and per training step."""
+    price = m.get("price_usd_per_hour")
+    price = None if price is None else price * m.get("nodes", 1)  # the price of every instance it runs on
 
+    def per_million(rate: float) -> float | None:
+        return None if price is None or rate <= 0 else price / (rate * 3600.0) * 1e6
 
-class _Integral:
-    """An integral over time ``F(t)`` of a track, exact at any ``t`` by a search of its sorted
-    times (:meth:`at`): zero before ``lo``, linear with slope ``slope_after`` after ``hi``."""
-
-    n_points: int
-    lo: float
-    hi: float
-    slope_after: float
-
-    def at(self, t: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
-
-    def value_at(self, t: float) -> float:
-        """:meth:`at` of one instant (a chip diagram asks for two at every playback frame)."""
-        return float(self.at(np.array([t]))[0])
-
-    def window_mean(self, a: float, b: float) -> float:
-        """The mean rate over ``[a, b)``, 0 for an empty window: one window of :meth:`means`."""
-        return (self.value_at(b) - self.value_at(a)) / (b - a) if b > a else 0.0
-
-
-class IntegralStack:
-    """Several integrals of one run, evaluated together at the same window edges (the pixel
-    columns of a view): their mean over each window, one row per integral.
-
-    Zoomed out on long tracks, exact evaluation costs a search of up to a million events per
-    edge with a cache miss per step. So long tracks are also tabulated at evenly spaced times
-    (a mipmap of the integral), all of them at one time side by side in memory, and
-    :meth:`means` may move each edge to the nearest of those times, as long as no edge moves
-    further than ``tolerance`` times the narrowest window. The means then are exact averages
-    over windows within that tolerance of the requested ones, at one gather per edge (short
-    tracks that do not fit beside the long ones in a cache line are searched at the moved
-    edges: they stay in the CPU caches).
-    The last answer is kept: the rows of a pane and its busy % plot ask for the same edges."""
-
-    def __init__(self, integrals: list[_Integral]) -> None:
-        self.integrals = list(integrals)
-        # long tracks are tabulated, and short ones beside them while a tabulated time's values
-        # fit in one cache line (a gather reads them for free); other short tracks are searched
-        # at the same moved edges
-        long = [k for k, ig in enumerate(self.integrals) if ig.n_points >= TABLE_MIN_POINTS]
-        short = [k for k in range(len(self.integrals)) if k not in long]
-        room = max(0, TABLE_LINE - len(long)) if long else 0
-        self._tabulated, self._searched = long + short[:room], short[room:]
-        spans = [(self.integrals[k].lo, self.integrals[k].hi) for k in self._tabulated if self.integrals[k].n_points]
-        self._lo = min((a for a, _ in spans), default=0.0)
-        self._hi = max((b for _, b in spans), default=0.0)
-        self._step = (self._hi - self._lo) / TABLE_INTERVALS if self._hi > self._lo else 0.0
-        self._slopes = np.array([self.integrals[k].slope_after for k in self._tabulated], np.float64)[:, None]
-        self._table: np.ndarray | None = None  # (TABLE_INTERVALS + 1, tabulated): made when first needed
-        self._last: tuple[tuple[bytes, float], np.ndarray] | None = None
-
-    def __len__(self) -> int:
-        return len(self.integrals)
-
-    def evaluate(self, edges: np.ndarray, tolerance: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-        """``(points, F(points))`` with one row of values per integral: the ``edges`` themselves,
-        or, when ``tolerance`` allows, the tabulated times nearest to them."""
-        edges = np.asarray(edges, dtype=np.float64)
-        step = self._step
-        # moving an edge to its nearest tabulated time moves it by at most half a step
-        if not (step and tolerance > 0 and edges.size > 1 and step <= 2 * tolerance * np.diff(edges).min()):
-            return edges, np.array([ig.at(edges) for ig in self.integrals]).reshape(len(self), edges.size)
-        if self._table is None:
-            grid = self._lo + np.arange(TABLE_INTERVALS + 1) * step
-            self._table = np.empty((grid.size, len(self._tabulated)))
-            for column, k in enumerate(self._tabulated):
-                self._table[:, column] = self.integrals[k].at(grid)
-        j = np.rint((edges - self._lo) / step)
-        inside = (j >= 0) & (j <= TABLE_INTERVALS)
-        jc = np.minimum(np.maximum(j, 0), TABLE_INTERVALS).astype(np.intp)
-        points = np.where(inside, self._lo + jc * step, edges)  # outside the table F is exact as it is
-        values = np.empty((len(self), edges.size))
-        values[self._tabulated] = self._table[jc].T
-        if self._slopes.any():  # past the end, a counter keeps its last value
-            with np.errstate(invalid="ignore"):
-                values[self._tabulated] += np.where((self._slopes != 0) & (points > self._hi),
-                                               self._slopes * (points - self._hi), 0.0)
-        for k in self._searched:
-            values[k] = self.integrals[k].at(points)
-        return points, values
-
-    def means(self, edges: np.ndarray, tolerance: float = 0.0) -> np.ndarray:
-        """Mean of each integral's rate over each window between consecutive ``edges``: busy
-        fractions of busy integrals, mean values of counters. Read-only."""
-        key = (np.asarray(edges, np.float64).tobytes(), tolerance)
-        if self._last is None or self._last[0] != key:
-            result = _window_rates(*self.evaluate(edges, tolerance))
-            result.flags.writeable = False
-            self._last = (key, result)
-        return self._last[1]
-
-
-class BusyIntegral(_Integral):
-    """Busy time of one track up to any instant, for activity over arbitrary windows.
-
-    ``busy(t)`` is the total time the track's events covered before ``t``; the busy fraction
-    of ``[a, b)`` is ``(busy(b) - busy(a)) / (b - a)``. Evaluating it at every pixel edge draws
-    a track of a million events at any zoom in O(pixels x log events).
-    """
-
-    def __init__(self, start_ns: np.ndarray, dur_ns: np.ndarray) -> None:
-        order = np.argsort(start_ns, kind="stable")
-        self.start = np.ascontiguousarray(start_ns[order], dtype=np.float64)
-        self.dur = np.ascontiguousarray(dur_ns[order], dtype=np.float64)
-        self.before = np.concatenate([[0.0], np.cumsum(self.dur)[:-1]]) if len(self.dur) else np.zeros(0)
-        self.n_points = n = len(self.start)
-        self.lo = float(self.start[0]) if n else 0.0
-        self.hi = float((self.start + self.dur).max()) if n else 0.0
-        self.slope_after = 0.0
-
-    @classmethod
-    def of_track(cls, trace: Trace, track: int) -> BusyIntegral:
-        sel = trace.events["track"] == track
-        return cls(trace.events["start_ns"][sel], trace.events["dur_ns"][sel])
-
-    def busy(self, t: np.ndarray) -> np.ndarray:
-        t = np.asarray(t, dtype=np.float64)
-        if not len(self.start):
-            return np.zeros_like(t)
-        i = _right_index(self.start, t) - 1
-        ic = np.clip(i, 0, None)
-        inside = np.clip(t - self.start[ic], 0.0, self.dur[ic])
-        return np.where(i >= 0, self.before[ic] + inside, 0.0)
-
-    at = busy
-
-    def value_at(self, t: float) -> float:
-        i = int(self.start.searchsorted(t, side="right")) - 1
-        return float(self.before[i] + min(max(t - self.start[i], 0.0), self.dur[i])) if i >= 0 else 0.0
-
-    def fractions(self, edges: np.ndarray) -> np.ndarray:
-        """Busy fraction of each window between consecutive ``edges`` (clipped to [0, 1])."""
-        return np.clip(_window_rates(edges, self.busy(edges)), 0.0, 1.0)
-
-
-class ReplayedIntegral(_Integral):
-    """``base`` with the executions a trace ran but did not store as events filled in from their
-    stored twins (:attr:`Trace.replays`): the integral the fully stored run would have. Inside a
-    replayed stretch the ``j``-th execution adds what the twin's does by the same offset, after
-    ``j`` whole ones; later times add every replayed execution before them."""
-
-    def __init__(self, base: _Integral, replays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> None:
-        self.base = base
-        self.start, self.end, self.period, self.home = replays
-        home_at = base.at(self.home)
-        self.per_run = base.at(self.home + self.period) - home_at  # what one execution adds
-        self.home_at = home_at
-        runs = np.rint((self.end - self.start) / self.period)
-        self.before = np.concatenate([[0.0], np.cumsum(runs * self.per_run)])  # whole stretches before each
-        self.n_points = base.n_points + len(self.start)
-        self.lo = min(base.lo, float(self.start[0])) if len(self.start) else base.lo
-        self.hi = max(base.hi, float(self.end.max())) if len(self.start) else base.hi
-        self.slope_after = base.slope_after
-
-    def at(self, t: np.ndarray) -> np.ndarray:
-        t = np.asarray(t, dtype=np.float64)
-        out = self.base.at(t)
-        if not len(self.start):
-            return out
-        i = np.searchsorted(self.start, t, side="right") - 1
-        ic = np.clip(i, 0, None)
-        inside = (i >= 0) & (t < self.end[ic])
-        j = np.floor((t - self.start[ic]) / self.period[ic])
-        offset = t - self.start[ic] - j * self.period[ic]
-        partial = j * self.per_run[ic] + self.base.at(self.home[ic] + offset) - self.home_at[ic]
-        extra = np.where(inside, self.before[ic] + partial, self.before[np.where(i >= 0, i + 1, 0)])
-        return out + np.where(i >= 0, extra, 0.0)
-
-    def fractions(self, edges: np.ndarray) -> np.ndarray:
-        """Busy fraction of each window between consecutive ``edges`` (clipped to [0, 1])."""
-        return np.clip(_window_rates(edges, self.at(edges)), 0.0, 1.0)
-
-    def means(self, edges: np.ndarray) -> np.ndarray:
-        return _window_rates(edges, self.at(edges))
-
-
-def replayed(base: _Integral, trace: Trace) -> _Integral:
-    """``base``, with ``trace``'s unstored executions filled in when it has any."""
-    return ReplayedIntegral(base, trace.replays) if len(trace.replays[0]) else base
-
-
-class CounterIntegral(_Integral):
-    """Time integral of a counter (a step function), for its mean over arbitrary windows.
-
-    The mean HBM bandwidth over a window is the bytes moved in it over its width; the mean SBUF
-    use is its byte-seconds over the width. Evaluated at every pixel edge, a counter of any
-    length draws exactly at any zoom.
-    """
-
-    def __init__(self, t_ns: np.ndarray, value: np.ndarray) -> None:
-        self.t = np.asarray(t_ns, dtype=np.float64)
-        self.v = np.asarray(value, dtype=np.float64)
-        steps = np.diff(self.t) * self.v[:-1] if len(self.t) > 1 else np.zeros(0)
-        self.cum = np.concatenate([[0.0], np.cumsum(steps)])
-        self.n_points = n = len(self.t)
-        self.lo = float(self.t[0]) if n else 0.0
-        self.hi = float(self.t[-1]) if n else 0.0
-        self.slope_after = float(self.v[-1]) if n else 0.0
-
-    def integral(self, t: np.ndarray) -> np.ndarray:
-        t = np.asarray(t, dtype=np.float64)
-        if not len(self.t):
-            return np.zeros_like(t)
-        i = _right_index(self.t, t) - 1
-        ic = np.clip(i, 0, None)
-        return np.where(i >= 0, self.cum[ic] + self.v[ic] * (t - self.t[ic]), 0.0)
-
-    at = integral
-
-    def value_at(self, t: float) -> float:
-        i = int(self.t.searchsorted(t, side="right")) - 1
-        return float(self.cum[i] + self.v[i] * (t - self.t[i])) if i >= 0 else 0.0
-
-    def means(self, edges: np.ndarray) -> np.ndarray:
-        """Mean value over each window between consecutive ``edges``."""
-        return _window_rates(edges, self.integral(edges))
+    out = {"cost_per_million_usd": per_million(throughput), "cost_per_million_requests_usd": None,
+           "cost_per_million_tokens_usd": None, "cost_per_step_usd": None}
+    if m["mode"] == "serve":  # requests a second of every copy serving
+        out["cost_per_million_requests_usd"] = per_million(m["copies"] * times["serving"]["requests_per_s"])
+        out["cost_per_million_tokens_usd"] = out["cost_per_million_usd"]
+    elif m["mode"] == "decode":  # a copy's requests, one generation each
+        loaded = times["latency_under_load_s"]
+        out["cost_per_million_requests_usd"] = per_million(m["copies"] * m.get("concurrency", m["batch"]) / loaded
+                                                           if loaded > 0 else 0.0)
+        out["cost_per_million_tokens_usd"] = out["cost_per_million_usd"]
+    elif m["mode"] == "training":
+        out["cost_per_step_usd"] = None if price is None else price * times["latency_under_load_s"] / 3600.0
+        out["cost_per_million_tokens_usd"] = per_million(times["tokens_per_s"] or 0.0)  # the tokens trained on
+    return out

@@ -118,37 +118,16 @@ def run_point(point: Point) -> dict[str, Any]:
 
 
 def costs(trace) -> dict[str, float | None]:
-    """What the configuration costs at its instances' on-demand price, by what it produces:
-    per million inferences (requests, for decode), per million tokens (generated for decode,
-    trained on for training), per training step."""
+    """What the configuration costs at the on-demand price of every instance it runs on, by what
+    it produces (:func:`sim.metrics.compute_metrics`): per million inferences (requests, for
+    decode and serve; samples, for training), per million tokens (generated, or trained on), per
+    training step."""
     m = trace.meta
     met = compute_metrics(trace)
     price = m.get("price_usd_per_hour")
-    out: dict[str, float | None] = {"price_usd_per_hour": price, "cost_per_million_inferences_usd": None,
-                                    "cost_per_million_tokens_usd": None, "cost_per_step_usd": None}
-    if price is None:
-        return out
-    nodes = m.get("nodes", 1)
-
-    def per_million(rate: float) -> float | None:
-        return price * nodes / (rate * 3600.0) * 1e6 if rate > 0 else None
-
-    items = m.get("concurrency", m["batch"]) * m.get("grad_accum", 1)
-    if m["mode"] == "serve":  # per million output tokens, and requests, of every copy serving
-        out["cost_per_million_tokens_usd"] = per_million(met.throughput_per_s)
-        out["cost_per_million_inferences_usd"] = per_million(m["copies"] * met.serving["requests_per_s"])
-    elif m["mode"] == "decode":
-        out["cost_per_million_tokens_usd"] = per_million(met.throughput_per_s)
-        requests = m["copies"] * items / met.latency_under_load_s if met.latency_under_load_s else 0.0
-        out["cost_per_million_inferences_usd"] = per_million(requests)
-    elif m["mode"] == "training":
-        out["cost_per_step_usd"] = price * nodes * met.latency_under_load_s / 3600.0
-        out["cost_per_million_inferences_usd"] = per_million(met.throughput_per_s / nodes)  # per million samples
-        if m.get("family") not in ("cnn", "vision-transformer"):
-            out["cost_per_million_tokens_usd"] = per_million(met.throughput_per_s / nodes * m["seq"])
-    else:
-        out["cost_per_million_inferences_usd"] = per_million(met.throughput_per_s)
-    return out
+    per_inference = met.cost_per_million_requests_usd if m["mode"] in ("decode", "serve") else met.cost_per_million_usd
+    return {"price_usd_per_hour": price, "cost_per_million_inferences_usd": per_inference,
+            "cost_per_million_tokens_usd": met.cost_per_million_tokens_usd, "cost_per_step_usd": met.cost_per_step_usd}
 
 
 def run_points(points: list[Point]) -> list[dict[str, Any]]:

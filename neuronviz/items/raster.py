@@ -19,7 +19,7 @@ from PySide6.QtGui import QColor, QFont, QImage, QPainter
 from PySide6.QtWidgets import QGraphicsItem
 
 from neuronviz.items import reports_errors
-from sim.metrics import IntegralStack
+from sim.integrals import IntegralStack
 
 MAX_COLUMNS = 8192
 PIXEL_TOLERANCE = 1e-6  # of a pixel: below it a size in pixels counts as whole

@@ -8,8 +8,9 @@ from neuronviz.session import Session
 from neuronviz.trace_view import window_stats
 from neuronviz.widgets.comparison_table import ComparisonTable
 
-COLUMNS = ("run", "window µs", "Tensor %", "Vector %", "Scalar %", "GpSimd %", "DMA %", "TFLOP/s", "read MB",
-           "write MB", "longest ops in the window")
+# busy shares are the first NeuronCore's; FLOP/s and bytes the whole copy's (every core of it)
+COLUMNS = ("run", "window µs", "Tensor %", "Vector %", "Scalar %", "GpSimd %", "DMA %", "TFLOP/s · copy",
+           "read MB · copy", "write MB · copy", "ops taking the most time in the window (each op's events summed)")
 HINT = "Drag across a timeline to select a time window (Shift+drag pans); Esc clears it."
 
 

@@ -33,6 +33,7 @@ class ChipState:
     sbuf_fill: float = 0.0
     psum_fill: float = 0.0
     memory_kind: str = "HBM"
+    # the chip's device-memory traffic at the playhead (every core of it running the work), and its peak
     read_bytes_per_s: float = 0.0
     write_bytes_per_s: float = 0.0
     peak_bytes_per_s: float = 1.0
@@ -273,6 +274,6 @@ class ChipDiagram(QWidget):
         peak = max(st.peak_bytes_per_s, 1.0)
         y = r.top() + 2 * bh + 8
         self._bar(p, QRectF(r.left(), y, r.width(), bh), st.read_bytes_per_s / peak, engine_color("dma_read"),
-                  f"{st.memory_kind} read {st.read_bytes_per_s / 1e9:.0f} GB/s", fg)
+                  f"{st.memory_kind} read {st.read_bytes_per_s / 1e9:.0f} GB/s · chip", fg)
         self._bar(p, QRectF(r.left(), y + bh + 4, r.width(), bh), st.write_bytes_per_s / peak,
-                  engine_color("dma_write"), f"{st.memory_kind} write {st.write_bytes_per_s / 1e9:.0f} GB/s", fg)
+                  engine_color("dma_write"), f"{st.memory_kind} write {st.write_bytes_per_s / 1e9:.0f} GB/s · chip", fg)

@@ -21,7 +21,8 @@ from neuronviz.session import Run, Session
 from neuronviz.theme import ENGINE_COLORS, ENGINE_LABELS, engine_color, palette
 from neuronviz.trace_view import ENGINE_ORDER
 from neuronviz.widgets.chip_diagram import CORE_ENGINES, ChipDiagram, ChipState
-from sim.metrics import CounterIntegral, IntegralStack, RunMetrics, replayed
+from sim.catalogue import text, unit_of
+from sim.integrals import CounterIntegral, IntegralStack, replayed
 from sim.trace import Counter
 
 COUNTER_BAND_HEIGHT = 70
@@ -93,42 +94,44 @@ def _cache_tree(item: QGraphicsItem) -> None:
         _cache_tree(child)
 
 
-def _under_load(met: RunMetrics, meta: Mapping) -> str:
+def _under_load(values: Mapping, meta: Mapping) -> str:
     """What a request takes with every running copy busy, when that differs from alone (they
     share the chip's memory bandwidth); the throughput is measured that way."""
     n = meta.get("copies", 1)
-    decode = meta.get("mode") in ("decode", "serve") and met.per_token_s is not None
-    alone, loaded = (met.per_token_s, met.per_token_under_load_s) if decode else (met.latency_s,
-                                                                                   met.latency_under_load_s)
+    decode = meta.get("mode") in ("decode", "serve") and values.get("per_token_ms") is not None
+    keys = ("per_token_ms", "per_token_under_load_ms") if decode else ("latency_ms", "latency_under_load_ms")
+    alone, loaded = (values.get(k) for k in keys)
     if n <= 1 or loaded is None or alone is None or loaded <= alone * (1 + 1e-6):
         return ""
     unit = " ms/token" if decode else " ms"
-    return f" alone <span style='color:gray'>· {loaded * 1e3:.{2 if decode else 3}f}{unit} with {n} copies busy</span>"
+    return f" alone <span style='color:gray'>· {text(keys[1], loaded)}{unit} with {n} copies busy</span>"
 
 
 HOST_SHOWN = 0.1  # of a latency: the host's part of it said in the header
 
 
-def _host_part(met: RunMetrics, meta: Mapping) -> str:
+def _host_part(values: Mapping, meta: Mapping) -> str:
     """What the host's costs on the host track take of a latency (of each token after the first
     for decode) when they are a sizeable part: an inference's inputs and outputs crossing between
     host and device, an encoder-decoder's generate loop between its steps."""
-    if meta.get("mode") == "decode":
-        part, whole, digits = met.host_per_token_s or 0.0, met.per_token_s, 2
-    else:
-        part, whole, digits = met.host_s, met.latency_s, 3
+    part_key, whole_key = ("host_per_token_ms", "per_token_ms") if meta.get("mode") == "decode" else ("host_ms",
+                                                                                                        "latency_ms")
+    part, whole = values.get(part_key) or 0.0, values.get(whole_key)
     if not whole or part < HOST_SHOWN * whole:
         return ""
-    return f" <span style='color:gray'>(incl. {part * 1e3:.{digits}f} ms on the host)</span>"
+    return f" <span style='color:gray'>(incl. {text(part_key, part)} ms on the host)</span>"
 
 
 def header_html(run: Run, baseline: Run | None) -> str:
-    """The pane header: what ran where, and how fast and how cheap."""
-    m, met = run.trace.meta, run.metrics
+    """The pane header: what ran where, and how fast and how cheap, every figure the catalogue's."""
+    m, v = run.trace.meta, run.measures
+
+    def t(key: str) -> str:
+        return text(key, v.get(key))
+
     if m.get("mode") == "imported":  # a trace of another tool: no model, chip or price to speak of
         return (f"<b>{run.title}</b> &nbsp; {m.get('source_file', m.get('model', ''))}<br>"
-                f"duration {_fmt_time(run.trace.duration_ns)} · {run.trace.n_events:,} events · "
-                f"{len(run.view.rows)} tracks")
+                f"duration {t('latency_ms')} ms · {run.trace.n_events:,} events · {len(run.view.rows)} tracks")
     model = f"{m.get('model', '?')} · {m.get('mode', '')} · batch {m.get('batch', '?')} · seq {m.get('seq', '?')}"
     beams = (m.get("config") or {}).get("beams", 1)
     if isinstance(beams, int) and beams > 1:
@@ -142,34 +145,34 @@ def header_html(run: Run, baseline: Run | None) -> str:
         model += f" · {m.get('requests', 1):,} requests {users}"
     if m.get("dtype"):
         model += f" · {m['dtype']}"
-    busy = _under_load(met, m)
-    if m.get("mode") == "serve" and met.serving:
-        s = met.serving
-        lat = (f"TTFT p50 {s['ttft_p50_s'] * 1e3:,.1f} ms, p99 {s['ttft_p99_s'] * 1e3:,.1f} · TPOT p50 "
-               f"{s['tpot_p50_s'] * 1e3:.2f} ms, p99 {s['tpot_p99_s'] * 1e3:.2f} · "
-               f"{s['output_tokens_per_s']:,.0f} tok/s per copy{busy}")
-        unit = "tok/s"
-    elif m.get("mode") == "decode":
-        per_token = "one token" if met.per_token_s is None else f"{met.per_token_s * 1e3:.2f} ms/token"
-        lat = f"TTFT {met.time_to_first_token_s * 1e3:.2f} ms · {per_token}{_host_part(met, m)}{busy}"
-        unit = "tok/s"
-    elif m.get("mode") == "training":  # one optimizer step of every micro-batch
-        lat = f"step {met.latency_s * 1e3:.3f} ms{busy}"
-        unit = "samples/s"
+    busy = _under_load(v, m)
+    mode = m.get("mode", "")
+    if mode == "serve":
+        lat = (f"TTFT p50 {t('ttft_p50_ms')} ms, p99 {t('ttft_p99_ms')} · TPOT p50 {t('tpot_p50_ms')} ms, p99 "
+               f"{t('tpot_p99_ms')} · e2e p50 {t('e2e_p50_ms')} ms · {t('output_tokens_per_s')} tok/s per copy{busy}")
+    elif mode == "decode":
+        per_token = "one token" if v.get("per_token_ms") is None else f"{t('per_token_ms')} ms/token"
+        lat = (f"TTFT {t('time_to_first_token_ms')} ms · {per_token}{_host_part(v, m)}{busy} · e2e "
+               f"{t('latency_ms')} ms")
+    elif mode == "training":  # one optimizer step of every micro-batch
+        lat = f"step {t('latency_ms')} ms{busy}"
     else:
-        lat = f"latency {met.latency_s * 1e3:.3f} ms{_host_part(met, m)}{busy}"
-        unit = "/s"
+        lat = f"latency {t('latency_ms')} ms{_host_part(v, m)}{busy}"
+    throughput = f"{t('throughput_per_s')} {unit_of('throughput_per_s', mode)}"
     # an instance without a published on-demand price (trn2.3xlarge, the UltraServers) says so
-    cost = "no published price" if met.cost_per_million_usd is None else f"${met.cost_per_million_usd:.3f} per million"
+    cost = ("no published price" if v.get("cost_per_million_usd") is None
+            else f"${t('cost_per_million_usd')} {unit_of('cost_per_million_usd', mode)[2:]}")
+    if mode == "training" and v.get("cost_per_step_usd") is not None:
+        cost += f" · ${t('cost_per_step_usd')} per step"
     speed = ""
     if baseline is not None and baseline is not run:
-        ratio = baseline.metrics.latency_s / met.latency_s if met.latency_s else 0.0
+        ratio = baseline.metrics.latency_s / run.metrics.latency_s if run.metrics.latency_s else 0.0
         speed = f" · <b>{ratio:.2f}×</b>&nbsp;vs&nbsp;{baseline.trace.meta.get('chip', 'baseline')}"  # one piece
     elif baseline is run:
         speed = " · baseline"
     cores = _deployment_text(m)
     return (f"<b>{run.title}</b> &nbsp; {model} &nbsp; <span style='color:gray'>{cores}</span><br>"
-            f"{lat} · {met.throughput_per_s:,.1f} {unit} · {cost}{speed}")
+            f"{lat} · {throughput} · {cost}{speed}")
 
 
 def _deployment_text(m) -> str:
@@ -613,7 +616,9 @@ class ComparisonPane(QWidget):
 
         sbuf = mean("sbuf_bytes") / chip.sbuf_bytes if chip else 0.0
         psum = mean("psum_bytes") / chip.psum_bytes if chip else 0.0
-        peak = chip.memory_bytes_per_s / chip.cores if chip else 1e12
+        # the trace's core stands for every core of the chip running the same work: the chip's traffic
+        on_chip = int(m.get("cores_active", 1)) if chip else 1
+        peak = chip.memory_bytes_per_s if chip else 1e12
         engines = tuple(k for k in ("tensor", "vector", "scalar", "gpsimd") if k in self.view.row_kinds
                         or (chip is not None and (k != "gpsimd" or chip.gpsimd is not None)))
         return ChipState(
@@ -621,7 +626,8 @@ class ComparisonPane(QWidget):
             active=int(m.get("cores_active", 1)) if chip else None, engines=engines,
             activity=activity, sbuf_fill=sbuf, psum_fill=psum,
             memory_kind=chip.memory_kind if chip else "memory",
-            read_bytes_per_s=mean("hbm_read_bytes_per_s"), write_bytes_per_s=mean("hbm_write_bytes_per_s"),
+            read_bytes_per_s=on_chip * mean("hbm_read_bytes_per_s"),
+            write_bytes_per_s=on_chip * mean("hbm_write_bytes_per_s"),
             peak_bytes_per_s=peak, **self._topology_state(chip, mean), **self._requests_state(t_ns),
         )
 

@@ -12,24 +12,25 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QTableWidget, QTab
 from neuronviz.session import Run, Session
 from neuronviz.widgets import compact_rows
 from neuronviz.widgets.lazy import LazyView
-from sim.analysis import Stats, region_of_collectives, region_of_layers, region_of_windows
+from sim.analysis import Stats, region_of_collectives, region_of_layers, region_of_run, region_of_windows
+from sim.catalogue import number
 
 MAX_REGIONS = 3
 NONE, WINDOW, LAYER, COLLECTIVES, WHOLE = "—", "Selected window", "Selected layer", "Collectives", "Whole run"
 KIND_PREFIX = "All layers: "
-METRICS = (
-    ("time µs", lambda s, total: f"{s.time_ns / 1e3:,.2f}"),
-    ("share of run %", lambda s, total: f"{100 * s.time_ns / total:.1f}" if total else "-"),
-    ("GFLOP", lambda s, total: f"{s.flops / 1e9:,.2f}"),
-    ("MB moved", lambda s, total: f"{s.bytes / 1e6:,.2f}"),
-    ("FLOP/B", lambda s, total: "∞" if math.isinf(s.arithmetic_intensity) else f"{s.arithmetic_intensity:,.1f}"),
-    ("TFLOP/s", lambda s, total: f"{s.achieved_flops_per_s / 1e12:,.2f}"),
-    ("MFU %", lambda s, total: "-" if s.mfu is None else f"{100 * s.mfu:.1f}"),
-    ("MBU %", lambda s, total: "-" if s.mbu is None else f"{100 * s.mbu:.1f}"),
+METRICS = (  # each written as every view writes a figure (sim.catalogue.number)
+    ("time µs", lambda s, total: number(s.time_ns / 1e3)),
+    ("share of run %", lambda s, total: number(100 * s.time_ns / total, "percent") if total else "-"),
+    ("GFLOP", lambda s, total: number(s.flops / 1e9)),
+    ("MB moved", lambda s, total: number(s.bytes / 1e6)),
+    ("FLOP/B", lambda s, total: "∞" if math.isinf(s.arithmetic_intensity) else number(s.arithmetic_intensity)),
+    ("TFLOP/s", lambda s, total: number(s.achieved_flops_per_s / 1e12)),
+    ("MFU %", lambda s, total: "-" if s.mfu is None else number(100 * s.mfu, "percent")),
+    ("MBU %", lambda s, total: "-" if s.mbu is None else number(100 * s.mbu, "percent")),
     ("bound", lambda s, total: s.bound),
     *((f"{k.capitalize()} busy %", (lambda key: lambda s, total: "-" if key not in s.busy
-                                    else f"{100 * s.busy[key]:.0f}")(k))
-      for k in ("tensor", "vector", "scalar", "gpsimd", "memory", "collective")),
+                                    else number(100 * s.busy[key], "percent"))(k))
+      for k in ("tensor", "vector", "scalar", "gpsimd", "memory", "collective", "host")),
 )
 
 
@@ -44,8 +45,8 @@ def region(run: Run, choice: str, session: Session) -> Stats | None:
         return region_of_layers(trace, analysis, name, lambda s: s.name == name) if name else None
     if choice == COLLECTIVES:
         return region_of_collectives(trace)
-    if choice == WHOLE:
-        return region_of_layers(trace, analysis, WHOLE, lambda s: True)
+    if choice == WHOLE:  # the catalogue's figures of the run, as the Summary and the header give them
+        return region_of_run(trace, WHOLE)
     if choice.startswith(KIND_PREFIX):
         kind = choice.removeprefix(KIND_PREFIX)
         return region_of_layers(trace, analysis, choice, lambda s: s.kind == kind)
@@ -107,7 +108,7 @@ class RegionsView(LazyView):
                 continue
             for run in runs:
                 title = f"{choice} · {run.trace.meta.get('chip', run.title)}"
-                columns.append((title, region(run, choice, self.session), run.analysis.total_ns))
+                columns.append((title, region(run, choice, self.session), run.metrics.span_s * 1e9))
         self.table.clear()
         self.table.setColumnCount(len(columns))
         self.table.setRowCount(len(METRICS))

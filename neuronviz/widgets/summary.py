@@ -8,51 +8,41 @@ from PySide6.QtWidgets import QAbstractItemView, QTableWidget, QTableWidgetItem,
 
 from neuronviz.session import Session
 from neuronviz.widgets import compact_rows
+from sim import catalogue
+from sim.metrics import ENGINES
 
-COLUMNS = ("run", "instance", "latency ms", "loaded ms", "throughput /s", "speed-up", "MFU %", "Tensor %",
-           "Vector %", "Scalar %", "GpSimd %", "HBM read MB", "HBM write MB", "$ per million")
-COLUMN_TIPS = {  # what each number is, on hovering its column's title
-    "latency ms": "One request with its model copy alone on the chip, as published latencies are measured; for "
-                  "decode runs the time per generated token (the time to first token is in the pane's header); "
-                  "for serving runs the median time per output token of its requests.",
-    "loaded ms": "The same with every copy the instance runs busy at once (they share the chip's memory "
-                 "bandwidth): what the throughput is measured with.",
-    "MFU %": "Model FLOPs utilization: the model's FLOPs over the TensorE peak of the copy's cores during its "
-             "latency.",
-    "throughput /s": "Inferences per second of every copy running on the instance "
-                     "(samples for training runs, tokens for decode and serving runs).",
-    "speed-up": "The baseline run's latency over this run's (whole runs, decode included).",
-    **{f"{engine} %": "Busy share of the run's time, the first NeuronCore's engine."
-       for engine in ("Tensor", "Vector", "Scalar", "GpSimd")},
-    "HBM read MB": "Bytes one model copy reads from device memory (HBM, or DDR on Inferentia1) in the run.",
-    "HBM write MB": "Bytes one model copy writes to device memory (HBM, or DDR on Inferentia1) in the run.",
-    "$ per million": "Instance price per hour over the inferences (tokens for decode) it serves in an hour, "
-                     "per million.",
-}
+# the catalogue's figures the table compares, in this order; a column shows when a run's mode has it
+SUMMARY_KEYS = ("latency_ms", "latency_under_load_ms", "time_to_first_token_ms", "per_token_ms",
+                "per_token_under_load_ms", "throughput_per_s", "mfu_percent",
+                *(f"{e}_active_percent" for e in ENGINES), "hbm_read_bytes", "hbm_write_bytes", "cost_per_million_usd",
+                "cost_per_step_usd")
+SPEED_UP = "speed-up"
+ITEMS_COLUMN = "counts"  # what a run's throughput and cost per million count
+SPEED_UP_TIP = ("The baseline run's latency over this run's (whole requests: a decode's generation, a serving "
+                "run's p50).")
+ITEMS_TIP = "What the throughput and the cost per million count: inferences, tokens (decode, serve) or samples."
+SCOPE_TIP = "Of: {scope}."
 
 
-def summary_rows(session: Session) -> list[list[object]]:
-    """One row per run, in the order of :data:`COLUMNS` (numbers stay numbers)."""
+def summary_columns(session: Session) -> list[str]:
+    """The table's columns: the run, its instance, the catalogue's figures any of its runs has
+    (:data:`SUMMARY_KEYS`, by key), what the throughput counts and the speed-up."""
+    keys = [k for k in SUMMARY_KEYS if any(catalogue.applies(catalogue.BY_KEY[k], r.trace) for r in session.runs)]
+    at = keys.index("throughput_per_s") + 1 if "throughput_per_s" in keys else len(keys)
+    return ["run", "instance", *keys[:at], ITEMS_COLUMN, SPEED_UP, *keys[at:]]
+
+
+def summary_rows(session: Session, columns: list[str]) -> list[list[object]]:
+    """One row per run, a value per column (catalogue figures as :func:`sim.catalogue.measure`
+    gives them: numbers stay numbers, None where a figure does not apply)."""
     rows = []
     base = session.runs[session.baseline].metrics.latency_s if session.runs else 0.0
     for run in session.runs:
-        met, m = run.metrics, run.trace.meta
-        u = met.engine_utilization
-        decode = m.get("mode") in ("decode", "serve") and met.per_token_s is not None
-        latency = met.per_token_s if decode else met.latency_s
-        loaded = met.per_token_under_load_s if decode else met.latency_under_load_s
-        # a trace of another tool says how long it ran, not how many inferences it served
-        imported = m.get("mode") == "imported"
-        throughput = None if imported else round(met.throughput_per_s, 2)
-        rows.append([
-            run.title, m.get("instance", ""), round(latency * 1e3, 4),
-            None if imported or loaded is None else round(loaded * 1e3, 4), throughput,
-            round(base / met.latency_s, 3) if met.latency_s else 0.0,
-            None if met.mfu is None else round(100 * met.mfu, 1),
-            *(round(100 * u.get(k, 0.0), 1) for k in ("tensor", "vector", "scalar", "gpsimd")),
-            round(met.hbm_read_bytes / 1e6, 2), round(met.hbm_write_bytes / 1e6, 2),
-            None if met.cost_per_million_usd is None else round(met.cost_per_million_usd, 4),
-        ])
+        values, m = run.measures, run.trace.meta
+        cells = {"run": run.title, "instance": m.get("instance", ""),
+                 ITEMS_COLUMN: catalogue.ITEMS.get(m.get("mode", ""), ""),
+                 SPEED_UP: base / run.metrics.latency_s if run.metrics.latency_s else None}
+        rows.append([cells[c] if c in cells else values.get(c) for c in columns])
     return rows
 
 
@@ -60,10 +50,12 @@ CONFIG_COLUMNS = ("chip", "model", "mode", "batch", "seq", "dtype", "cores per c
 
 
 def summary_csv_rows(session: Session) -> tuple[list[str], list[list[object]]]:
-    """The summary table with each run's configuration first: the rows of the CSV export."""
-    header = [*CONFIG_COLUMNS, *COLUMNS]
+    """The summary table with each run's configuration first: the rows of the CSV export, every
+    figure at full precision under its catalogue name."""
+    columns = summary_columns(session)
+    header = [*CONFIG_COLUMNS, *columns]
     rows = []
-    for run, row in zip(session.runs, summary_rows(session), strict=True):
+    for run, row in zip(session.runs, summary_rows(session, columns), strict=True):
         m = run.trace.meta
         config = [m.get("chip", ""), m.get("model", ""), m.get("mode", ""), m.get("batch", ""), m.get("seq", ""),
                   m.get("dtype", ""), m.get("cores_per_copy", ""), m.get("copies", "")]
@@ -72,8 +64,18 @@ def summary_csv_rows(session: Session) -> tuple[list[str], list[list[object]]]:
 
 
 class _NumberItem(QTableWidgetItem):
-    def __init__(self, value: object) -> None:
-        super().__init__("n/a" if value is None else (f"{value:,}" if isinstance(value, (int, float)) else str(value)))
+    """A cell holding its value (sorted by it) and showing it as every view writes it."""
+
+    def __init__(self, value: object, key: str | None = None) -> None:
+        if value is None:
+            text = "n/a"
+        elif key in catalogue.BY_KEY:
+            text = catalogue.text(key, value)
+        elif isinstance(value, float):
+            text = catalogue.number(value)
+        else:
+            text = str(value)
+        super().__init__(text)
         self.value = value
         if isinstance(value, (int, float)):
             self.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
@@ -87,12 +89,9 @@ class _NumberItem(QTableWidgetItem):
 
 class SummaryTable(QTableWidget):
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
-        super().__init__(0, len(COLUMNS), parent)
+        super().__init__(0, 0, parent)
         self.session = session
-        self.setHorizontalHeaderLabels(COLUMNS)
-        for c, name in enumerate(COLUMNS):
-            if name in COLUMN_TIPS:  # as rich text, which Qt wraps instead of one line across the screen
-                self.horizontalHeaderItem(c).setToolTip(f"<p>{COLUMN_TIPS[name]}</p>")
+        self.columns: list[str] = []
         # the sort arrow takes room in the title: make it again when the sorted column changes
         self.horizontalHeader().sortIndicatorChanged.connect(lambda *_: self.resizeColumnsToContents())
         self.setSortingEnabled(True)
@@ -107,22 +106,43 @@ class SummaryTable(QTableWidget):
 
     def refresh(self, *_: object) -> None:
         self.setSortingEnabled(False)
-        rows = summary_rows(self.session)
+        self.columns = summary_columns(self.session)
+        self.setColumnCount(len(self.columns))
+        self.setHorizontalHeaderLabels([self.title(c) for c in self.columns])
+        for c, name in enumerate(self.columns):  # as rich text, which Qt wraps instead of one line across the screen
+            self.horizontalHeaderItem(c).setToolTip(f"<p>{_tip(name)}</p>")
+        rows = summary_rows(self.session, self.columns)
         self.setRowCount(len(rows))
         for r, row in enumerate(rows):
             for c, value in enumerate(row):
-                self.setItem(r, c, _NumberItem(value))
+                self.setItem(r, c, _NumberItem(value, self.columns[c]))
         self.resizeColumnsToContents()
         self.setSortingEnabled(True)
+
+    @staticmethod
+    def title(column: str) -> str:
+        return catalogue.title(column) if column in catalogue.BY_KEY else column
+
+    def column(self, key: str) -> int:
+        """The index of the column of ``key`` (a catalogue key or a title such as "run")."""
+        return self.columns.index(key)
 
     def table_text(self, selected_only: bool = True) -> str:
         """The table (or its selected rows) as tab-separated text with a header line."""
         rows = sorted({i.row() for i in self.selectedIndexes()}) if selected_only else []
         rows = rows or list(range(self.rowCount()))
-        lines = ["\t".join(COLUMNS)]
+        lines = ["\t".join(self.title(c) for c in self.columns)]
         for r in rows:
             lines.append("\t".join(self.item(r, c).text() for c in range(self.columnCount())))
         return "\n".join(lines)
 
     def copy_selection(self) -> None:
         QGuiApplication.clipboard().setText(self.table_text())
+
+
+def _tip(column: str) -> str:
+    """What a column holds, on hovering its title: the catalogue's definition and scope."""
+    if column in catalogue.BY_KEY:
+        metric = catalogue.BY_KEY[column]
+        return f"{metric.definition} {SCOPE_TIP.format(scope=catalogue.SCOPE_LABELS[metric.scope])}"
+    return {SPEED_UP: SPEED_UP_TIP, ITEMS_COLUMN: ITEMS_TIP}.get(column, column)

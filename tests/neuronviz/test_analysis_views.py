@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QDockWidget
 
 from neuronviz.widgets.operators import delta_color
 from neuronviz.widgets.regions import COLLECTIVES, KIND_PREFIX, WHOLE, WINDOW
+from sim.catalogue import number
 
 
 def show(window, title):
@@ -159,7 +160,10 @@ def test_regions_compare_across_runs_and_add_up_to_their_events(demo_window):
     whole = region(run, WHOLE, session)
     assert whole.time_ns == pytest.approx(run.trace.meta["total_ns"])
     assert whole.flops == pytest.approx(sum(s.flops for s in run.analysis.layers))
-    assert view.table.item(0, 2 * len(runs)).text() == f"{whole.time_ns / 1e3:,.2f}"
+    assert view.table.item(0, 2 * len(runs)).text() == number(whole.time_ns / 1e3)
+    for other in runs:  # the whole run reads as the catalogue gives it everywhere (the Summary, the header)
+        assert region(other, WHOLE, session).mfu == pytest.approx(other.metrics.mfu, rel=1e-12)
+        assert region(other, WHOLE, session).time_ns == pytest.approx(other.metrics.span_s * 1e9, rel=1e-12)
     mlp = region(run, KIND_PREFIX + "mlp", session)
     assert mlp.time_ns == pytest.approx(sum(s.time_ns for s in run.analysis.layers if s.kind == "mlp"))
     assert not math.isnan(mlp.arithmetic_intensity)

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QApplication, QDockWidget, QMessageBox
 
 from neuronviz.theme import ENGINE_COLORS, palette
 from neuronviz.trace_view import window_stats
+from sim import catalogue
 from sim.errors import ConfigError
 
 
@@ -335,11 +336,10 @@ def test_a_chrome_trace_of_another_tool_opens_as_a_generic_pane(demo_window, qtb
     assert [band.title for band in pane.bands] == ["% of peak"]  # the tool's two memory counters, no simulator bands
     legend = [label.text for _, label in pane.legends[0].items]
     assert legend == ["GPU Memory.allocated", "GPU Memory.reserved"]
-    from neuronviz.widgets.summary import COLUMNS
-
-    row = [demo_window.summary.item(0, c).text() for c in range(len(COLUMNS))]
-    assert row[COLUMNS.index("latency ms")] == "1.0"  # how long it ran
-    assert row[COLUMNS.index("throughput /s")] == row[COLUMNS.index("$ per million")] == "n/a"
+    table = demo_window.summary
+    row = [table.item(0, c).text() for c in range(table.columnCount())]
+    assert table.columns == ["run", "instance", "latency_ms", "counts", "speed-up"]  # nothing else applies
+    assert row[table.column("latency_ms")] == "1.000"  # how long it ran, in ms
 
 
 def test_right_click_on_a_pane_offers_to_export_that_pane(demo_window, qtbot):
@@ -851,22 +851,25 @@ def test_an_unexpected_error_in_a_background_open_is_reported_not_swallowed(demo
 def test_summary_table_sorts_copies_and_explains_its_columns(demo_window):
     from PySide6.QtGui import QGuiApplication
 
-    from neuronviz.widgets.summary import COLUMNS
-
     table = demo_window.summary
     assert table.rowCount() == 4
-    latency = COLUMNS.index("latency ms")
+    latency = table.column("latency_ms")
     table.sortItems(latency, Qt.SortOrder.AscendingOrder)
     shown = [table.item(r, latency).value for r in range(4)]
-    expected = sorted(round(run.metrics.latency_s * 1e3, 4) for run in demo_window.session.runs)
+    expected = sorted(run.metrics.latency_s * 1e3 for run in demo_window.session.runs)
     assert shown == expected
+    assert [table.item(r, latency).text() for r in range(4)] == [catalogue.text("latency_ms", v) for v in expected]
     assert table.item(0, 0).text().startswith("Trainium2")  # the fastest of the demo's four
     table.selectRow(1)
     table.copy_selection()
     lines = QGuiApplication.clipboard().text().splitlines()
-    assert lines[0].split("\t") == list(COLUMNS) and len(lines) == 2
+    titles = [table.horizontalHeaderItem(c).text() for c in range(table.columnCount())]
+    assert lines[0].split("\t") == titles and len(lines) == 2 and titles[2] == "latency ms"
     assert lines[1].split("\t")[0] == table.item(1, 0).text()
-    assert "per generated token" in table.horizontalHeaderItem(latency).toolTip()
+    # a column explains itself from the catalogue: its definition and what it is of
+    assert "drawn span of its events" in table.horizontalHeaderItem(latency).toolTip()
+    assert "Of: request." in table.horizontalHeaderItem(latency).toolTip()
+    assert "TTFT ms" not in titles  # no run of the demo generates
 
 
 def test_keys_drive_the_playhead_zoom_pan_playback_and_time_mode(demo_window, qtbot, monkeypatch):
@@ -1047,7 +1050,9 @@ def test_a_training_panes_header_gives_the_step_time_and_samples_per_second():
 
     run = Run(simulate(RunConfig(model="distilbert", chip="trn1", mode="training", batch=8)))
     text = header_html(run, None)
-    assert f"step {run.metrics.latency_s * 1e3:.3f} ms" in text and "samples/s" in text and "latency" not in text
+    assert f"step {catalogue.text('latency_ms', run.metrics.latency_s * 1e3)} ms" in text and "latency" not in text
+    assert f"{catalogue.text('throughput_per_s', run.metrics.throughput_per_s)} samples/s" in text
+    assert f"${catalogue.text('cost_per_step_usd', run.metrics.cost_per_step_usd)} per step" in text
     assert "1&nbsp;core/copy" in text  # one core, singular; a copy over two cores, plural
     base = Run(simulate(RunConfig(model="distilbert", chip="inf2", mode="training", batch=8)))
     ratio = base.metrics.latency_s / run.metrics.latency_s
@@ -1064,7 +1069,7 @@ def test_an_inference_panes_header_says_when_host_copies_are_much_of_its_latency
     run = Run(simulate(RunConfig(model="xlm-roberta-base", chip="inf2", head="mlm")))
     ev = run.trace.events
     copies = float(ev["dur_ns"][ev["track"] == run.trace.track_index("host")].sum())  # in and out, drawn
-    assert f"(incl. {copies * 1e-6:.3f} ms on the host)" in header_html(run, None)
+    assert f"(incl. {catalogue.text('host_ms', copies * 1e-6)} ms on the host)" in header_html(run, None)
     assert "on the host" not in header_html(Run(simulate(RunConfig(model="xlm-roberta-base", chip="inf2"))), None)
 
 
@@ -1078,7 +1083,8 @@ def test_a_t5_panes_header_says_how_much_of_a_token_is_the_host_generate_loop():
                                  beams=4, max_seq=128), max_events=0))
     host = get_chip("inf2").efficiency.generate_step_s
     html = header_html(run, None)
-    assert f"ms/token <span style='color:gray'>(incl. {host * 1e3:.2f} ms on the host)</span>" in html
+    loop = catalogue.text("host_per_token_ms", host * 1e3)
+    assert f"ms/token <span style='color:gray'>(incl. {loop} ms on the host)</span>" in html
     llama = Run(simulate(RunConfig(model="llama-2-7b", chip="inf2", mode="decode", seq=128, new_tokens=8, cores=8),
                          max_events=0))
     assert "on the host" not in header_html(llama, None)  # its host costs are the request's, before the first token
@@ -1209,7 +1215,8 @@ def test_a_panes_header_gives_the_cost_or_says_the_instance_has_no_published_pri
     from sim.run import RunConfig, simulate
 
     priced = Run(simulate(RunConfig(model="bert-base", instance="trn2.48xlarge")))
-    assert f"${priced.metrics.cost_per_million_usd:.3f} per million" in header_html(priced, None)
+    cost = catalogue.text("cost_per_million_usd", priced.metrics.cost_per_million_usd)
+    assert f"${cost} per million inferences" in header_html(priced, None)
     unpriced = Run(simulate(RunConfig(model="bert-base", instance="trn2.3xlarge")))
     assert unpriced.metrics.cost_per_million_usd is None
     text = header_html(unpriced, None)

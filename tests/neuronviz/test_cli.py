@@ -39,14 +39,15 @@ def test_simulate_json_has_one_run_per_chip_in_order(capsys):
     runs = json.loads(out)["runs"]
     assert [r["chip"] for r in runs] == ["trn2", "inf1", "trn3"]
     keys = {"chip", "instance", "model", "mode", "batch", "seq", "dtype", "latency_ms", "throughput_per_s",
-            "cost_per_million_usd", "engine_utilization", "hbm_read_bytes", "hbm_write_bytes", "flops", "events"}
+            "cost_per_million_usd", "tensor_active_percent", "vector_active_percent", "scalar_active_percent",
+            "gpsimd_active_percent", "hbm_read_bytes", "hbm_write_bytes", "flops", "events"}
     for r in runs:
         assert keys <= set(r)
-        assert set(r["engine_utilization"]) == {"tensor", "vector", "scalar", "gpsimd"}
+        assert "time_to_first_token_ms" not in r and "cost_per_step_usd" not in r  # figures of other modes
         assert (r["model"], r["batch"], r["seq"]) == ("bert-large", 2, 128)
         assert r["latency_ms"] > 0 and r["events"] > 0
     assert runs[0]["latency_ms"] < runs[1]["latency_ms"]
-    assert runs[1]["engine_utilization"]["gpsimd"] == 0.0  # NeuronCore-v1 has no GpSimd engine
+    assert runs[1]["gpsimd_active_percent"] == 0.0  # NeuronCore-v1 has no GpSimd engine
 
 
 def test_simulate_decode_json_adds_token_times(capsys):
@@ -215,10 +216,16 @@ def test_a_training_run_over_instances_reports_its_step_and_its_communication(ca
                            "training", "--batch", "8", "--grad-accum", "2", "--nodes", "2", "--zero", "1", "--json")
     r = json.loads(out)["runs"][0]
     assert code == 0 and (r["nodes"], r["data_parallel"], r["grad_accum"]) == (2, 64, 2)
-    assert r["samples_per_s"] * r["step_ms"] / 1e3 == pytest.approx(64 * 8 * 2)
-    assert r["tokens_per_s"] == pytest.approx(128 * r["samples_per_s"])
-    assert r["compute_ms"] + r["exposed_comm_ms"] == pytest.approx(r["step_ms"])
+    assert r["throughput_per_s"] * r["latency_under_load_ms"] / 1e3 == pytest.approx(64 * 8 * 2)  # samples a step
+    assert r["tokens_per_s"] == pytest.approx(128 * r["throughput_per_s"])
+    assert r["exposed_comm_ms"] < r["latency_ms"]
     assert 0 < r["exposed_comm_ms"] <= r["allreduce_ms"] and 0.5 < r["scaling_efficiency"] < 1
+    # two instances' price over the step's samples: per million, and for one step
+    from sim.hardware.instances import get_instance
+
+    price = 2 * get_instance("trn1.32xlarge").price_usd_per_hour
+    assert r["cost_per_million_usd"] == pytest.approx(price / (r["throughput_per_s"] * 3600) * 1e6)
+    assert r["cost_per_step_usd"] == pytest.approx(price * r["latency_under_load_ms"] / 3.6e6)
     assert 0 < r["mfu_percent"] < 100 and 0 < r["memory_per_core_gib"] < 16
 
 
@@ -228,7 +235,7 @@ def test_a_pipelined_training_run_and_its_bad_options(capsys):
                            "flash", "--json")
     r = json.loads(out)["runs"][0]
     assert code == 0 and r["data_parallel"] == 4  # 32 cores / (2 x 4)
-    assert r["samples_per_s"] * r["step_ms"] / 1e3 == pytest.approx(4 * 8)
+    assert r["throughput_per_s"] * r["latency_under_load_ms"] / 1e3 == pytest.approx(4 * 8)
     code, _, err = run_cli(capsys, "simulate", "--model", "gpt2", "--chips", "trn1", "--pipeline", "2")
     assert code == 2 and "--pipeline is for training; inference mode has no training step" in err
     code, _, err = run_cli(capsys, "simulate", "--model", "gpt2", "--chips", "trn1", "--mode", "training",

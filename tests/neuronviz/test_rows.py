@@ -7,7 +7,7 @@ from PySide6.QtGui import QColor
 from neuronviz.items.raster import MIN_ALPHA, TrackRows
 from neuronviz.theme import ENGINE_COLORS
 from neuronviz.widgets.chip_diagram import ChipDiagram, ChipState
-from sim.metrics import TABLE_MIN_POINTS, BusyIntegral, IntegralStack
+from sim.integrals import TABLE_MIN_POINTS, BusyIntegral, IntegralStack
 
 
 def _every_column(busy_ns: float, columns: int = 10, width_ns: float = 100.0) -> BusyIntegral:

@@ -101,7 +101,7 @@ def test_bert_large_flops_match_the_analytic_count(run):
 
 
 def test_busy_integral_matches_a_direct_sum():
-    from sim.metrics import BusyIntegral
+    from sim.integrals import BusyIntegral
 
     start = np.array([0.0, 10.0, 25.0])
     dur = np.array([5.0, 10.0, 5.0])
@@ -118,7 +118,7 @@ def test_bandwidth_counters_never_exceed_the_core_dma_rate(trace):
 
 
 def test_counter_integral_gives_window_means():
-    from sim.metrics import CounterIntegral
+    from sim.integrals import CounterIntegral
 
     ci = CounterIntegral(np.array([0.0, 10.0, 20.0]), np.array([4.0, 0.0, 2.0]))
     assert ci.means(np.array([0.0, 10.0, 20.0, 30.0])).tolist() == [4.0, 0.0, 2.0]

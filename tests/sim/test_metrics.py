@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from sim.metrics import TABLE_INTERVALS, TABLE_LINE, TABLE_MIN_POINTS, BusyIntegral, CounterIntegral, IntegralStack
+from sim.integrals import TABLE_INTERVALS, TABLE_LINE, TABLE_MIN_POINTS, BusyIntegral, CounterIntegral, IntegralStack
 from sim.trace import union_intervals
 
 TOLERANCE = 1 / 16
@@ -135,7 +135,7 @@ def test_one_window_of_an_integral_by_hand():
 
 
 def test_one_window_matches_the_windows_of_a_run_with_replayed_steps():
-    from sim.metrics import replayed
+    from sim.integrals import replayed
     from sim.run import RunConfig, simulate
 
     trace = simulate(RunConfig(model="gpt2", chip="trn2", mode="decode", seq=64, new_tokens=300), max_events=20_000)

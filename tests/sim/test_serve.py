@@ -143,7 +143,7 @@ def test_impossible_serving_runs_are_refused(kw, message):
 
 
 def test_executions_not_stored_are_drawn_exactly_as_if_they_were():
-    from sim.metrics import BusyIntegral, CounterIntegral, replayed
+    from sim.integrals import BusyIntegral, CounterIntegral, replayed
     from sim.trace import union_intervals
 
     cfg = RunConfig(model="gpt2", chip="trn2", mode="serve", batch=2, concurrency=3, seq=64, new_tokens=12,

@@ -61,7 +61,7 @@ def test_quantizations_are_a_dimension_whose_keys_leave_older_files_matching():
 def test_a_row_holds_the_simulate_json_fields_and_the_costs():
     row = run_point(Point("bert-base", "inf2.xlarge", batch=4))
     assert row["status"] == "ok" and row["reason"] == ""
-    for field in ("latency_ms", "throughput_per_s", "mfu_percent", "engine_utilization_tensor", "hbm_read_bytes"):
+    for field in ("latency_ms", "throughput_per_s", "mfu_percent", "tensor_active_percent", "hbm_read_bytes"):
         assert row[field] > 0, field
     # one inf2.xlarge running every copy: the price of an hour over the inferences of an hour
     assert row["cost_per_million_inferences_usd"] == pytest.approx(
@@ -75,7 +75,10 @@ def test_a_row_holds_the_simulate_json_fields_and_the_costs():
         16 * served["cost_per_million_tokens_usd"])
     assert served["ttft_p99_ms"] >= served["ttft_p50_ms"] > 0
     train = run_point(Point("bert-base", "trn1.32xlarge", mode="training", batch=8, nodes=2))
-    assert train["cost_per_step_usd"] == pytest.approx(train["price_usd_per_hour"] * 2 * train["step_ms"] / 3.6e6)
+    price = train["price_usd_per_hour"] * 2  # both instances
+    assert train["cost_per_step_usd"] == pytest.approx(price * train["latency_under_load_ms"] / 3.6e6)
+    # a million samples: both instances' price over their samples a second (the old sweep counted it twice)
+    assert train["cost_per_million_inferences_usd"] == pytest.approx(price / (train["throughput_per_s"] * 3600) * 1e6)
 
 
 def test_the_process_pool_gives_the_rows_of_one_process(tmp_path):
