@@ -312,7 +312,7 @@ class MainWindow(QMainWindow):
     def _count_matches(self, text: str) -> None:
         runs = self.session.runs
         n = len(runs[0].view.find_layers(text)) if runs and text else 0
-        self.playback.matches.setText(f"{n} layer(s)" if text else "")
+        self.playback.matches.setText(f"{n:,} layer{'' if n == 1 else 's'}" if text else "")
 
     def find_next(self, backwards: bool = False) -> None:
         """Select the next layer of the first run that matches the search, after the playhead

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import re
-
 from sim import catalogue
+from sim.analysis import model_layer
 from sim.hardware.chip import DEFAULT_OPT_LEVEL
 from sim.metrics import ENGINES, compute_metrics
 from sim.record import run_record
@@ -85,9 +84,6 @@ def _num(value: float | None, fmt: str, unit: str = "") -> str:
     return "n/a" if value is None else f"{value:{fmt}}{unit}"
 
 
-_EXECUTION = re.compile(r"(?: #\d+| \d+)$")  # "decode ctx 8192 #27", "micro-batch 2", "prefill chunk 3"
-
-
 def _same_layer_summed(layers: list[dict]) -> list[dict]:
     """The layer records of a run, those of one layer in every step of a phase (``decode ctx
     8192 #27/layer0.attention`` and ``#28``, ``micro-batch 2/layer5.mlp`` and ``3``) summed into
@@ -95,8 +91,7 @@ def _same_layer_summed(layers: list[dict]) -> list[dict]:
     step that takes longest."""
     groups: dict[str, list[dict]] = {}
     for r in layers:
-        phase, sep, layer = r["name"].rpartition("/")
-        groups.setdefault(f"{_EXECUTION.sub('', phase)}{sep}{layer}", []).append(r)
+        groups.setdefault(model_layer(r["name"]), []).append(r)
     out = []
     for name, members in groups.items():
         if len(members) == 1:

@@ -10,6 +10,7 @@ Chrome JSON has no chip: its analysis holds times and busy fractions only.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -400,10 +401,37 @@ def _span(layers: list[Stats]) -> tuple[float, float]:
     return min(s.start_ns for s in layers) / 1e3, max(s.end_ns for s in layers) / 1e3
 
 
+# an execution's number in a layer's name: "decode ctx 8192 #27/", "micro-batch 2/", "prefill chunk 3/" (not a
+# bucket's length: "decode ctx 8192/" is the one step of that bucket)
+_EXECUTION = re.compile(r"(?: #\d+|(?<=micro-batch) \d+|(?<=chunk) \d+)(?=/)")
+
+
+def model_layer(name: str) -> str:
+    """The layer of the model a layer of the run is, whichever execution ran it: its name without
+    the execution's number (``decode ctx 256 #27/layer0.mlp``: ``decode ctx 256/layer0.mlp``)."""
+    return _EXECUTION.sub("", name)
+
+
+def _by_model_layer(layers: list[Stats]) -> dict[str, float]:
+    """The time of each model layer (:func:`model_layer`) among ``layers``, every execution summed."""
+    out: dict[str, float] = {}
+    for s in layers:
+        out[model_layer(s.name)] = out.get(model_layer(s.name), 0.0) + s.time_ns
+    return out
+
+
+def _count(layers: list[Stats]) -> str:
+    """How many layers of the model ``layers`` are, each counted once whatever its executions."""
+    n = len(_by_model_layer(layers))
+    return f"{n} layer{'' if n == 1 else 's'}"
+
+
 def _names(layers: list[Stats], most: int = 3) -> str:
-    top = sorted(layers, key=lambda s: -s.time_ns)[:most]
-    more = f" and {len(layers) - most} more" if len(layers) > most else ""
-    return ", ".join(s.name for s in top) + more
+    """The ``most`` model layers among ``layers`` taking the most time (every execution summed)."""
+    times = _by_model_layer(layers)
+    top = sorted(times, key=lambda name: -times[name])[:most]
+    more = f" and {len(times) - most} more" if len(times) > most else ""
+    return ", ".join(top) + more
 
 
 def _severity(share: float) -> str:
@@ -455,7 +483,8 @@ def insights(trace: Trace, others: list[Trace] = (), analysis: RunAnalysis | Non
         if weights > 0.5 * sum(s.bytes for s in memory):
             kind = _context(trace).chip.memory_kind if _context(trace).chip else "device memory"
             why.append(f"weights and caches read from {kind} every pass")
-        text = (f"{len(memory)} layer(s) are memory-bound, {100 * share:.0f}% of the time ({_names(memory)})"
+        verb = "is" if len(_by_model_layer(memory)) == 1 else "are"
+        text = (f"{_count(memory)} {verb} memory-bound, {100 * share:.0f}% of the time ({_names(memory)})"
                 + (": " + "; ".join(why) if why else "") + ".")
         add(share, "memory_bound", text, memory)
 
@@ -465,8 +494,7 @@ def insights(trace: Trace, others: list[Trace] = (), analysis: RunAnalysis | Non
         spilling = [s for s in layers if s.spill_reload_bytes > 0]
         add(reload / reads, "spill",
             f"SBUF spills: {100 * reload / reads:.0f}% of device-memory reads reload spilled activations "
-            f"({_names(spilling)}); smaller tiles, a smaller batch or a fused (flash) attention keep them on chip.",
-            spilling)
+            f"({_names(spilling)}); {_or(_spill_remedies(trace.meta))} keep them on chip.", spilling)
 
     for engine in ("vector", "scalar", "gpsimd"):
         hot = [s for s in layers if s.bound == engine]
@@ -475,7 +503,7 @@ def insights(trace: Trace, others: list[Trace] = (), analysis: RunAnalysis | Non
             ops = [o for s in hot for o in s.ops if o.busy.get(engine, 0) > 0]
             top_ops = sorted({o.name for o in sorted(ops, key=lambda o: -o.time_ns)[:6]})[:3]
             add(share, f"{engine}_hotspot",
-                f"{engine.capitalize()}E bounds {len(hot)} layer(s), {100 * share:.0f}% of the time "
+                f"{engine.capitalize()}E bounds {_count(hot)}, {100 * share:.0f}% of the time "
                 f"({_names(hot)}; ops {', '.join(top_ops)}).", hot)
 
     if trace.track_index("collective") >= 0:
@@ -492,7 +520,7 @@ def insights(trace: Trace, others: list[Trace] = (), analysis: RunAnalysis | Non
     share = _share(waiting, total)
     if share >= LATENCY_BOUND_SHARE:
         add(share, "latency_bound",
-            f"{len(waiting)} layer(s) leave every engine idle half their time or more, {100 * share:.0f}% of the "
+            f"{_count(waiting)} leave every engine idle half their time or more, {100 * share:.0f}% of the "
             f"time ({_names(waiting)}): engines wait on each other's results (small ops, dependencies).", waiting)
 
     throttled = summ.get("tensor_throttled_percent")
@@ -517,7 +545,7 @@ def insights(trace: Trace, others: list[Trace] = (), analysis: RunAnalysis | Non
     share = _share([s for s in evac if s.bound in ("scalar", "vector")], total)
     if share >= EVACUATION_SHARE:
         add(share, "psum_evacuation",
-            f"PSUM evacuation: ScalarE/VectorE are busier than TensorE in {len(evac)} matmul layer(s) "
+            f"PSUM evacuation: ScalarE/VectorE are busier than TensorE in {_count(evac)} with matmuls "
             f"({_names(evac)}); the array waits for PSUM banks to be emptied.", evac)
 
     run_ns = trace.meta.get("total_ns", trace.duration_ns)
@@ -552,6 +580,21 @@ def _host_costs(host: list[Stats]) -> str:
     return ", ".join(f"{what} {ns * 1e-6:,.2f} ms" for what, ns in sorted(by.items(), key=lambda kv: -kv[1]))
 
 
+def _spill_remedies(meta) -> list[str]:
+    """What keeps a run's activations in SBUF, of what it could still change: smaller tiles, a
+    smaller batch (above one), a fused (flash) attention (when its attention is the compiler's)."""
+    out = ["smaller tiles"]
+    if meta.get("batch", 1) > 1:
+        out.append("a smaller batch")
+    if (meta.get("config") or {}).get("attention") != "flash":
+        out.append("a fused (flash) attention")
+    return out
+
+
+def _or(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
 def _kernels_hint(meta) -> str:
     """The NKI kernels a run could call: for a decoder's decode or serve run, NxD Inference's
     projection kernels it has not enabled."""
@@ -584,18 +627,30 @@ def _comparisons(trace: Trace, layers: list[Stats], other: Trace, total: float,
                             f"{others}: {reason}.", tuple(s.name for s in subject), a, b, "comparison"))]
 
 
+AGREES = 1.05  # a ratio explains a faster layer only when it favours the faster run by this much
+
+
 def _why_faster(ours: Stats, theirs: Stats, our_roofs: Roofs | None, their_roofs: Roofs | None, dtype: str) -> str:
-    if our_roofs is None or their_roofs is None:
-        return f"it is {ours.bound}-bound here and {theirs.bound}-bound there"
-    if ours.bound == "memory":
-        ratio = their_roofs.memory_bytes_per_s / our_roofs.memory_bytes_per_s
-        return (f"it is memory-bound here (MBU {100 * (ours.mbu or 0):.0f}%) and the copy there draws "
-                f"{their_roofs.memory_bytes_per_s / 1e9:,.0f} GB/s of {their_roofs.memory_kind} against "
-                f"{our_roofs.memory_bytes_per_s / 1e9:,.0f} GB/s ({ratio:.1f}x)")
-    if ours.bound == "tensor" and dtype in our_roofs.compute and dtype in their_roofs.compute:
-        ratio = their_roofs.compute[dtype] / our_roofs.compute[dtype]
-        return (f"it is TensorE-bound here and the copy there has {their_roofs.compute[dtype] / 1e12:,.0f} "
-                f"{dtype.upper()} TFLOP/s against {our_roofs.compute[dtype] / 1e12:,.0f} ({ratio:.1f}x)")
+    """Why ``theirs`` takes less time than ``ours``: a peak only when the other run's is higher (a
+    "because" agrees with its numbers), else less work or faster engines than their peaks say."""
+    if our_roofs is not None and their_roofs is not None:
+        if ours.bound == "memory":
+            ratio = their_roofs.memory_bytes_per_s / our_roofs.memory_bytes_per_s
+            if ratio >= AGREES:
+                return (f"it is memory-bound here (MBU {100 * (ours.mbu or 0):.0f}%) and the copy there draws "
+                        f"{their_roofs.memory_bytes_per_s / 1e9:,.0f} GB/s of {their_roofs.memory_kind} against "
+                        f"{our_roofs.memory_bytes_per_s / 1e9:,.0f} GB/s ({ratio:.1f}x)")
+        if ours.bound == "tensor" and dtype in our_roofs.compute and dtype in their_roofs.compute:
+            ratio = their_roofs.compute[dtype] / our_roofs.compute[dtype]
+            if ratio >= AGREES:
+                return (f"it is TensorE-bound here and the copy there has {their_roofs.compute[dtype] / 1e12:,.0f} "
+                        f"{dtype.upper()} TFLOP/s against {our_roofs.compute[dtype] / 1e12:,.0f} ({ratio:.1f}x)")
+    if ours.bound == "memory" and ours.bytes >= AGREES * theirs.bytes:
+        return (f"it is memory-bound here and moves {ours.bytes / 1e6:,.1f} MB of device memory against "
+                f"{theirs.bytes / 1e6:,.1f} MB there")
+    if ours.bound == "tensor" and ours.flops >= AGREES * theirs.flops:
+        return (f"it is TensorE-bound here and does {ours.flops / 1e9:,.1f} GFLOP against {theirs.flops / 1e9:,.1f} "
+                "there")
     return f"it is {ours.bound}-bound here, {theirs.bound}-bound there"
 
 

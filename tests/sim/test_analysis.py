@@ -199,6 +199,43 @@ def test_another_generation_that_runs_a_layer_much_faster_is_explained():
     assert "comparison" not in keys(slow, [same])
 
 
+def test_a_faster_layer_is_never_explained_by_a_peak_that_is_lower_there():
+    # inf2 draws more of its memory than trn1 per core, yet the slow run is trn1's: the reason is
+    # not its peak but the bytes the layer moves
+    slow = built([("mlp", "mlp", [("dma_read", 0, 300, 0, 6e7), ("tensor", 0, 30, 1e9, 0)])], chip="trn2")
+    fast = built([("mlp", "mlp", [("dma_read", 0, 100, 0, 2e7), ("tensor", 0, 30, 1e9, 0)])], chip="inf2")
+    found = next(i for i in insights(slow, [fast]) if i.key == "comparison")
+    assert "GB/s of HBM" not in found.text  # inf2's memory is slower than trn2's: no "because" from it
+    assert found.text.endswith("it is memory-bound here and moves 60.0 MB of device memory against 20.0 MB there.")
+    # nor from anything, when neither the peak nor the work says why
+    same_work = built([("mlp", "mlp", [("dma_read", 0, 100, 0, 6e7), ("tensor", 0, 30, 1e9, 0)])], chip="inf2")
+    found = next(i for i in insights(slow, [same_work]) if i.key == "comparison")
+    assert found.text.endswith("it is memory-bound here, memory-bound there.")
+
+
+def test_insights_count_the_models_layers_once_whatever_their_executions():
+    trace = simulate(RunConfig(model="gpt2", chip="inf2", mode="decode", seq=128, new_tokens=16))
+    layers = layer_table(trace)
+    memory = [s for s in layers if s.bound == "memory"]
+    found = next(i for i in insights(trace) if i.key == "memory_bound")
+    distinct = {s.name.split("/")[0].split(" #")[0] + "/" + s.name.split("/", 1)[1] for s in memory}
+    assert len(memory) > 5 * len(distinct)  # the token steps stored and the prompt's pass
+    assert found.text.startswith(f"{len(distinct)} layers are memory-bound")
+    assert "#" not in found.text and "(s)" not in found.text  # the names are the model's, each once
+
+
+@pytest.mark.parametrize("batch, attention, remedies", [
+    (1, None, "smaller tiles or a fused (flash) attention keep them on chip"),
+    (4, None, "smaller tiles, a smaller batch or a fused (flash) attention keep them on chip"),
+    (4, "flash", "smaller tiles or a smaller batch keep them on chip"),
+])
+def test_a_spill_suggests_only_what_the_run_can_still_change(batch, attention, remedies):
+    events = [("dma_read", 0, 40, 0, 4e6), ("tensor", 0, 90, 1e10, 0)]
+    trace = built([("attn", "attention", events)], stats={"spill_reload_bytes": [2e6]}, batch=batch,
+                  config={"attention": attention})
+    assert next(i for i in insights(trace) if i.key == "spill").text.endswith(remedies + ".")
+
+
 def test_an_insight_points_at_its_layers_on_the_timeline():
     trace = built([("a", "mlp", [("tensor", 0, 100, 1e10, 0)]),
                    ("b", "mlp", [("dma_read", 100, 100, 0, 9e6), ("tensor", 110, 10, 1e8, 0)])])
