@@ -11,6 +11,7 @@ from functools import cached_property
 
 from PySide6.QtCore import QObject, Signal
 
+from neuronviz.naming import distinct_titles
 from neuronviz.trace_view import TraceView
 from sim.analysis import RunAnalysis, analyse
 from sim.catalogue import measure
@@ -27,6 +28,7 @@ class Run:
 
     trace: Trace
     source: str = ""
+    name: str = ""  # what the comparison calls it: its title and what tells it from runs of the same title
 
     @cached_property
     def metrics(self) -> RunMetrics:
@@ -53,12 +55,24 @@ class Run:
         return max(self.trace.run_end_ns, 1.0)
 
     @property
-    def title(self) -> str:
-        """Chip and instance, and the compiler's optimization level when not its default (two runs
-        of one chip compared at two levels are told apart everywhere)."""
+    def base_title(self) -> str:
+        """Chip and instance, and the compiler's optimization level when not its default."""
         m = self.trace.meta
         level = f" · -O{m['optlevel']}" if m.get("optlevel") not in (None, DEFAULT_OPT_LEVEL) else ""
         return f"{m.get('chip_name', m.get('chip', '?'))} · {m.get('instance', '')}".strip(" ·") + level
+
+    @property
+    def title(self) -> str:
+        """How every pane, table and legend names the run: its :attr:`base_title`, and in a
+        comparison with runs of the same title what differs (:mod:`neuronviz.naming`)."""
+        return self.name or self.base_title
+
+    @property
+    def short_title(self) -> str:
+        """The run as a small plot or a narrow column names it: its instance type (which names its
+        chip), and what tells it from the runs of the same title."""
+        differs = self.title[len(self.base_title):] if self.title.startswith(self.base_title) else ""
+        return (self.trace.meta.get("instance") or self.base_title) + differs
 
 
 class Session(QObject):
@@ -149,10 +163,17 @@ class Session(QObject):
         self.selected_layer = ""
         self.area = None
         self.markers = []
-        self.sig_runs_changed.emit()
+        self._runs_changed()
 
     def add_runs(self, runs: list[Run]) -> None:
         self.runs.extend(runs)
+        self._runs_changed()
+
+    def _runs_changed(self) -> None:
+        """Name the runs by what differs among them, and tell the views."""
+        names = distinct_titles([r.base_title for r in self.runs], [r.trace.meta for r in self.runs])
+        for run, name in zip(self.runs, names, strict=True):
+            run.name = name
         self.sig_runs_changed.emit()
 
     def remove_run(self, index: int) -> None:
@@ -162,7 +183,7 @@ class Session(QObject):
             self.baseline = 0
         elif index < self.baseline:
             self.baseline -= 1
-        self.sig_runs_changed.emit()
+        self._runs_changed()
 
     def set_playhead(self, fraction: float) -> None:
         fraction = min(1.0, max(0.0, fraction))

@@ -143,7 +143,7 @@ class OperatorsView(LazyView):
         theirs = {j: {s.name: s for s in r.analysis.layers} for j, r in others}
         headers = list(BASE_COLUMNS)
         for j, r in others:
-            short = r.trace.meta.get("chip", str(j + 1))
+            short = r.short_title
             headers += [f"{j + 1}: {short} µs", f"Δ {j + 1} vs {i + 1}"]
         self.model.setHorizontalHeaderLabels(headers)
         total = base.total_ns or 1.0

@@ -107,7 +107,7 @@ class RegionsView(LazyView):
             if choice in ("", NONE):
                 continue
             for run in runs:
-                title = f"{choice} · {run.trace.meta.get('chip', run.title)}"
+                title = f"{choice} · {run.title}"
                 columns.append((title, region(run, choice, self.session), run.metrics.span_s * 1e9))
         self.table.clear()
         self.table.setColumnCount(len(columns))

@@ -24,11 +24,6 @@ LONG_MS = 10_000.0  # request bars of runs longer than this are drawn in seconds
 NO_SERVING = "The Requests tab shows serving runs (neuronviz simulate --mode serve); this comparison has none."
 
 
-def short_title(run: Run) -> str:
-    """A run as a small plot names it: its instance type (which names its chip)."""
-    return run.trace.meta.get("instance") or run.title
-
-
 def request_spans(run: Run) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A serving run's requests: when each was sent, gave its first token and finished (ms), and
     its output tokens; in the order they were sent."""
@@ -103,9 +98,8 @@ class RequestsView(LazyView):
             self.keys[name].setVisible(bool(runs))
         for index, run in runs[:MAX_PLOTS]:
             self._gantt(index, run)
-        # legends name a run by its chip, or by its place when two runs share one
-        names = [r.trace.meta.get("chip", "") for r in self.session.runs]
-        chips = [k if names.count(k) == 1 else f"{k} #{i + 1}" for i, k in enumerate(names)]
+        # legends name a run as the small plots do: its instance and what tells it from the others
+        chips = [r.short_title for r in self.session.runs]
         lines: dict[str, list[str]] = {name: [] for name in self.cdf}
         for index, run in runs:
             color = run_color(self.session, index)
@@ -132,7 +126,7 @@ class RequestsView(LazyView):
         light = QColor(color)
         light.setAlpha(WAIT_ALPHA)
         plot = pg.PlotWidget()
-        plot.setTitle(short_title(run), size="9pt")
+        plot.setTitle(run.short_title, size="9pt")
         plot.setLabel("bottom", f"time ({unit})")
         plot.setLabel("left", "request")
         plot.invertY(True)

@@ -1180,7 +1180,7 @@ def test_the_requests_tab_draws_every_request_of_a_serving_run_and_their_distrib
     assert view.cdf["TTFT"].getPlotItem().legend is None
     serving = demo_window.session.runs[1].metrics.serving
     key = view.keys["TTFT"].text()
-    assert (f"trn2:&nbsp;p50&nbsp;{serving['ttft_p50_s'] * 1e3:,.0f}&nbsp;ms,&nbsp;p99&nbsp;"
+    assert (f"trn2.48xlarge:&nbsp;p50&nbsp;{serving['ttft_p50_s'] * 1e3:,.0f}&nbsp;ms,&nbsp;p99&nbsp;"
             f"{serving['ttft_p99_s'] * 1e3:,.0f}&nbsp;ms") in key and key.count("&#9632;") == 2
 
 
