@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -11,18 +12,16 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from neuronviz.report import file_summary, run_record, runs_table
+from sim import options
 from sim.errors import SimError
-from sim.hardware.chip import DEFAULT_OPT_LEVEL, OPT_LEVELS, all_chips
+from sim.hardware.chip import all_chips
 from sim.hardware.instances import instances_of
-from sim.quant import QUANTS, SCALES
-from sim.run import ATTENTION, AUTOCAST, DTYPE_BYTES, KV_CACHE_DTYPES, MODES, RunConfig, simulate
+from sim.run import RunConfig, simulate
 from sim.trace import Trace
 from sim.workloads import get_model, preset_names
-from sim.workloads.training import CHECKPOINTS
-from sim.workloads.transformer import GQA_SHARDINGS, HEADS, REPLICATE_TO_TP
 
 EXIT_USAGE = 2
 DEFAULT_CHIPS = "inf1,inf2,trn1,trn2"
@@ -104,29 +103,76 @@ def simulate_runs(args: argparse.Namespace) -> list[Trace]:
 
 
 def _run_config(args: argparse.Namespace, chip: str | None) -> RunConfig:
-    return RunConfig(model=args.model, chip=chip, instance=args.instance, mode=args.mode,
-                     batch=args.batch, seq=args.seq, new_tokens=args.new_tokens, dtype=args.dtype,
-                     autocast=args.autocast, cores=args.cores, copies=args.copies,
-                     grad_accum=args.grad_accum, nodes=args.nodes, zero1=args.zero == 1,
-                     checkpoint_activations=args.checkpoint_activations is not None,
-                     checkpoint_granularity=args.checkpoint_activations or "full", pipeline=args.pipeline,
-                     sequence_parallel=args.sequence_parallel, attention=args.attention, gqa=args.gqa,
-                     concurrency=args.concurrency, max_seq=args.max_seq, ep=args.ep,
-                     expert_imbalance=args.expert_imbalance, requests=args.requests, rate=args.rate,
-                     seed=args.seed, seq_spread=args.seq_spread, new_tokens_spread=args.new_tokens_spread,
-                     quant=args.quant, quant_scales=args.quant_scales, sparsity=args.sparsity,
-                     lnc=args.lnc, kv_cache=args.kv_cache, optlevel=args.optlevel,
-                     draft=args.draft, spec_k=args.spec_k, acceptance=args.acceptance, beams=args.beams,
-                     bucketing=not args.no_buckets, prefill_chunk=args.prefill_chunk, head=args.head,
-                     context_buckets=_buckets(args.context_encoding_buckets),
-                     token_buckets=_buckets(args.token_generation_buckets),
-                     nki_kernels=tuple(k for k, on in (("qkv", args.qkv_kernel_enabled),
-                                                       ("mlp", args.mlp_kernel_enabled),
-                                                       ("attention", args.attn_kernel_enabled)) if on))
+    return options.config(option_values(args), chip=chip)
 
 
-def _buckets(lengths: list[int] | None) -> tuple[int, ...] | None:
-    return tuple(lengths) if lengths else None
+def option_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The run options' values (by :data:`sim.options.OPTIONS` name) that ``args`` gives."""
+    out: dict[str, Any] = {}
+    for option in options.OPTIONS:
+        if option.kind == options.SET:
+            value = tuple(c for c in option.choices if getattr(args, f"{option.name}.{c}"))
+        elif option.kind == options.SWITCH and option.cli_values:
+            value = getattr(args, option.name) == option.cli_values[1]
+        else:
+            value = getattr(args, option.name)
+        out[option.name] = value
+    return out
+
+
+def _checked(kind: type, option: options.Option) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` read from the text, within ``option``'s bounds."""
+    what = "whole number" if kind is int else "number"
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a {what}") from None
+        if kind is float and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"'{text}' is not a finite number")
+        try:
+            option.check((value,) if option.kind == options.LENGTHS else value)  # each of a list
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return value
+
+    return parse
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """A flag for every run option, from its declaration (:data:`sim.options.OPTIONS`), in its group."""
+    groups: dict[str, Any] = {options.GENERAL: parser}
+    for option in options.OPTIONS:
+        target = groups.get(option.group) or groups.setdefault(option.group, parser.add_argument_group(
+            OPTION_GROUPS[option.group]))
+        kw: dict[str, Any] = {"dest": option.name, "help": option.help}
+        if option.kind == options.SET:
+            for choice, flag, text in zip(option.choices, option.flags, option.flag_help, strict=True):
+                target.add_argument(flag, dest=f"{option.name}.{choice}", action="store_true", help=text)
+            continue
+        if option.kind == options.SWITCH:
+            kw.update(dict(type=int, choices=option.cli_values, default=option.cli_values[0]) if option.cli_values
+                      else dict(action="store_true"))
+        elif option.kind == options.CHOICE:
+            kw.update(choices=option.choices, type=type(option.choices[0]), default=option.default)
+            if option.const is not None:
+                kw.update(nargs="?", const=option.const)
+        elif option.kind in (options.INT, options.FLOAT, options.LENGTHS):
+            kw.update(type=_checked(float if option.kind == options.FLOAT else int, option), default=option.default,
+                      metavar="N")
+            if option.kind == options.LENGTHS:
+                kw["nargs"] = "+"
+        else:
+            kw["default"] = option.default
+        if option.name == "model":  # the one the CLI cannot guess
+            kw.update(required=True, default=None)
+        target.add_argument(option.flag, *option.aliases, **kw)
+
+
+OPTION_GROUPS = {options.TRAINING: "training at scale", options.MOE: "mixtures of experts",
+                 options.GENERATION: "decode and serve as a serving stack runs them (--mode serve: a stream of "
+                                     "requests on one copy, with TTFT/TPOT/ITL percentiles)"}
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -152,120 +198,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="simulate a model on one or more chips")
-    p.add_argument("--model", required=True, help="preset name (see `neuronviz models`) or a config.json path")
     p.add_argument("--chips", help=f"comma-separated chip generations (default {DEFAULT_CHIPS}; trn3 too)")
-    p.add_argument("--instance", help="instance type, e.g. inf2.48xlarge (its chip is implied)")
-    p.add_argument("--mode", choices=MODES, default="inference")
-    p.add_argument("--batch", type=_positive_int, default=1)
-    p.add_argument("--seq", type=_positive_int, help="sequence length, prompt length (decode) or image size")
-    p.add_argument("--new-tokens", type=_positive_int, default=128, help="tokens to generate in decode mode")
-    p.add_argument("--beams", type=_positive_int, default=1,
-                   help="decode of an encoder-decoder (T5): beam search keeping N hypotheses of each sequence, "
-                        "every cache reordered by them each step (default 1: greedy)")
-    p.add_argument("--dtype", choices=sorted(DTYPE_BYTES), default="bf16",
-                   help="what the model runs in (fp8: all of it, activations too; see --quant for FP8 weights)")
-    p.add_argument("--quant", choices=QUANTS,
-                   help="weight matmuls quantized: int8-weights/fp8-weights (weight-only, dequantized on VectorE), "
-                        "fp8 (FP8 weights and matmul inputs), mxfp8/mxfp4 (Trainium3's MX matmuls)")
-    p.add_argument("--quant-scales", choices=SCALES, default="channel",
-                   help="per-tensor or per-channel quantization scales (default channel)")
-    p.add_argument("--kv-cache", choices=KV_CACHE_DTYPES,
-                   help="decode/serve: the KV cache stored in fp8 (NxD kv_cache_quant), dequantized before use")
-    p.add_argument("--sparsity", metavar="M:N",
-                   help="M:N structured sparsity of the weights, e.g. 2:4 or 4:16 (Trainium2, Trainium3)")
-    p.add_argument("--autocast", choices=AUTOCAST,
-                   help="what of an fp32 model the compiler casts to bf16 (default: the chip's compiler's: "
-                        "none for neuronx-cc since Neuron 2.27, all for Inferentia1's neuron-cc)")
-    p.add_argument("--cores", type=_positive_int, help="NeuronCores one model copy spans (tensor parallel)")
-    p.add_argument("--lnc", type=int, choices=(1, 2),
-                   help="physical cores per logical NeuronCore on Trn2/Trn3 (default 2; --cores counts logical ones)")
-    p.add_argument("--optlevel", "-O", type=int, choices=OPT_LEVELS, default=DEFAULT_OPT_LEVEL,
-                   help="neuronx-cc's optimization level (default 2): at 1 compiled code loads one op ahead at most "
-                        "and its loads queue behind earlier stores; 3 runs as 2 (Inferentia1's neuron-cc has "
-                        "no levels)")
-    p.add_argument("--copies", type=_positive_int,
-                   help="model copies running at once (default: every copy the instance holds; 1: one request alone)")
-    train = p.add_argument_group("training at scale")
-    train.add_argument("--grad-accum", type=_positive_int, default=1, metavar="N",
-                       help="N micro-batches of --batch per step, their gradients summed before one "
-                            "all-reduce and optimizer update (default 1)")
-    train.add_argument("--nodes", type=_positive_int, default=1, metavar="N",
-                       help="instances joined by EFA, each running as many data-parallel copies (default 1)")
-    train.add_argument("--zero", type=int, choices=(0, 1), default=0,
-                       help="1: shard the optimizer state over the data-parallel copies (ZeRO-1)")
-    train.add_argument("--checkpoint-activations", nargs="?", const="full", choices=CHECKPOINTS,
-                       help="recompute the forward pass in the backward pass instead of keeping its activations: "
-                            "every layer's (full, the default) or only the MLPs and attention's core (selective, as "
-                            "NxD Training's recipes do)")
-    train.add_argument("--pipeline", type=_positive_int, default=1, metavar="N",
-                       help="split each copy's layers into N pipeline stages of --cores cores each (1F1B over the "
-                            "--grad-accum micro-batches; default 1)")
-    p.add_argument("--requests", type=_positive_int,
-                   help="inference: requests run back to back on every copy, a stream as a server runs them "
-                        "(the latency stays one request's; default 1); serve: the requests served (default: 4 "
-                        "per user, at least 32)")
-    p.add_argument("--attention", choices=ATTENTION,
-                   help="attention as one fused flash kernel or as the compiler's separate ops (default: flash "
-                        "for decode, as NxD Inference runs it; the compiler's ops otherwise)")
-    p.add_argument("--gqa", choices=GQA_SHARDINGS, default=REPLICATE_TO_TP,
-                   help="how the KV heads of grouped-query attention are split over a copy's cores when the cores "
-                        "do not divide them: one replicated KV head a core when the cores are a multiple of the KV "
-                        "heads (NxD Inference's default), or converted to multi-head attention, a KV head for "
-                        "every query head (what Transformers NeuronX does)")
-    p.add_argument("--head", choices=HEADS, default="classifier",
-                   help="what an encoder's inference returns to the host, whose copy counts in its latency: "
-                        "its class logits (default), 'none' its hidden states and pooled output (transformers' "
-                        "AutoModel), 'mlm' a masked-LM head's vocabulary logits for every token")
-    p.add_argument("--sequence-parallel", action="store_true",
-                   help="with --cores > 1, each core keeps its share of the tokens outside attention and the MLP "
-                        "(Megatron/NxD sequence parallelism)")
-    moe = p.add_argument_group("mixtures of experts")
-    moe.add_argument("--ep", type=_positive_int, default=1,
-                     help="expert-parallel groups among a copy's cores: each holds 1/N of the experts and tokens "
-                          "go to their experts' group and back (all-to-all); default 1: experts split like MLPs")
-    moe.add_argument("--expert-imbalance", type=_positive_float, default=1.0,
-                     help="the busiest group's share of the routed tokens over the mean (default 1: uniform "
-                          "routing; at most --ep)")
-    serve = p.add_argument_group("decode and serve as a serving stack runs them (--mode serve: a stream of "
-                                 "requests on one copy, with TTFT/TPOT/ITL percentiles)")
-    serve.add_argument("--draft", help="speculative decoding: the draft model (preset or config.json) proposing tokens")
-    serve.add_argument("--spec-k", type=_positive_int, default=0, help="tokens the draft proposes per step")
-    serve.add_argument("--acceptance", type=_number, default=0.0,
-                       help="probability each draft token is accepted (0 to 1)")
-    serve.add_argument("--concurrency", type=_positive_int, metavar="N",
-                       help="requests in flight on the graph compiled for --batch, each prompt encoded alone and "
-                            "every token step paying for the padded batch (decode default: static batching); "
-                            "serve: users each sending a request when their last is done, or with --rate the most "
-                            "in flight (default --batch; more than --batch wait for a slot)")
-    serve.add_argument("--rate", type=_positive_float, metavar="R",
-                       help="serve: requests arrive at R a second (Poisson) instead of users waiting for their last")
-    serve.add_argument("--seq-spread", type=int, default=0, metavar="N",
-                       help="serve: each prompt's length drawn around --seq with this spread in tokens (default 0)")
-    serve.add_argument("--new-tokens-spread", type=int, default=0, metavar="N",
-                       help="serve: each output's length drawn around --new-tokens with this spread (default 0)")
-    serve.add_argument("--seed", type=int, default=0,
-                       help="serve: seed of the arrivals and of the draft tokens accepted (default 0)")
-    serve.add_argument("--max-seq", type=_positive_int, metavar="N",
-                       help="sequence length the graphs are compiled for (default: prompt + new tokens)")
-    serve.add_argument("--no-buckets", action="store_true",
-                       help="one graph of --max-seq tokens instead of NxD's powers-of-two buckets")
-    serve.add_argument("--prefill-chunk", type=_positive_int, default=0, metavar="N",
-                       help="encode the prompt in chunks of N tokens, as optimum-neuron's chunked prefill does "
-                            "(each chunk's attention over the whole compiled cache in the compiler's ops; a flash "
-                            "kernel over the chunks before it with --attention flash)")
-    serve.add_argument("--context-encoding-buckets", type=_positive_int, nargs="+", metavar="N",
-                       help="the prompt lengths context-encoding graphs are compiled for, as NxD Inference takes "
-                            "them (default: powers of two from 128 and --max-seq)")
-    serve.add_argument("--token-generation-buckets", type=_positive_int, nargs="+", metavar="N",
-                       help="the context lengths token-generation graphs are compiled for; the largest is the "
-                            "compiled sequence length (default: as the context-encoding ones)")
-    serve.add_argument("--qkv-kernel-enabled", action="store_true",
-                       help="NxD Inference's NKI kernel for the QKV projection (qkv_kernel_enabled)")
-    serve.add_argument("--mlp-kernel-enabled", action="store_true",
-                       help="NxD Inference's NKI kernel for the MLP (mlp_kernel_enabled)")
-    serve.add_argument("--attn-kernel-enabled", action="store_true",
-                       help="NxD Inference's flash-attention kernel for prompts of every bucket it can take "
-                            "(attn_kernel_enabled; on one core a logical core from 512 positions, not 4,096)")
+    add_run_options(p)
     p.add_argument("-o", "--output", help="save the runs to a trace file (.nvtrace, or .json/.json.gz for Chrome JSON)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.set_defaults(func=cmd_simulate)
@@ -514,18 +448,41 @@ def _add_validate(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_validate)
 
 
-def _int_list(text: str) -> list[int]:
-    values = []
-    for part in text.split(","):
-        values.append(_positive_int(part.strip()))
-    return values
-
-
 def _name_list(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
         raise argparse.ArgumentTypeError("names nothing")
     return names
+
+
+NONE_WORD = "none"  # in a sweep's list: the option left unset (no quantization)
+
+
+def _values_of(option: options.Option) -> Callable[[str], list]:
+    """A sweep axis's argparse type: comma-separated values of ``option``, each read and checked
+    as the option's declaration says."""
+    number = {options.INT: int, options.FLOAT: float}.get(option.kind)
+    one = _checked(number, option) if number else None
+
+    def parse(text: str) -> list:
+        out = []
+        for word in _name_list(text):
+            if option.none is not None and word == NONE_WORD:
+                out.append(None)
+            elif one is not None:
+                out.append(one(word))
+            elif option.kind == options.CHOICE and word not in map(str, option.choices):
+                raise argparse.ArgumentTypeError(f"'{word}': choose from {', '.join(map(str, option.choices))}")
+            else:
+                out.append(word)
+        return out
+
+    return parse
+
+
+# the sweep's axes, each a run option: its flag in a sweep (a list of instances is --instances)
+SWEEP_AXES = {"model": "--model", "instance": "--instances", "batch": "--batch", "seq": "--seq", "cores": "--cores",
+              "dtype": "--dtype", "mode": "--mode", "nodes": "--nodes", "quant": "--quant"}
 
 
 class _SweepProgress:
@@ -555,8 +512,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     engine = args.engine or ("dask" if args.scheduler else "local")
     if args.scheduler and engine != "dask":
         raise UserError("--scheduler is a Dask scheduler's address: it goes with --engine dask")
-    points = grid(args.model, args.instances, args.batch, args.seq or [None], args.cores or [None], args.dtype,
-                  args.mode, args.nodes, args.new_tokens, [None if q == "none" else q for q in args.quant])
+    points = grid(args.model, args.instance, args.batch, args.seq, args.cores, args.dtype, args.mode, args.nodes,
+                  args.new_tokens, args.quant)
     try:
         new, total = sweep(points, args.output, args.resume, engine, args.scheduler or args.address, args.workers,
                            _SweepProgress())
@@ -572,18 +529,14 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     from sim.sweep import ENGINES
 
     p = sub.add_parser("sweep", help="simulate every combination of models, instances, batches... into a table")
-    p.add_argument("--model", action="extend", type=_name_list, required=True,
-                   help="presets or config.json paths, comma-separated or repeated")
-    p.add_argument("--instances", type=_name_list, required=True, help="comma-separated instance types")
-    p.add_argument("--batch", type=_int_list, default=[1], help="comma-separated batch sizes (default 1)")
-    p.add_argument("--seq", type=_int_list, help="comma-separated sequence lengths (default: each model's)")
-    p.add_argument("--cores", type=_int_list, help="comma-separated NeuronCores per copy (default: the fewest)")
-    p.add_argument("--dtype", type=_name_list, default=["bf16"], help="comma-separated data types (default bf16)")
-    p.add_argument("--mode", type=_name_list, default=["inference"], help="comma-separated modes (default inference)")
-    p.add_argument("--nodes", type=_int_list, default=[1], help="comma-separated instance counts (training)")
-    p.add_argument("--quant", type=_name_list, default=["none"],
-                   help="comma-separated weight quantizations: none, " + ", ".join(QUANTS) + " (default none)")
-    p.add_argument("--new-tokens", type=_positive_int, default=128, help="tokens generated in decode mode")
+    for name, flag in SWEEP_AXES.items():  # each axis a run option, read as its declaration says
+        option, required = options.BY_NAME[name], name in ("model", "instance")
+        unset = f"; {NONE_WORD}: {option.none}" if option.none and not required else ""
+        p.add_argument(flag, dest=name, type=_values_of(option), action="extend" if name == "model" else "store",
+                       required=required, default=None if required else [option.default],
+                       help=f"comma-separated, every combination simulated: {option.help}{unset}")
+    new_tokens = options.BY_NAME["new_tokens"]
+    p.add_argument(new_tokens.flag, type=_checked(int, new_tokens), default=new_tokens.default, help=new_tokens.help)
     p.add_argument("-o", "--output", required=True, help="results file: .parquet, or .csv")
     p.add_argument("--resume", action="store_true", help="keep the rows already in the file and run the rest")
     p.add_argument("--workers", type=_positive_int, help="local processes (default: this machine's cores)")

@@ -41,6 +41,7 @@ from neuronviz.widgets.run_panel import RunPanel
 from neuronviz.widgets.scaling import ScalingView
 from neuronviz.widgets.summary import SummaryTable
 from neuronviz.widgets.sweep_view import SweepView
+from sim import options
 from sim.errors import SimError
 
 ABOUT = ("<b>neuronviz {version}</b><p>A simulator of the AWS Neuron chip generations (Inferentia1 and 2, "
@@ -131,9 +132,11 @@ class MainWindow(QMainWindow):
         run_scroll = QScrollArea()  # the panel scrolls rather than squeeze its rows in a short window
         run_scroll.setWidget(self.run_panel)
         run_scroll.setWidgetResizable(True)
+        run_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # it fits the dock's width
         run_scroll.setFrameShape(QFrame.Shape.NoFrame)
         run_dock = self._dock("Run", run_scroll, Qt.DockWidgetArea.RightDockWidgetArea)
         run_dock.hide()
+        self.run_dock = run_dock
         self.resizeDocks([details], [SUMMARY_HEIGHT], Qt.Orientation.Vertical)
         self._menus(run_dock)
         self._shortcuts()
@@ -246,6 +249,8 @@ class MainWindow(QMainWindow):
             view.addAction(dock.toggleViewAction())
         run = self.menuBar().addMenu("&Run")
         self._action(run, "&Simulate…", lambda: (run_dock.show(), run_dock.raise_()), "Ctrl+R")
+        self._action(run, "&Edit and re-run the baseline…", lambda: self.edit_and_rerun(self.session.baseline),
+                     "Ctrl+Shift+R")
         help_menu = self.menuBar().addMenu("&Help")
         self._action(help_menu, "&Keyboard shortcuts", self.show_shortcuts, "?")
         self._action(help_menu, "&About neuronviz", self.show_about)
@@ -385,10 +390,29 @@ class MainWindow(QMainWindow):
         menu.addAction("Copy image of this pane", lambda: self.exports.copy_image(pane))
         menu.addSeparator()
         index = self.panes.index(pane)
+        menu.addAction("Edit and re-run…", lambda: self.edit_and_rerun(index))
         menu.addAction("Make this the baseline", lambda: self.session.set_baseline(index))
         menu.addAction("Close this pane", lambda: self.close_pane(index))
         menu.popup(global_pos)
         self.pane_menu = menu  # kept for tests and so it is not collected while open
+
+    def edit_and_rerun(self, index: int) -> None:
+        """Open run ``index``'s configuration in the Run panel, every field as the run set it."""
+        if not 0 <= index < len(self.session.runs):
+            return
+        run = self.session.runs[index]
+        record = run.trace.meta.get("config")
+        try:
+            cfg = options.config_from_record(record) if isinstance(record, dict) else None
+        except (TypeError, ValueError):
+            cfg = None
+        if cfg is None:
+            QMessageBox.information(self, "Edit and re-run", f"{run.title} was not simulated by neuronviz: it has no "
+                                    "configuration to run again.")
+            return
+        self.run_panel.load(cfg)
+        self.run_dock.show()
+        self.run_dock.raise_()
 
     def close_pane(self, index: int) -> None:
         if self.confirm_discard([self.session.runs[index]]):

@@ -5,7 +5,7 @@ over EFA), simulated off the GUI thread on request."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, Signal
@@ -17,6 +17,7 @@ from neuronviz.session import Session
 from neuronviz.theme import palette
 from sim.errors import SimError
 from sim.metrics import compute_metrics
+from sim.options import config_from_record
 from sim.run import RunConfig, simulate
 
 NODES = (1, 2, 4, 8, 16, 32, 64)
@@ -36,10 +37,8 @@ def training_config(meta) -> RunConfig | None:
     config = meta.get("config")
     if meta.get("mode") != "training" or not isinstance(config, dict):
         return None
-    known = {f.name for f in fields(RunConfig)}
     try:
-        return replace(RunConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()
-                                    if k in known}), copies=None)
+        return replace(config_from_record(config), copies=None)
     except TypeError:
         return None
 
@@ -48,10 +47,8 @@ def scaling_point(cfg: RunConfig, nodes: int) -> ScalingPoint:
     """One cluster size of ``cfg``: its metrics only (no events are kept)."""
     trace = simulate(replace(cfg, nodes=nodes), max_events=0)
     met = compute_metrics(trace)
-    step = met.latency_under_load_s
-    price = trace.meta.get("price_usd_per_hour")
-    cost = None if price is None else price * nodes * step / 3600.0
-    return ScalingPoint(nodes, step, 1.0 if met.scaling_efficiency is None else met.scaling_efficiency, cost)
+    efficiency = 1.0 if met.scaling_efficiency is None else met.scaling_efficiency
+    return ScalingPoint(nodes, met.latency_under_load_s, efficiency, met.cost_per_step_usd)  # the catalogue's
 
 
 class ScalingRunner(_Worker):

@@ -12,7 +12,6 @@ from PySide6.QtWidgets import QApplication, QDockWidget, QMessageBox
 from neuronviz.theme import ENGINE_COLORS, palette
 from neuronviz.trace_view import window_stats
 from sim import catalogue
-from sim.errors import ConfigError
 
 
 def test_demo_opens_four_panes_on_four_generations(demo_window):
@@ -206,22 +205,6 @@ def test_save_then_open_round_trips_the_comparison(demo_window, tmp_path):
     assert len(demo_window.panes) == 4
     assert demo_window.windowTitle() == "neuronviz — cmp.nvtrace"
     assert demo_window.settings.value("files/recent")[0].endswith("cmp.nvtrace")
-
-
-def test_run_panel_simulation_adds_a_pane_without_blocking(demo_window, qtbot):
-    panel = demo_window.run_panel
-    panel.model.setCurrentText("distilbert")
-    for key, box in panel.chips.items():
-        box.setChecked(key == "trn3")
-    ticks = []
-    demo_window.playback.set_playing(True)
-    demo_window.playback.timer.timeout.connect(lambda: ticks.append(1))
-    with qtbot.waitSignal(demo_window.runner.sig_finished, timeout=20000):
-        panel.start()
-    demo_window.playback.set_playing(False)
-    qtbot.waitUntil(lambda: len(demo_window.panes) == 5, timeout=5000)
-    assert demo_window.panes[-1].run.trace.meta["chip"] == "trn3"
-    assert demo_window.panes[-1].run.trace.meta["model"] == "distilbert"
 
 
 def _grab(widget):
@@ -552,163 +535,6 @@ def test_w_zooms_around_the_mouse_when_it_is_over_a_timeline(demo_window, qtbot,
     c = vb.mapSceneToView(pane.graphics.mapToScene(pane.graphics.viewport().mapFromGlobal(at))).x()
     assert (x1 - x0) == pytest.approx(0.5 * d, rel=1e-3)
     assert x0 == pytest.approx(c - 0.5 * c, rel=1e-2)  # the time under the pointer stays put
-
-
-def test_run_panel_instance_and_cores_make_one_run_on_that_instance(demo_window):
-    panel = demo_window.run_panel
-    panel.model.setCurrentText("llama-3-8b")
-    panel.mode.setCurrentText("decode")
-    panel.instance.setCurrentText("inf2.48xlarge")
-    panel.cores.setValue(8)
-    assert not panel.chips["inf1"].isEnabled()
-    (cfg,) = panel.configs()
-    assert (cfg.instance, cfg.chip, cfg.cores, cfg.mode) == ("inf2.48xlarge", None, 8, "decode")
-    panel.instance.setCurrentIndex(0)
-    panel.cores.setValue(0)
-    assert panel.chips["inf1"].isEnabled()
-    assert [(c.chip, c.cores) for c in panel.configs()] == [("inf1", None), ("inf2", None), ("trn1", None),
-                                                            ("trn2", None)]
-
-
-def test_run_panel_micro_batches_apply_to_training_only(demo_window):
-    panel = demo_window.run_panel
-    panel.instance.setCurrentText("trn1.32xlarge")
-    assert not panel.grad_accum.isEnabled()
-    panel.mode.setCurrentText("training")
-    panel.grad_accum.setValue(32)
-    (cfg,) = panel.configs()
-    assert (cfg.mode, cfg.grad_accum) == ("training", 32)
-    panel.mode.setCurrentText("inference")  # the value stays for later, but an inference has no step
-    assert not panel.grad_accum.isEnabled() and panel.configs()[0].grad_accum == 1
-    panel.instance.setCurrentIndex(0)
-
-
-def test_run_panel_quantization_and_logical_core_size_reach_the_runs(demo_window):
-    panel = demo_window.run_panel
-    assert {(c.quant, c.lnc) for c in panel.configs()} == {(None, None)}
-    panel.quant.setCurrentText("fp8")
-    panel.lnc.setCurrentText("1")
-    assert {(c.quant, c.lnc) for c in panel.configs()} == {("fp8", 1)}
-    panel.quant.setCurrentIndex(0)
-    panel.lnc.setCurrentIndex(0)
-
-
-def test_run_panel_users_apply_to_serving_only(demo_window):
-    panel = demo_window.run_panel
-    assert not panel.users.isEnabled()
-    panel.mode.setCurrentText("serve")
-    panel.batch.setValue(4)
-    panel.users.setValue(12)
-    assert {(c.mode, c.batch, c.concurrency) for c in panel.configs()} == {("serve", 4, 12)}
-    panel.users.setValue(0)  # as many users as the compiled batch
-    assert panel.configs()[0].concurrency is None
-    panel.users.setValue(12)
-    panel.mode.setCurrentText("decode")
-    assert not panel.users.isEnabled() and panel.configs()[0].concurrency is None
-
-
-def test_run_panel_sets_up_a_published_tutorial_as_its_page_states(demo_window):
-    # NxD Inference's Llama-3.3-70B tutorial on trn2.48xlarge, as validation runs it
-    from sim.validate import read_rows
-
-    (row,) = [r for r in read_rows() if r.model == "llama-3.3-70b" and r.metric == "ttft_ms"]
-    panel = demo_window.run_panel
-    assert not panel.generation_box.isEnabled()
-    panel.model.setCurrentText("llama-3.3-70b")
-    panel.instance.setCurrentText("trn2.48xlarge")
-    panel.mode.setCurrentText("decode")
-    assert panel.generation_box.isEnabled()
-    panel.cores.setValue(64)
-    panel.seq.setValue(10000)
-    panel.new_tokens.setValue(1500)
-    panel.max_seq.setValue(12800)
-    panel.context_buckets.setText("2048, 4096 8192 12288")
-    panel.token_buckets.setText("2048 4096 8192 12800")
-    for box in panel.kernels.values():
-        box.setChecked(True)
-    panel.sequence_parallel.setChecked(True)
-    (cfg,) = panel.configs()
-    fields = ("model", "instance", "mode", "cores", "seq", "new_tokens", "max_seq", "bucketing", "context_buckets",
-              "token_buckets", "nki_kernels", "sequence_parallel", "prefill_chunk", "attention")
-    assert [getattr(cfg, f) for f in fields] == [getattr(row.config, f) for f in fields]
-    assert cfg.context_buckets == (2048, 4096, 8192, 12288) and cfg.nki_kernels == ("qkv", "mlp", "attention")
-
-
-def _set_panel(panel, **values) -> None:
-    """Set the run panel's widgets as a user would: a number in a spin box, text in a combo box."""
-    for name, value in values.items():
-        widget = getattr(panel, name)
-        if isinstance(value, int):
-            widget.setValue(value)
-        else:
-            widget.setCurrentText(value)
-
-
-def test_run_panel_sets_up_a_t5_row_as_validation_runs_it(demo_window):
-    from sim.validate import read_rows
-
-    row = next(r for r in read_rows() if r.model == "t5-3b" and r.metric == "per_token_ms")
-    panel = demo_window.run_panel
-    _set_panel(panel, model="t5-3b", instance=row.instance, mode="decode", cores=8, seq=128, new_tokens=84,
-               dtype="fp32", max_seq=128, beams=4, attention="compiler")
-    (cfg,) = panel.configs()
-    fields = ("model", "instance", "mode", "cores", "seq", "new_tokens", "max_seq", "beams", "attention", "dtype")
-    assert [getattr(cfg, f) for f in fields] == [getattr(row.config, f) for f in fields]
-    panel.mode.setCurrentText("inference")  # beams are a generating run's
-    assert {c.beams for c in panel.configs()} == {1}
-    from dataclasses import replace
-
-    from neuronviz.session import SIMULATED, Run
-    from neuronviz.widgets.pane import header_html
-    from sim.run import simulate
-
-    run = Run(simulate(replace(cfg, new_tokens=4), max_events=0), source=SIMULATED)
-    assert "t5-3b · decode · batch 1 · seq 128 · 4 beams · fp32" in header_html(run, None)
-
-
-def test_run_panel_sets_up_a_transformers_neuronx_mistral_row_as_validation_runs_it(demo_window):
-    from sim.validate import read_rows
-
-    row = next(r for r in read_rows() if r.model == "mistral-7b" and r.instance == "inf2.48xlarge"
-               and r.metric == "tpot_ms" and r.batch == 1 and r.seq == "4096/4096")
-    panel = demo_window.run_panel
-    _set_panel(panel, model="mistral-7b", instance=row.instance, mode="decode", cores=24, seq=4096, new_tokens=4096,
-               dtype="fp16", attention="compiler", gqa="convert-to-mha")
-    (cfg,) = panel.configs()
-    fields = ("model", "instance", "mode", "cores", "seq", "new_tokens", "attention", "gqa", "dtype")
-    assert [getattr(cfg, f) for f in fields] == [getattr(row.config, f) for f in fields]
-
-
-def test_run_panel_generation_graphs_apply_to_generating_runs_only(demo_window):
-    panel = demo_window.run_panel
-    panel.mode.setCurrentText("serve")
-    panel.context_buckets.setText("512 1024")
-    panel.one_graph.setChecked(True)  # one graph of the compiled length: the bucket lists do not apply
-    assert not panel.context_buckets.isEnabled()
-    panel.prefill_chunk.setValue(1024)
-    assert {(c.bucketing, c.context_buckets, c.prefill_chunk) for c in panel.configs()} == {(False, None, 1024)}
-    panel.one_graph.setChecked(False)
-    assert {c.context_buckets for c in panel.configs()} == {(512, 1024)}
-    panel.attention.setCurrentText("compiler")
-    panel.mode.setCurrentText("inference")  # the values stay for later, but an inference compiles one graph
-    assert not panel.generation_box.isEnabled()
-    assert {(c.context_buckets, c.prefill_chunk, c.bucketing, c.attention) for c in panel.configs()} == {
-        (None, 0, True, "compiler")}
-
-
-def test_run_panel_refuses_bucket_lists_that_are_not_lengths(demo_window):
-    panel = demo_window.run_panel
-    panel.mode.setCurrentText("decode")
-    panel.token_buckets.setText("2048 4k")
-    with pytest.raises(ConfigError, match="token-generation buckets must be positive whole numbers"):
-        panel.configs()
-    panel.start()  # nothing starts; the panel says why
-    assert panel.status.text() == "token-generation buckets must be positive whole numbers of positions, got '2048 4k'"
-    assert panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()
-    for text in ("0 2048", "-512", "2048 ²", "2e3"):
-        panel.token_buckets.setText(text)
-        with pytest.raises(ConfigError):
-            panel.configs()
 
 
 def test_closing_with_unsaved_simulated_runs_asks_first(demo_window, qtbot, monkeypatch, tmp_path):

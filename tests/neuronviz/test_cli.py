@@ -100,8 +100,6 @@ def test_simulate_table_is_readable(capsys):
     (["--model", "bert-base", "--chips", "inf1", "--copies", "5"], "between 1 and 4 (inf1.xlarge holds 4 copies"),
     (["--model", "resnet50", "--chips", "trn2", "--cores", "2"], "the Neuron SDK has no tensor-parallel CNNs"),
     (["--model", "bert-base", "--chips", "trn1", "--grad-accum", "4"], "gradient accumulation is for training"),
-    (["--model", "gpt2", "--chips", "trn2", "--mode", "serve", "--seed", "-1"], "the seed must be a whole number"),
-    (["--model", "gpt2", "--chips", "trn2", "--mode", "serve", "--seq-spread", "-1"], "the prompt length spread"),
     (["--model", "gpt2", "--chips", "trn2", "--rate", "2"], "a request rate (and its seed) is for serve mode"),
     (["--model", "gpt2", "--chips", "trn2", "--mode", "decode", "--seq", "600", "--context-encoding-buckets", "256",
       "512"], "a prompt of 600 tokens fits no context-encoding bucket: the largest is 512"),
@@ -138,8 +136,8 @@ def test_copies_sets_how_many_copies_run_at_once(capsys):
 
 
 @pytest.mark.parametrize("flag, value", [("--batch", "-3"), ("--batch", "two"), ("--seq", "0"), ("--copies", "0"),
-                                         ("--grad-accum", "0"), ("--nodes", "0"),
-                                         ("--context-encoding-buckets", "-512")])
+                                         ("--grad-accum", "0"), ("--nodes", "0"), ("--seed", "-1"),
+                                         ("--seq-spread", "-1"), ("--context-encoding-buckets", "-512")])
 def test_bad_numbers_exit_2(capsys, flag, value):
     with pytest.raises(SystemExit) as info:
         main(["simulate", "--model", "bert-base", flag, value])

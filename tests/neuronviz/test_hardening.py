@@ -58,5 +58,9 @@ def test_a_save_removes_the_temporaries_of_saves_that_were_killed(tmp_path):
 
 
 def test_a_batch_no_chip_could_hold_is_refused(capsys):
-    assert main(["simulate", "--model", "bert-base", "--chips", "inf2", "--batch", str(10**30)]) == 2
+    assert main(["simulate", "--model", "bert-base", "--chips", "inf2", "--batch", str(10**8)]) == 2
     assert "does not fit" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:  # beyond what the option takes: refused as the arguments are read
+        main(["simulate", "--model", "bert-base", "--chips", "inf2", "--batch", str(10**30)])
+    assert info.value.code == 2
+    assert "argument --batch: must be a whole number from 1 to 1,073,741,824" in capsys.readouterr().err

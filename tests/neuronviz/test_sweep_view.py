@@ -82,24 +82,24 @@ def test_sweeping_the_comparison_runs_its_model_on_its_instances_in_the_backgrou
 
 def test_the_run_panel_sweeps_its_configuration_over_batch_sizes(demo_window, qtbot):
     panel = demo_window.run_panel
-    panel.model.setCurrentText("distilbert")
+    panel.fields["model"].widget.setCurrentText("distilbert")
     panel.sweep_button.click()
     view = demo_window.sweep
     assert view.source == "Run panel"
     qtbot.waitUntil(lambda: len(view.rows) == 4 * 6, timeout=120_000)
     assert {r["model"] for r in view.rows} == {"distilbert"}
     assert {r["instance"] for r in view.rows} == {"inf1.xlarge", "inf2.xlarge", "trn1.2xlarge", "trn2.48xlarge"}
-    panel.model.setCurrentText("no-such-model")
+    panel.fields["model"].widget.setCurrentText("no-such-model")
     panel.sweep_button.click()
     assert "unknown model 'no-such-model'" in panel.status.text() and view.source == "Run panel"
 
 
 def test_the_run_panels_sweep_keeps_its_quantization(demo_window):
     panel = demo_window.run_panel
-    panel.model.setCurrentText("llama-3-8b")
-    panel.mode.setCurrentText("decode")
-    panel.instance.setCurrentText("inf2.48xlarge")
-    panel.quant.setCurrentText("int8-weights")
+    panel.fields["model"].widget.setCurrentText("llama-3-8b")
+    panel.fields["mode"].widget.setCurrentText("decode")
+    panel.fields["instance"].widget.setCurrentText("inf2.48xlarge")
+    panel.fields["quant"].widget.setCurrentText("int8-weights")
     points = panel.sweep_points()
     assert {(p.instance, p.mode, p.quant) for p in points} == {("inf2.48xlarge", "decode", "int8-weights")}
     assert [p.batch for p in points] == [1, 2, 4, 8, 16, 32]

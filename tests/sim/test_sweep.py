@@ -191,4 +191,8 @@ def test_the_cli_sweeps_and_prints_the_best(tmp_path, capsys):
         main(["sweep", "--model", "bert-base", "--instances", "inf2.xlarge", "--batch", "4,0", "-o",
               str(tmp_path / "z.parquet")])
     assert exit_info.value.code == 2
-    assert "--batch: must be a positive whole number, got 0" in capsys.readouterr().err
+    assert "--batch: must be a whole number from 1 to 1,073,741,824, got 0" in capsys.readouterr().err  # as simulate
+    with pytest.raises(SystemExit):
+        main(["sweep", "--model", "bert-base", "--instances", "inf2.xlarge", "--dtype", "bf16,int4", "-o",
+              str(tmp_path / "z.parquet")])
+    assert "'int4': choose from bf16, fp16, fp32, fp8, int8" in capsys.readouterr().err
