@@ -1,4 +1,4 @@
-"""One declaration of each run option: its field of :class:`sim.run.RunConfig`, type, bounds,
+"""One declaration of each run option: its field of :class:`sim.config.RunConfig`, type, bounds,
 default, help and the modes that use it. The CLI's ``simulate`` flags, the app's Run panel and
 the sweep axes are all built from :data:`OPTIONS`, so they cannot drift apart, and an error
 about an option can name it as the user set it (:func:`in_terms_of`).
@@ -10,10 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from sim.config import ATTENTION, AUTOCAST, DTYPE_BYTES, GENERATING, KV_CACHE_DTYPES, MODES, NKI_KERNELS, RunConfig
 from sim.hardware.chip import DEFAULT_OPT_LEVEL, OPT_LEVELS
 from sim.hardware.instances import all_instances
 from sim.quant import QUANTS, SCALES
-from sim.run import ATTENTION, AUTOCAST, DTYPE_BYTES, GENERATING, KV_CACHE_DTYPES, MODES, NKI_KERNELS, RunConfig
 from sim.workloads import preset_names
 from sim.workloads.training import CHECKPOINTS
 from sim.workloads.transformer import GQA_SHARDINGS, HEADS

@@ -42,11 +42,12 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
+from sim.config import SPREADS, RunConfig
 from sim.errors import SimError
 from sim.hardware.chip import Efficiency, all_chips, get_chip
 from sim.hardware.instances import get_instance
 from sim.metrics import RunMetrics, compute_metrics
-from sim.run import SPREADS, RunConfig, simulate
+from sim.run import simulate
 from sim.workloads import get_model, preset_names
 from sim.workloads.models import ENCODER
 from sim.workloads.transformer import CONVERT_TO_MHA, REPLICATE_TO_TP

@@ -8,8 +8,9 @@ import pytest
 from sim.errors import ConfigError
 from sim.hardware.chip import get_chip
 from sim.host import HOST, INPUT_COPY, OUTPUT_COPY
+from sim.memory_plan import deployment
 from sim.metrics import compute_metrics
-from sim.run import RunConfig, deployment, simulate
+from sim.run import RunConfig, simulate
 from sim.validate import read_rows
 
 EFF = get_chip("inf2").efficiency

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from sim.errors import ConfigError, DoesNotFitError, UnknownNameError
-from sim.run import RunConfig, deployment, simulate
+from sim.memory_plan import deployment
+from sim.run import RunConfig, simulate
 from sim.workloads import Phase, Program, build_program, get_model, preset_names
 from sim.workloads.graph import OpKind
 from sim.workloads.transformer import experts_touched

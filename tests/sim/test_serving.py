@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
+from sim.config import graph_lengths
 from sim.errors import ConfigError
 from sim.metrics import compute_metrics
-from sim.run import RunConfig, graph_lengths, simulate
+from sim.run import RunConfig, simulate
 
 
 def _decode(**kw):
@@ -132,13 +133,14 @@ def _spec(**kw):
 @pytest.mark.parametrize("k, p, expected", [(4, 0.0, 1.0), (4, 1.0, 5.0), (4, 0.7, (1 - 0.7 ** 5) / 0.3),
                                             (3, 0.741, (1 - 0.741 ** 4) / 0.259)])
 def test_tokens_per_step_follow_the_acceptance_rate(k, p, expected):
-    from sim.run import tokens_per_step
+    from sim.config import tokens_per_step
 
     assert tokens_per_step(_spec(spec_k=k, acceptance=p)) == pytest.approx(expected)
 
 
 def test_a_speculative_run_takes_the_steps_its_accepted_tokens_need():
-    from sim.run import simulate, tokens_per_step
+    from sim.config import tokens_per_step
+    from sim.run import simulate
 
     cfg = _spec()
     trace = simulate(cfg)

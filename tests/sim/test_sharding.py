@@ -19,7 +19,7 @@ RESNET50_FLOPS = 2 * 4.1e9  # torchvision's model card: 4.09 GMAC per 224x224 im
 def test_resnet50_flops_do_not_depend_on_how_many_cores_share_a_copy(monkeypatch):
     two = simulate(RunConfig(model="resnet50", chip="trn2"))
     # the same chip as if it ran one physical core per logical core (LNC=1)
-    monkeypatch.setattr("sim.run.get_chip", lambda key: replace(get_chip(key), lnc_default=1))
+    monkeypatch.setattr("sim.checks.get_chip", lambda key: replace(get_chip(key), lnc_default=1))
     one = simulate(RunConfig(model="resnet50", chip="trn2"))
     assert (two.meta["lnc"], one.meta["lnc"]) == (2, 1)
     flops_two, flops_one = compute_metrics(two).flops, compute_metrics(one).flops
