@@ -15,6 +15,7 @@ from neuronviz.naming import distinct_titles
 from neuronviz.trace_view import TraceView
 from sim.analysis import RunAnalysis, analyse
 from sim.catalogue import measure
+from sim.description import Hardware, hardware_of
 from sim.hardware.chip import DEFAULT_OPT_LEVEL
 from sim.metrics import RunMetrics, compute_metrics
 from sim.trace import Trace
@@ -33,6 +34,12 @@ class Run:
     @cached_property
     def metrics(self) -> RunMetrics:
         return compute_metrics(self.trace)
+
+    @cached_property
+    def hardware(self) -> Hardware | None:
+        """What the run says it ran on (:func:`sim.description.hardware_of`); None for a trace of
+        another tool."""
+        return hardware_of(self.trace.meta)
 
     @cached_property
     def measures(self) -> dict[str, float | None]:

@@ -16,9 +16,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from sim.catalogue import explorer_summary
-from sim.cost.dma import memory_share_bytes_per_s
-from sim.errors import SimError
-from sim.hardware.chip import Chip, get_chip
+from sim.description import Hardware, hardware_of
 from sim.host import HOST, PIPELINE_WAIT
 from sim.metrics import communication, compute_metrics, requests_back_to_back
 from sim.trace import PIPELINE_BUBBLE, Trace, union_intervals
@@ -28,7 +26,6 @@ from sim.trace import PIPELINE_BUBBLE, Trace, union_intervals
 BOUND_RESOURCES = {"tensor": ("tensor",), "vector": ("vector",), "scalar": ("scalar",), "gpsimd": ("gpsimd",),
                    "memory": ("dma_read", "dma_write"), "collective": ("collective",), "host": (HOST,)}
 LATENCY_BOUND_BELOW = 0.5  # busiest resource under half of the span: the layer waits on dependencies
-DTYPE_ROOFS = ("mxfp8", "fp8", "bf16", "fp32")  # MX: on the chips whose array multiplies it
 
 
 @dataclass(frozen=True)
@@ -109,7 +106,7 @@ class Insight:
 
 @dataclass
 class _Context:
-    chip: Chip | None
+    hardware: Hardware | None
     shards: int
     peak_per_core: float | None
     memory_per_core: float | None
@@ -126,24 +123,19 @@ class _Context:
 
 def _context(trace: Trace) -> _Context:
     m = trace.meta
-    try:
-        chip = get_chip(m["chip"]) if "chip" in m else None
-    except SimError:
-        chip = None
+    hw = hardware_of(m)
     shards = int(m.get("cores_per_copy", 1)) * int(m.get("lnc", 1))
-    mem = memory_share_bytes_per_s(chip, int(m.get("cores_active", 1))) if chip else None
-    return _Context(chip, shards, m.get("peak_flops_per_core"), mem, trace.event_repeats)
+    return _Context(hw, shards, m.get("peak_flops_per_core"), hw.memory_share_bytes_per_s if hw else None,
+                    trace.event_repeats)
 
 
 def roofs(trace: Trace) -> Roofs | None:
     """The copy's compute roofs (the data types its chip runs) and device-memory roof."""
     ctx = _context(trace)
-    if ctx.chip is None or ctx.memory_per_core is None:
+    if ctx.hardware is None or ctx.memory_per_core is None:
         return None
-    te = ctx.chip.tensor
-    compute = {d: te.peak_flops(d) * ctx.shards for d in DTYPE_ROOFS
-               if d in ctx.chip.dtypes or (te.mx is not None and d in te.rate)}
-    return Roofs(compute, ctx.memory_per_core * ctx.shards, ctx.chip.memory_kind)
+    compute = {d: peak * ctx.shards for d, peak in ctx.hardware.peak_flops_per_core.items()}
+    return Roofs(compute, ctx.memory_per_core * ctx.shards, ctx.hardware.memory_kind)
 
 
 def _core0_tracks(trace: Trace) -> dict[str, list[int]]:
@@ -481,7 +473,8 @@ def insights(trace: Trace, others: list[Trace] = (), analysis: RunAnalysis | Non
             why.append(f"small DMA transfers (average {avg:,.0f} B)")
         weights = sum(s.bytes for s in memory) - sum(s.spill_reload_bytes + s.spill_save_bytes for s in memory)
         if weights > 0.5 * sum(s.bytes for s in memory):
-            kind = _context(trace).chip.memory_kind if _context(trace).chip else "device memory"
+            hw = _context(trace).hardware
+            kind = hw.memory_kind if hw else "device memory"
             why.append(f"weights and caches read from {kind} every pass")
         verb = "is" if len(_by_model_layer(memory)) == 1 else "are"
         text = (f"{_count(memory)} {verb} memory-bound, {100 * share:.0f}% of the time ({_names(memory)})"

@@ -9,9 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.cost.dma import memory_share_bytes_per_s
-from sim.errors import SimError
-from sim.hardware.chip import get_chip
+from sim.description import hardware_of
 from sim.host import HOST, WAITS
 from sim.serve import serving_summary
 from sim.trace import Trace, union_intervals
@@ -114,12 +112,8 @@ def scaled_layer_total(trace: Trace, key: str) -> float:
 def memory_bytes_per_s_per_core(trace: Trace) -> float | None:
     """One core's share of its device memory's bandwidth while the run's cores run (None for a
     trace without chip data)."""
-    m = trace.meta
-    try:
-        chip = get_chip(m["chip"]) if m.get("chip") else None
-    except SimError:
-        return None
-    return memory_share_bytes_per_s(chip, int(m.get("cores_active", 1))) if chip else None
+    hw = hardware_of(trace.meta)
+    return hw.memory_share_bytes_per_s if hw else None
 
 
 def engine_utilization(trace: Trace) -> dict[str, float]:

@@ -26,6 +26,7 @@ from sim.config import (
 )
 from sim.cost.dma import memory_share_bytes_per_s
 from sim.deploy import Deployment
+from sim.description import hardware
 from sim.hardware.chip import DEFAULT_OPT_LEVEL, Efficiency, schedule
 from sim.host import (
     HOST,
@@ -447,6 +448,7 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
         "copies": dep.copies, "cores_active": alone.active_cores_per_chip,
         "cores_active_under_load": dep.active_cores_per_chip,
         "peak_flops_per_core": chip.tensor.peak_flops(prec.matmul_dtype),
+        "hardware": hardware(chip, inst, alone.active_cores_per_chip).record(),
         "weight_refetch_bytes": sched.weight_refetch_bytes, "requests": request_count(cfg),
         "units": {"time": "ns", "bytes": "B", "flops": "FLOP"},
         "phases": [{"name": p["name"], "start_ns": p["start"] * 1e9, "end_ns": p["end"] * 1e9, "repeat": p["repeat"],

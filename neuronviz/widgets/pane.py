@@ -244,7 +244,7 @@ class ComparisonPane(QWidget):
         body = QHBoxLayout()
         body.setContentsMargins(0, 0, 0, 0)
         body.addWidget(self.diagram)
-        self.diagram.setVisible(self._chip() is not None)  # a trace of another tool has no chip to draw
+        self.diagram.setVisible(self.run.hardware is not None)  # a trace of another tool has no chip to draw
         body.addWidget(self.graphics, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -443,7 +443,7 @@ class ComparisonPane(QWidget):
         """SBUF/PSUM fill as % of their size, HBM/DDR read and write bandwidth, and the
         collectives' NeuronLink and EFA traffic."""
         c = self.run.trace.counters
-        chip = self._chip()
+        chip = self.run.hardware
         sizes = {"sbuf_bytes": getattr(chip, "sbuf_bytes", None), "psum_bytes": getattr(chip, "psum_bytes", None)}
         sram = [(n, k, label) for n, k, label in (("sbuf_bytes", "dma_read", "SBUF"),
                                                   ("psum_bytes", "dma_write", "PSUM")) if n in c and sizes[n]]
@@ -477,15 +477,6 @@ class ComparisonPane(QWidget):
             peak = float(np.max(np.abs(ctr.value))) or 1.0
             self._curve(band, self._counter_series(ctr, 100 / peak), "other", _short(ctr.name, 24),
                         QColor(OTHER_COUNTER_COLORS[i % len(OTHER_COUNTER_COLORS)]))
-
-    def _chip(self):
-        from sim.errors import UnknownNameError
-        from sim.hardware.chip import get_chip
-
-        try:
-            return get_chip(str(self.run.trace.meta.get("chip", "")))
-        except UnknownNameError:
-            return None
 
     def eventFilter(self, watched, event) -> bool:
         if watched is self.graphics and event.type() == QEvent.Type.Resize and self.bands:
@@ -604,7 +595,7 @@ class ComparisonPane(QWidget):
     def chip_state(self, t_ns: float) -> ChipState:
         """The chip diagram at time ``t_ns`` of this run."""
         m = self.run.trace.meta
-        chip = self._chip()
+        chip = self.run.hardware  # what the run says it ran on
         window = ACTIVITY_WINDOW * self.run.duration_ns
         activity = self.view.activity(t_ns, window)
 
@@ -620,7 +611,7 @@ class ComparisonPane(QWidget):
         on_chip = int(m.get("cores_active", 1)) if chip else 1
         peak = chip.memory_bytes_per_s if chip else 1e12
         engines = tuple(k for k in ("tensor", "vector", "scalar", "gpsimd") if k in self.view.row_kinds
-                        or (chip is not None and (k != "gpsimd" or chip.gpsimd is not None)))
+                        or (chip is not None and (k != "gpsimd" or chip.gpsimd)))
         return ChipState(
             title=self.run.title, cores=chip.cores if chip else 1,
             active=int(m.get("cores_active", 1)) if chip else None, engines=engines,
@@ -662,24 +653,18 @@ class ComparisonPane(QWidget):
 
     def _topology_state(self, chip, mean) -> dict:
         """The instance's chips and links for a run over several chips (or instances), else nothing."""
-        from sim.errors import UnknownNameError
-        from sim.hardware.instances import get_instance
-
         m = self.run.trace.meta
-        try:
-            inst = get_instance(str(m.get("instance", "")))
-        except UnknownNameError:
+        if chip is None or chip.topology is None:
             return {}
         shards = m.get("cores_per_copy", 1) * m.get("lnc", 1) * m.get("pipeline", 1)
         copies = m.get("data_parallel", 1) // max(1, m.get("nodes", 1)) if m.get("mode") == "training" else 1
-        used = min(inst.chips, -(-shards * max(1, copies) // chip.cores))
-        if inst.chips < 2 or (used < 2 and m.get("nodes", 1) < 2):
+        used = min(chip.instance_chips, -(-shards * max(1, copies) // chip.cores))
+        if chip.instance_chips < 2 or (used < 2 and m.get("nodes", 1) < 2):
             return {}
-        topo = inst.topology
-        return dict(topology=topo.kind, topology_dims=topo.dims, chips_used=used,
-                    link_bytes_per_s=mean("neuronlink_bytes_per_s"), link_peak_bytes_per_s=topo.link_bytes_per_s,
+        return dict(topology=chip.topology, topology_dims=chip.topology_dims, chips_used=used,
+                    link_bytes_per_s=mean("neuronlink_bytes_per_s"), link_peak_bytes_per_s=chip.link_bytes_per_s,
                     nodes=m.get("nodes", 1), efa_bytes_per_s=mean("efa_bytes_per_s"),
-                    efa_peak_bytes_per_s=topo.efa_bytes_per_s or 1.0)
+                    efa_peak_bytes_per_s=chip.efa_bytes_per_s or 1.0)
 
     # --- mouse --------------------------------------------------------------------------
     def _data_point(self, scene_pos: QPointF) -> tuple[float, float] | None:

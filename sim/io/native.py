@@ -25,6 +25,7 @@ import numpy as np
 import orjson
 import xxhash
 
+from sim.description import hardware_of
 from sim.errors import TraceFileError
 from sim.io.atomic import atomic_file
 from sim.io.inputs import NotRegularFileError, open_regular
@@ -343,6 +344,11 @@ def _validate_meta(meta: Any, fail, stats_checked: bool = False) -> None:
     for key in _META_TABLES:
         if key in meta and not isinstance(meta[key], dict) and not (meta[key] is None and key in _META_MAY_BE_NULL):
             fail(f"run metadata '{key}' is not a table")
+    if "hardware" in meta:  # the facts the views read instead of the chip data (sim.description)
+        try:
+            hardware_of(meta)
+        except ValueError as exc:
+            fail(f"run metadata 'hardware' {exc}")
     if meta["mode"] == "decode":
         for key in _DECODE_NUMBERS:
             number(key)

@@ -358,3 +358,54 @@ def test_negative_zero_durations_and_unsigned_op_layers_still_load(saved, tmp_pa
     loaded = load_traces(path)[0]
     assert loaded.events["dur_ns"][0] == 0.0 and np.signbit(loaded.events["dur_ns"][0])
     assert loaded.op_layer.dtype == np.uint32 and np.array_equal(loaded.op_layer, trace.op_layer)
+
+
+def test_a_run_carries_the_hardware_it_ran_on(saved, monkeypatch):
+    from dataclasses import replace as changed
+
+    from sim import description
+    from sim.analysis import roofs
+    from sim.hardware.chip import get_chip
+
+    before = [description.hardware_of(t.meta) for t in load_traces(saved)]
+    # the chip data changes after the file was written: the file says what its runs ran on
+    monkeypatch.setattr(description, "get_chip", lambda key: changed(get_chip(key), sbuf_bytes=1, memory_bytes_per_s=1))
+    after = load_traces(saved)
+    assert [description.hardware_of(t.meta) for t in after] == before
+    chip = get_chip(after[0].meta["chip"])
+    assert before[0].sbuf_bytes == chip.sbuf_bytes and before[0].memory_kind == chip.memory_kind
+    assert roofs(after[0]).memory_bytes_per_s > 1  # the roofline reads the file's, not the chip data's
+
+
+def test_a_file_without_hardware_facts_takes_them_from_its_chip_data(saved, tmp_path):
+    from sim.description import hardware_of
+
+    path = tmp_path / "old.nvtrace"
+
+    def without(m):
+        runs = [{**r, "meta": {k: v for k, v in r["meta"].items() if k != "hardware"}} for r in m["runs"]]
+        return {**m, "runs": runs}
+
+    _rewrite(saved, path, without)
+    assert [hardware_of(t.meta) for t in load_traces(path)] == [hardware_of(t.meta) for t in load_traces(saved)]
+
+
+@pytest.mark.parametrize("hardware, message", [
+    ("fast", "run metadata 'hardware' is not a table"),
+    ({"version": 9}, "run metadata 'hardware' has version 9; this neuronviz reads up to 1: upgrade neuronviz"),
+    ({"sbuf_bytes": -1}, "run metadata 'hardware' 'sbuf_bytes' is not a finite number from 0"),
+    ({"peak_flops_per_core": {"bf16": "a lot"}}, "'peak_flops_per_core' is not a table of finite numbers"),
+    ({"cores": 0}, "run metadata 'hardware' 'cores' is not a positive whole number"),
+])
+def test_a_damaged_hardware_record_is_one_line(saved, tmp_path, hardware, message):
+    path = tmp_path / "bad.nvtrace"
+
+    def damage(m):
+        run = m["runs"][0]
+        record = hardware if isinstance(hardware, str) else {**run["meta"]["hardware"], **hardware}
+        return {**m, "runs": [{**run, "meta": {**run["meta"], "hardware": record}}, *m["runs"][1:]]}
+
+    _rewrite(saved, path, damage)
+    with pytest.raises(TraceFileError, match=message.replace("(", r"\(")) as info:
+        load_traces(path)
+    assert "\n" not in str(info.value)

@@ -1,0 +1,123 @@
+"""The hardware facts a run's views need, carried by the run itself: its chip's memories and
+peaks, the bandwidth its cores share, its instance's links. The simulator writes them into the
+trace's metadata (``meta["hardware"]``, versioned); every view, the analysis and the metrics read
+them from :func:`hardware_of`, never by looking the chip up by name, so a file says what it was
+simulated on even when the chip data changes later. A file from before they were written (or
+an imported trace) gets them from the chip data of the chip it names, here and only here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sim.cost.dma import memory_share_bytes_per_s
+from sim.errors import SimError
+from sim.hardware.chip import Chip, get_chip
+from sim.hardware.instances import Instance, get_instance
+
+HARDWARE_VERSION = 1
+DTYPE_ROOFS = ("mxfp8", "fp8", "bf16", "fp32")  # MX: on the chips whose array multiplies it
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What a run's chip and instance are, as its views draw and measure it."""
+
+    chip: str  # the generation's key
+    name: str
+    cores: int  # NeuronCores of one chip
+    sbuf_bytes: float
+    psum_bytes: float
+    memory_kind: str  # HBM, or DDR on Inferentia1
+    memory_bytes_per_s: float  # one chip's
+    memory_share_bytes_per_s: float  # one core's while the run's cores of a chip run
+    peak_flops_per_core: Mapping[str, float] = field(default_factory=dict)  # by matmul data type
+    gpsimd: bool = True
+    # the instance's chips and links, for runs over several chips (none for one chip or no instance)
+    instance_chips: int = 1
+    topology: str | None = None
+    topology_dims: tuple[int, ...] = ()
+    link_bytes_per_s: float = 0.0
+    efa_bytes_per_s: float | None = None
+
+    def record(self) -> dict[str, Any]:
+        """As the trace's metadata keeps it (JSON types)."""
+        out = asdict(self)
+        out["topology_dims"] = list(self.topology_dims)
+        out["peak_flops_per_core"] = dict(self.peak_flops_per_core)
+        return {"version": HARDWARE_VERSION, **out}
+
+
+def hardware(chip: Chip, instance: Instance | None, cores_active: int) -> Hardware:
+    """The facts of ``chip`` (on ``instance``) with ``cores_active`` of a chip's cores running."""
+    te = chip.tensor
+    peaks = {d: te.peak_flops(d) for d in DTYPE_ROOFS if d in chip.dtypes or (te.mx is not None and d in te.rate)}
+    topo = instance.topology if instance is not None else None
+    return Hardware(chip.key, chip.name, chip.cores, float(chip.sbuf_bytes), float(chip.psum_bytes),
+                    chip.memory_kind, chip.memory_bytes_per_s, memory_share_bytes_per_s(chip, cores_active),
+                    peaks, chip.gpsimd is not None, instance.chips if instance is not None else 1,
+                    topo.kind if topo else None, tuple(topo.dims) if topo else (),
+                    topo.link_bytes_per_s if topo else 0.0, topo.efa_bytes_per_s if topo else None)
+
+
+def hardware_of(meta: Mapping) -> Hardware | None:
+    """A run's hardware facts: as its metadata records them, else (a file of an older neuronviz)
+    from the chip data of the chip and instance it names; None for a trace without a chip."""
+    record = meta.get("hardware")
+    if record is not None:
+        return _read(record)
+    try:
+        chip = get_chip(str(meta["chip"])) if meta.get("chip") else None
+    except SimError:
+        return None
+    if chip is None:
+        return None
+    try:
+        instance = get_instance(str(meta.get("instance", "")))
+    except SimError:
+        instance = None
+    return hardware(chip, instance, int(meta.get("cores_active", 1)))
+
+
+_TEXTS = ("chip", "name", "memory_kind")
+_COUNTS = ("cores", "instance_chips")
+_NUMBERS = ("sbuf_bytes", "psum_bytes", "memory_bytes_per_s", "memory_share_bytes_per_s", "link_bytes_per_s")
+
+
+def _number(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value) and value >= 0
+
+
+def _read(record: Any) -> Hardware:
+    """The facts a trace's metadata records, checked: a :class:`ValueError` says which is wrong."""
+    if not isinstance(record, Mapping):
+        raise ValueError("is not a table")
+    version = record.get("version")
+    if type(version) is not int or version > HARDWARE_VERSION:
+        raise ValueError(f"has version {version!r}; this neuronviz reads up to {HARDWARE_VERSION}: upgrade neuronviz")
+    values = {k: v for k, v in record.items() if k in Hardware.__dataclass_fields__}
+    for key in _TEXTS:
+        if not isinstance(values.get(key), str):
+            raise ValueError(f"'{key}' is not a text")
+    for key in _COUNTS:
+        if type(values.get(key)) is not int or values[key] < 1:
+            raise ValueError(f"'{key}' is not a positive whole number")
+    for key in _NUMBERS:
+        if not _number(values.get(key)):
+            raise ValueError(f"'{key}' is not a finite number from 0")
+    peaks = values.get("peak_flops_per_core")
+    if not isinstance(peaks, Mapping) or not all(isinstance(k, str) and _number(v) for k, v in peaks.items()):
+        raise ValueError("'peak_flops_per_core' is not a table of finite numbers by data type")
+    dims = values.get("topology_dims", [])
+    if not isinstance(dims, list) or not all(type(d) is int and d > 0 for d in dims):
+        raise ValueError("'topology_dims' is not a list of positive whole numbers")
+    if values.get("topology") is not None and not isinstance(values["topology"], str):
+        raise ValueError("'topology' is not a text")
+    if values.get("efa_bytes_per_s") is not None and not _number(values["efa_bytes_per_s"]):
+        raise ValueError("'efa_bytes_per_s' is not a finite number from 0")
+    if type(values.get("gpsimd", True)) is not bool:
+        raise ValueError("'gpsimd' is not true or false")
+    return Hardware(**{**values, "topology_dims": tuple(dims), "peak_flops_per_core": dict(peaks)})
