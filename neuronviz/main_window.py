@@ -41,7 +41,6 @@ from neuronviz.widgets.run_panel import RunPanel
 from neuronviz.widgets.scaling import ScalingView
 from neuronviz.widgets.summary import SummaryTable
 from neuronviz.widgets.sweep_view import SweepView
-from sim import options
 from sim.errors import SimError
 
 ABOUT = ("<b>neuronviz {version}</b><p>A simulator of the AWS Neuron chip generations (Inferentia1 and 2, "
@@ -401,11 +400,7 @@ class MainWindow(QMainWindow):
         if not 0 <= index < len(self.session.runs):
             return
         run = self.session.runs[index]
-        record = run.trace.meta.get("config")
-        try:
-            cfg = options.config_from_record(record) if isinstance(record, dict) else None
-        except (TypeError, ValueError):
-            cfg = None
+        cfg = run.trace.run.software.config
         if cfg is None:
             QMessageBox.information(self, "Edit and re-run", f"{run.title} was not simulated by neuronviz: it has no "
                                     "configuration to run again.")

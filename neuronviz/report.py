@@ -31,7 +31,7 @@ def runs_table(traces: list[Trace]) -> str:
     lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     title = f"{first['model']} {mode} batch {first['batch']} seq {first['seq']} {first['dtype']} "
-    levels = sorted({tr.meta.get("optlevel") for tr in traces} - {None, DEFAULT_OPT_LEVEL})  # not the default level
+    levels = sorted({tr.run.software.optlevel for tr in traces} - {None, DEFAULT_OPT_LEVEL})  # not the default
     if levels:
         title += f"compiled {'/'.join(f'-O{level}' for level in levels)} "
     if mode != "serve":
@@ -65,11 +65,10 @@ def file_summary(path: str, traces: list[Trace]) -> str:
               "latency ms"]
     rows = []
     for i, tr in enumerate(traces, 1):
-        m = tr.meta
+        w, d = tr.run.workload, tr.run.deployment
         met = compute_metrics(tr)
-        rows.append([str(i), str(m.get("chip_name") or m.get("chip", "")), str(m.get("instance", "")),
-                     str(m.get("model", "")), str(m.get("mode", "")), str(m.get("batch", "")), str(m.get("seq", "")),
-                     str(m.get("dtype", "")), str(len(tr.tracks)), f"{tr.n_events:,}",
+        rows.append([str(i), d.chip_name, d.instance, w.model, w.mode, str(w.batch), str(w.seq), w.dtype,
+                     str(len(tr.tracks)), f"{tr.n_events:,}",
                      catalogue.number(tr.run_end_ns / 1e6), catalogue.text("latency_ms", met.latency_s * 1e3)])
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]

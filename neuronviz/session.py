@@ -15,7 +15,7 @@ from neuronviz.naming import distinct_titles
 from neuronviz.trace_view import TraceView
 from sim.analysis import RunAnalysis, analyse
 from sim.catalogue import measure
-from sim.description import Hardware, hardware_of
+from sim.description import Hardware
 from sim.hardware.chip import DEFAULT_OPT_LEVEL
 from sim.metrics import RunMetrics, compute_metrics
 from sim.trace import Trace
@@ -35,11 +35,10 @@ class Run:
     def metrics(self) -> RunMetrics:
         return compute_metrics(self.trace)
 
-    @cached_property
+    @property
     def hardware(self) -> Hardware | None:
-        """What the run says it ran on (:func:`sim.description.hardware_of`); None for a trace of
-        another tool."""
-        return hardware_of(self.trace.meta)
+        """What the run says it ran on; None for a trace of another tool."""
+        return self.trace.run.hardware
 
     @cached_property
     def measures(self) -> dict[str, float | None]:
@@ -64,9 +63,10 @@ class Run:
     @property
     def base_title(self) -> str:
         """Chip and instance, and the compiler's optimization level when not its default."""
-        m = self.trace.meta
-        level = f" · -O{m['optlevel']}" if m.get("optlevel") not in (None, DEFAULT_OPT_LEVEL) else ""
-        return f"{m.get('chip_name', m.get('chip', '?'))} · {m.get('instance', '')}".strip(" ·") + level
+        run = self.trace.run
+        optlevel, d = run.software.optlevel, run.deployment
+        level = f" · -O{optlevel}" if optlevel not in (None, DEFAULT_OPT_LEVEL) else ""
+        return f"{d.chip_name or '?'} · {d.instance}".strip(" ·") + level
 
     @property
     def title(self) -> str:
@@ -79,7 +79,7 @@ class Run:
         """The run as a small plot or a narrow column names it: its instance type (which names its
         chip), and what tells it from the runs of the same title."""
         differs = self.title[len(self.base_title):] if self.title.startswith(self.base_title) else ""
-        return (self.trace.meta.get("instance") or self.base_title) + differs
+        return (self.trace.run.deployment.instance or self.base_title) + differs
 
 
 class Session(QObject):

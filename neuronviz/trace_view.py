@@ -143,7 +143,7 @@ def window_stats(view: TraceView, t0: float, t1: float) -> WindowStats:
             and len(c.t_ns) else 0.0
     # the trace holds one core of a model copy; a copy spread over several cores (tensor parallel,
     # logical cores) does that much work in each, as compute_metrics counts it
-    shards = float(tr.meta.get("cores_per_copy", 1)) * float(tr.meta.get("lnc", 1))
+    shards = float(tr.run.deployment.shards)
     return WindowStats(t0, t1, busy, float((ev["flops"][inside] * share).sum()) * shards,
                        float((ev["bytes"][inside][dma] * share[dma]).sum()) * shards,
                        moved["hbm_read_bytes_per_s"] * shards, moved["hbm_write_bytes_per_s"] * shards, top)

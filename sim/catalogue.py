@@ -170,7 +170,7 @@ BY_KEY = {m.key: m for m in CATALOGUE}
 
 
 def applies(metric: Metric, trace: Trace) -> bool:
-    return trace.meta.get("mode", "imported") in metric.modes
+    return trace.run.workload.mode in metric.modes
 
 
 def measure(trace: Trace, metrics: RunMetrics | None = None) -> dict[str, float | None]:

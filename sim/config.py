@@ -3,7 +3,8 @@ data types it computes in, the graphs it compiles, the requests it serves)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 from sim.hardware.chip import DEFAULT_OPT_LEVEL, Chip
 from sim.quant import Precision, dense, precision
@@ -244,3 +245,11 @@ def checkpointing(cfg: RunConfig) -> str:
 def optlevel_of(cfg: RunConfig, chip: Chip) -> int | None:
     """The optimization level the run's code is compiled at; None for a compiler without levels."""
     return cfg.optlevel if chip.compiler == "neuronx-cc" else None
+
+
+def config_from_record(record: dict[str, Any]) -> RunConfig:
+    """The RunConfig a trace's metadata keeps (``meta["config"]``): lists back to tuples, fields a
+    later simulator added at their defaults."""
+    known = {f.name for f in fields(RunConfig)}
+    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in record.items() if k in known}
+    return RunConfig(**kwargs)

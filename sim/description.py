@@ -1,9 +1,13 @@
-"""The hardware facts a run's views need, carried by the run itself: its chip's memories and
-peaks, the bandwidth its cores share, its instance's links. The simulator writes them into the
-trace's metadata (``meta["hardware"]``, versioned); every view, the analysis and the metrics read
-them from :func:`hardware_of`, never by looking the chip up by name, so a file says what it was
-simulated on even when the chip data changes later. A file from before they were written (or
-an imported trace) gets them from the chip data of the chip it names, here and only here.
+"""A run's description, typed: what ran (:class:`Workload`), where and how it was laid out
+(:class:`Deployment`), with what software (:class:`Software`) and on what hardware
+(:class:`Hardware`: its chip's memories and peaks, the bandwidth its cores share, its instance's
+links). :func:`describe` reads it from a trace's metadata once, with the defaults every reader
+shares, for every file format; views, reports and metrics read it instead of metadata keys.
+
+The hardware facts are written by the simulator into the metadata (``meta["hardware"]``,
+versioned), so a file says what it was simulated on even when the chip data changes later; a
+file from before they were written gets them from the chip data of the chip it names, here and
+only here.
 """
 
 from __future__ import annotations
@@ -121,3 +125,100 @@ def _read(record: Any) -> Hardware:
     if type(values.get("gpsimd", True)) is not bool:
         raise ValueError("'gpsimd' is not true or false")
     return Hardware(**{**values, "topology_dims": tuple(dims), "peak_flops_per_core": dict(peaks)})
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What ran: the model and the mode, its sizes and data types."""
+
+    model: str
+    mode: str  # inference, decode, serve, training, or imported (a trace of another tool)
+    batch: int = 1
+    seq: int = 1
+    dtype: str = ""
+    matmul_dtype: str = ""
+    family: str = ""
+    model_type: str = ""
+    new_tokens: int | None = None  # decode, serve
+    grad_accum: int = 1  # training: micro-batches a step
+    requests: int = 1  # back to back (inference), or served
+    concurrency: int | None = None  # decode: the requests a compiled batch serves; serve: users
+    rate: float | None = None  # serve: requests a second
+
+    @property
+    def generating(self) -> bool:
+        return self.mode in ("decode", "serve")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Where the run ran and how it was laid out."""
+
+    chip: str = ""
+    chip_name: str = ""
+    instance: str = ""
+    cores_per_copy: int = 1  # logical NeuronCores of a copy (of one pipeline stage of it)
+    lnc: int = 1  # physical cores a logical one
+    copies: int = 1  # on one instance
+    nodes: int = 1
+    data_parallel: int = 1  # copies over every instance
+    pipeline: int = 1
+    cores_active: int = 1  # cores of a chip running the traced request alone
+    cores_active_under_load: int = 1
+    memory_per_core_bytes: float = 0.0
+    price_usd_per_hour: float | None = None  # one instance's; None: no published price
+
+    @property
+    def shards(self) -> int:
+        """Physical cores one copy's work is split over (the trace holds one of them)."""
+        return self.cores_per_copy * self.lnc
+
+
+@dataclass(frozen=True)
+class Software:
+    """The compiler and the configuration the run was simulated with (None for a trace of
+    another tool, or one whose configuration this neuronviz cannot read)."""
+
+    compiler: str = ""
+    optlevel: int | None = None
+    config: Any = None  # sim.config.RunConfig
+
+
+@dataclass(frozen=True)
+class RunDescription:
+    workload: Workload
+    deployment: Deployment
+    software: Software
+    hardware: Hardware | None
+
+
+def describe(meta: Mapping) -> RunDescription:
+    """The run a trace's metadata describes, every field its type or its default (the same for
+    every reader and format): a training run's copies over all its instances, a request alone."""
+    # here, not at the top: sim.config imports the workloads, whose config.json reader imports
+    # sim.io, whose readers check a file's hardware record with this module
+    from sim.config import config_from_record
+
+    m = meta
+    workload = Workload(
+        model=str(m.get("model", "")), mode=str(m.get("mode", "imported")), batch=int(m.get("batch", 1)),
+        seq=int(m.get("seq", 1)), dtype=str(m.get("dtype", "")), matmul_dtype=str(m.get("matmul_dtype", "")),
+        family=str(m.get("family", "")), model_type=str(m.get("model_type", "")), new_tokens=m.get("new_tokens"),
+        grad_accum=int(m.get("grad_accum", 1)), requests=max(1, int(m.get("requests", 1))),
+        concurrency=m.get("concurrency"), rate=m.get("rate"))
+    copies = int(m.get("copies", 1))
+    deployment = Deployment(
+        chip=str(m.get("chip", "")), chip_name=str(m.get("chip_name", m.get("chip", ""))),
+        instance=str(m.get("instance", "")), cores_per_copy=int(m.get("cores_per_copy", 1)), lnc=int(m.get("lnc", 1)),
+        copies=copies, nodes=int(m.get("nodes", 1)), data_parallel=int(m.get("data_parallel", copies)),
+        pipeline=int(m.get("pipeline", 1)), cores_active=int(m.get("cores_active", 1)),
+        cores_active_under_load=int(m.get("cores_active_under_load", m.get("cores_active", 1))),
+        memory_per_core_bytes=float(m.get("memory_per_core_bytes", 0.0)),
+        price_usd_per_hour=m.get("price_usd_per_hour"))
+    record = m.get("config")
+    try:
+        config = config_from_record(record) if isinstance(record, Mapping) else None
+    except (TypeError, ValueError):
+        config = None
+    software = Software(str(m.get("compiler", "")), m.get("optlevel"), config)
+    return RunDescription(workload, deployment, software, hardware_of(m))

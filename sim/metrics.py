@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.description import hardware_of
+from sim.description import RunDescription
 from sim.host import HOST, WAITS
 from sim.serve import serving_summary
 from sim.trace import Trace, union_intervals
@@ -90,8 +90,8 @@ class RunMetrics:
 def requests_back_to_back(trace: Trace) -> int:
     """The identical requests an inference trace runs one after another (its figures are one
     request's); 1 for any other run (a serving run's requests overlap: its figures are the run's)."""
-    m = trace.meta
-    return max(1, int(m.get("requests", 1))) if m.get("mode") == "inference" else 1
+    w = trace.run.workload
+    return w.requests if w.mode == "inference" else 1
 
 
 def scaled_layer_total(trace: Trace, key: str) -> float:
@@ -112,7 +112,7 @@ def scaled_layer_total(trace: Trace, key: str) -> float:
 def memory_bytes_per_s_per_core(trace: Trace) -> float | None:
     """One core's share of its device memory's bandwidth while the run's cores run (None for a
     trace without chip data)."""
-    hw = hardware_of(trace.meta)
+    hw = trace.run.hardware
     return hw.memory_share_bytes_per_s if hw else None
 
 
@@ -185,8 +185,8 @@ def host_ns(trace: Trace, after_ns: float = -np.inf) -> float:
 def compute_metrics(trace: Trace) -> RunMetrics:
     """Everything the views, reports and records give of a run, from its trace alone: the
     figures :mod:`sim.catalogue` defines."""
-    m = trace.meta
-    shards = m["cores_per_copy"] * m.get("lnc", 1)
+    m, run = trace.meta, trace.run
+    shards = run.deployment.shards
     requests = requests_back_to_back(trace)
     times = _times(trace, requests)
     span = m.get("total_ns", trace.duration_ns) * 1e-9 / requests
@@ -203,7 +203,7 @@ def compute_metrics(trace: Trace) -> RunMetrics:
     tensor = trace.track_index("tensor")
     tensor_busy = trace.run_busy_ns(tensor) if tensor >= 0 else 0.0
     gradient_comm = exposed = scaling = None
-    if m["mode"] == "training":
+    if run.workload.mode == "training":
         gradient_comm, exposed = communication(trace)
         single = m.get("single_node")  # the same step on one instance, for a run over several
         if single is not None:
@@ -226,7 +226,7 @@ def compute_metrics(trace: Trace) -> RunMetrics:
 def _times(trace: Trace, requests: int) -> dict:
     """One request's latency (alone and under load), for generating runs its time to the first
     token and per token after it, and the throughput and cost per million that follow."""
-    m = trace.meta
+    m, w, d = trace.meta, trace.run.workload, trace.run.deployment
     alone = {"total_ns": m.get("total_ns", trace.duration_ns), "prefill_ns": m.get("prefill_ns"),
              "per_token_ns": m.get("per_token_ns")}
     loaded = {**alone, **m.get("under_load", {})}
@@ -234,57 +234,57 @@ def _times(trace: Trace, requests: int) -> dict:
            "latency_under_load_s": loaded["total_ns"] * 1e-9 / requests, "time_to_first_token_s": None,
            "per_token_s": None, "per_token_under_load_s": None, "host_per_token_s": None, "serving": None}
     # a training step's micro-batches; the requests a decode graph serves (its padding serves none)
-    items = m.get("concurrency", m["batch"]) * m.get("grad_accum", 1)
-    if m["mode"] == "serve":  # the benchmark's medians
+    items = (w.batch if w.concurrency is None else w.concurrency) * w.grad_accum
+    if w.mode == "serve":  # the benchmark's medians
         serving = serving_summary(m["serving"])
         under = m.get("under_load") or serving
         out.update(latency_s=serving["e2e_p50_s"], latency_under_load_s=under["e2e_p50_s"],
                    time_to_first_token_s=serving["ttft_p50_s"], per_token_s=serving["tpot_p50_s"],
                    per_token_under_load_s=under["tpot_p50_s"], serving=serving)
-        throughput = m["copies"] * under["output_tokens_per_s"]  # every copy of the instance a server
-    elif m["mode"] == "decode":
+        throughput = d.copies * under["output_tokens_per_s"]  # every copy of the instance a server
+    elif w.mode == "decode":
         out["time_to_first_token_s"] = alone["prefill_ns"] * 1e-9
-        if m.get("new_tokens", 2) > 1:
+        if (w.new_tokens or 2) > 1:
             out.update(per_token_s=alone["per_token_ns"] * 1e-9, per_token_under_load_s=loaded["per_token_ns"] * 1e-9,
-                       host_per_token_s=host_ns(trace, alone["prefill_ns"]) * 1e-9 / (m["new_tokens"] - 1))
+                       host_per_token_s=host_ns(trace, alone["prefill_ns"]) * 1e-9 / (w.new_tokens - 1))
             each = out["per_token_under_load_s"]
         else:  # the prompt's pass makes the only token: no time per token, one token a request
             each = out["latency_under_load_s"]
-        throughput = m["copies"] * items / each if each > 0 else 0.0
+        throughput = d.copies * items / each if each > 0 else 0.0
     else:
-        copies = m.get("data_parallel", m["copies"])  # a training run's copies on every instance
-        throughput = copies * items / out["latency_under_load_s"] if out["latency_under_load_s"] > 0 else 0.0
+        loaded = out["latency_under_load_s"]  # every copy (a training run's over all its instances)
+        throughput = d.data_parallel * items / loaded if loaded > 0 else 0.0
     out["throughput_per_s"] = throughput
-    out["tokens_per_s"] = (throughput if m["mode"] in ("decode", "serve") else throughput * m["seq"]
-                           if m["mode"] == "training" and m.get("family") not in TOKENLESS else None)
-    out.update(_costs(m, throughput, out))
+    out["tokens_per_s"] = (throughput if w.generating else throughput * w.seq
+                           if w.mode == "training" and w.family not in TOKENLESS else None)
+    out.update(_costs(trace.run, throughput, out))
     return out
 
 
 TOKENLESS = (CNN, VISION_TRANSFORMER, CLIP)  # models whose samples are images, not tokens
 
 
-def _costs(m, throughput: float, times: dict) -> dict[str, float | None]:
+def _costs(run: RunDescription, throughput: float, times: dict) -> dict[str, float | None]:
     """What the run's output costs at the on-demand price of every instance it runs on: per million
     of what its throughput counts (inferences, tokens, samples), per million requests and tokens,
     and per training step."""
-    price = m.get("price_usd_per_hour")
-    price = None if price is None else price * m.get("nodes", 1)  # the price of every instance it runs on
+    w, d = run.workload, run.deployment
+    price = None if d.price_usd_per_hour is None else d.price_usd_per_hour * d.nodes  # every instance it runs on
 
     def per_million(rate: float) -> float | None:
         return None if price is None or rate <= 0 else price / (rate * 3600.0) * 1e6
 
     out = {"cost_per_million_usd": per_million(throughput), "cost_per_million_requests_usd": None,
            "cost_per_million_tokens_usd": None, "cost_per_step_usd": None}
-    if m["mode"] == "serve":  # requests a second of every copy serving
-        out["cost_per_million_requests_usd"] = per_million(m["copies"] * times["serving"]["requests_per_s"])
+    if w.mode == "serve":  # requests a second of every copy serving
+        out["cost_per_million_requests_usd"] = per_million(d.copies * times["serving"]["requests_per_s"])
         out["cost_per_million_tokens_usd"] = out["cost_per_million_usd"]
-    elif m["mode"] == "decode":  # a copy's requests, one generation each
+    elif w.mode == "decode":  # a copy's requests, one generation each
         loaded = times["latency_under_load_s"]
-        out["cost_per_million_requests_usd"] = per_million(m["copies"] * m.get("concurrency", m["batch"]) / loaded
+        out["cost_per_million_requests_usd"] = per_million(d.copies * (w.concurrency or w.batch) / loaded
                                                            if loaded > 0 else 0.0)
         out["cost_per_million_tokens_usd"] = out["cost_per_million_usd"]
-    elif m["mode"] == "training":
+    elif w.mode == "training":
         out["cost_per_step_usd"] = None if price is None else price * times["latency_under_load_s"] / 3600.0
         out["cost_per_million_tokens_usd"] = per_million(times["tokens_per_s"] or 0.0)  # the tokens trained on
     return out

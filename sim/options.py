@@ -7,10 +7,19 @@ about an option can name it as the user set it (:func:`in_terms_of`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
-from sim.config import ATTENTION, AUTOCAST, DTYPE_BYTES, GENERATING, KV_CACHE_DTYPES, MODES, NKI_KERNELS, RunConfig
+from sim.config import (
+    ATTENTION,
+    AUTOCAST,
+    DTYPE_BYTES,
+    GENERATING,
+    KV_CACHE_DTYPES,
+    MODES,
+    NKI_KERNELS,
+    RunConfig,
+)
 from sim.hardware.chip import DEFAULT_OPT_LEVEL, OPT_LEVELS
 from sim.hardware.instances import all_instances
 from sim.quant import QUANTS, SCALES
@@ -228,14 +237,6 @@ def config(values: dict[str, Any], **targets: Any) -> RunConfig:
 def values_of(cfg: RunConfig) -> dict[str, Any]:
     """Every option's value in ``cfg``: what the Run panel shows to edit a run again."""
     return {option.name: option.value_of(cfg) for option in OPTIONS}
-
-
-def config_from_record(record: dict[str, Any]) -> RunConfig:
-    """The RunConfig a trace's metadata keeps (``meta["config"]``): lists back to tuples, fields a
-    later simulator added at their defaults."""
-    known = {f.name for f in fields(RunConfig)}
-    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in record.items() if k in known}
-    return RunConfig(**kwargs)
 
 
 def in_terms_of(message: str, name_of: Callable[[Option], str]) -> str:

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from sim.description import RunDescription, describe
+
 # the .nvtrace format: 1.1 gave each column its XXH3 checksum; 2.0 stores an op's name as an index
 # into the run's distinct names; 3.0 draws the host's costs as events on a host track, some in no
 # layer (-1), instead of recording them in the metadata (files of 1.x and 2.x still load: their
@@ -109,6 +111,11 @@ class Trace:
         object.__setattr__(self, "counters", MappingProxyType(dict(self.counters)))
         for name in ("op_layer", "layer_start_ns", "layer_end_ns"):
             object.__setattr__(self, name, _freeze(getattr(self, name)))
+
+    @cached_property
+    def run(self) -> RunDescription:
+        """What the run is, typed (:func:`sim.description.describe`): what every view reads of it."""
+        return describe(self.meta)
 
     @property
     def n_events(self) -> int:

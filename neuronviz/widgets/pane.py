@@ -22,6 +22,7 @@ from neuronviz.theme import ENGINE_COLORS, ENGINE_LABELS, engine_color, palette
 from neuronviz.trace_view import ENGINE_ORDER
 from neuronviz.widgets.chip_diagram import CORE_ENGINES, ChipDiagram, ChipState
 from sim.catalogue import text, unit_of
+from sim.description import RunDescription
 from sim.integrals import CounterIntegral, IntegralStack, replayed
 from sim.trace import Counter
 
@@ -94,11 +95,11 @@ def _cache_tree(item: QGraphicsItem) -> None:
         _cache_tree(child)
 
 
-def _under_load(values: Mapping, meta: Mapping) -> str:
+def _under_load(values: Mapping, run: RunDescription) -> str:
     """What a request takes with every running copy busy, when that differs from alone (they
     share the chip's memory bandwidth); the throughput is measured that way."""
-    n = meta.get("copies", 1)
-    decode = meta.get("mode") in ("decode", "serve") and values.get("per_token_ms") is not None
+    n = run.deployment.copies
+    decode = run.workload.generating and values.get("per_token_ms") is not None
     keys = ("per_token_ms", "per_token_under_load_ms") if decode else ("latency_ms", "latency_under_load_ms")
     alone, loaded = (values.get(k) for k in keys)
     if n <= 1 or loaded is None or alone is None or loaded <= alone * (1 + 1e-6):
@@ -110,54 +111,58 @@ def _under_load(values: Mapping, meta: Mapping) -> str:
 HOST_SHOWN = 0.1  # of a latency: the host's part of it said in the header
 
 
-def _host_part(values: Mapping, meta: Mapping) -> str:
+def _host_part(values: Mapping, run: RunDescription) -> str:
     """What the host's costs on the host track take of a latency (of each token after the first
     for decode) when they are a sizeable part: an inference's inputs and outputs crossing between
     host and device, an encoder-decoder's generate loop between its steps."""
-    part_key, whole_key = ("host_per_token_ms", "per_token_ms") if meta.get("mode") == "decode" else ("host_ms",
-                                                                                                        "latency_ms")
+    decode = run.workload.mode == "decode"
+    part_key, whole_key = ("host_per_token_ms", "per_token_ms") if decode else ("host_ms", "latency_ms")
     part, whole = values.get(part_key) or 0.0, values.get(whole_key)
     if not whole or part < HOST_SHOWN * whole:
         return ""
     return f" <span style='color:gray'>(incl. {text(part_key, part)} ms on the host)</span>"
 
 
+def _workload_text(run: RunDescription) -> str:
+    """What ran: the model, mode, sizes, requests and data type."""
+    w = run.workload
+    out = f"{w.model or '?'} · {w.mode} · batch {w.batch} · seq {w.seq}"
+    beams = run.software.config.beams if run.software.config is not None else 1
+    if beams > 1:
+        out += f" · {beams} beams"
+    if w.grad_accum > 1:
+        out += f" · {w.grad_accum} micro-batches per step"
+    if w.requests > 1 and w.mode == "inference":
+        out += f" · {w.requests:,} requests back to back"
+    if w.mode == "serve":
+        users = f"arriving at {w.rate:g}/s" if w.rate else f"from {w.concurrency or 1} users"
+        out += f" · {w.requests:,} requests {users}"
+    return out + (f" · {w.dtype}" if w.dtype else "")
+
+
 def header_html(run: Run, baseline: Run | None) -> str:
     """The pane header: what ran where, and how fast and how cheap, every figure the catalogue's."""
-    m, v = run.trace.meta, run.measures
+    d, v = run.trace.run, run.measures
+    mode = d.workload.mode
 
     def t(key: str) -> str:
         return text(key, v.get(key))
 
-    if m.get("mode") == "imported":  # a trace of another tool: no model, chip or price to speak of
-        return (f"<b>{run.title}</b> &nbsp; {m.get('source_file', m.get('model', ''))}<br>"
+    if mode == "imported":  # a trace of another tool: no model, chip or price to speak of
+        return (f"<b>{run.title}</b> &nbsp; {run.trace.meta.get('source_file', d.workload.model)}<br>"
                 f"duration {t('latency_ms')} ms · {run.trace.n_events:,} events · {len(run.view.rows)} tracks")
-    model = f"{m.get('model', '?')} · {m.get('mode', '')} · batch {m.get('batch', '?')} · seq {m.get('seq', '?')}"
-    beams = (m.get("config") or {}).get("beams", 1)
-    if isinstance(beams, int) and beams > 1:
-        model += f" · {beams} beams"
-    if m.get("grad_accum", 1) > 1:
-        model += f" · {m['grad_accum']} micro-batches per step"
-    if m.get("requests", 1) > 1 and m.get("mode") == "inference":
-        model += f" · {m['requests']:,} requests back to back"
-    if m.get("mode") == "serve":
-        users = f"arriving at {m['rate']:g}/s" if m.get("rate") else f"from {m.get('concurrency', 1)} users"
-        model += f" · {m.get('requests', 1):,} requests {users}"
-    if m.get("dtype"):
-        model += f" · {m['dtype']}"
-    busy = _under_load(v, m)
-    mode = m.get("mode", "")
+    busy = _under_load(v, d)
     if mode == "serve":
         lat = (f"TTFT p50 {t('ttft_p50_ms')} ms, p99 {t('ttft_p99_ms')} · TPOT p50 {t('tpot_p50_ms')} ms, p99 "
                f"{t('tpot_p99_ms')} · e2e p50 {t('e2e_p50_ms')} ms · {t('output_tokens_per_s')} tok/s per copy{busy}")
     elif mode == "decode":
         per_token = "one token" if v.get("per_token_ms") is None else f"{t('per_token_ms')} ms/token"
-        lat = (f"TTFT {t('time_to_first_token_ms')} ms · {per_token}{_host_part(v, m)}{busy} · e2e "
+        lat = (f"TTFT {t('time_to_first_token_ms')} ms · {per_token}{_host_part(v, d)}{busy} · e2e "
                f"{t('latency_ms')} ms")
     elif mode == "training":  # one optimizer step of every micro-batch
         lat = f"step {t('latency_ms')} ms{busy}"
     else:
-        lat = f"latency {t('latency_ms')} ms{_host_part(v, m)}{busy}"
+        lat = f"latency {t('latency_ms')} ms{_host_part(v, d)}{busy}"
     throughput = f"{t('throughput_per_s')} {unit_of('throughput_per_s', mode)}"
     # an instance without a published on-demand price (trn2.3xlarge, the UltraServers) says so
     cost = ("no published price" if v.get("cost_per_million_usd") is None
@@ -167,27 +172,24 @@ def header_html(run: Run, baseline: Run | None) -> str:
     speed = ""
     if baseline is not None and baseline is not run:
         ratio = baseline.metrics.latency_s / run.metrics.latency_s if run.metrics.latency_s else 0.0
-        speed = f" · <b>{ratio:.2f}×</b>&nbsp;vs&nbsp;{baseline.trace.meta.get('chip', 'baseline')}"  # one piece
+        speed = f" · <b>{ratio:.2f}×</b>&nbsp;vs&nbsp;{baseline.trace.run.deployment.chip or 'baseline'}"  # one piece
     elif baseline is run:
         speed = " · baseline"
-    cores = _deployment_text(m)
-    return (f"<b>{run.title}</b> &nbsp; {model} &nbsp; <span style='color:gray'>{cores}</span><br>"
-            f"{lat} · {throughput} · {cost}{speed}")
+    return (f"<b>{run.title}</b> &nbsp; {_workload_text(d)} &nbsp; <span style='color:gray'>"
+            f"{_deployment_text(d)}</span><br>{lat} · {throughput} · {cost}{speed}")
 
 
-def _deployment_text(m) -> str:
+def _deployment_text(run: RunDescription) -> str:
     """How the run is laid out: cores per copy, pipeline stages, copies, and instances. A narrow
     header wraps only between these parts (a count stays with its noun)."""
-    if "copies" not in m:
-        return ""
-    n = m.get("data_parallel", m["copies"])  # a training run's copies on every instance
-    cores = m.get("cores_per_copy", 1)
+    d = run.deployment
+    n, cores = d.data_parallel, d.cores_per_copy  # a training run's copies over all its instances
     text = f"{cores}&nbsp;core{'' if cores == 1 else 's'}/copy"
-    if m.get("pipeline", 1) > 1:
-        text += f" × {m['pipeline']}&nbsp;stages"
+    if d.pipeline > 1:
+        text += f" × {d.pipeline}&nbsp;stages"
     text += f" × {n}&nbsp;cop{'y' if n == 1 else 'ies'}"
-    if m.get("nodes", 1) > 1:
-        text += f" on {m['nodes']}&nbsp;×&nbsp;{m.get('instance', 'instances')}"
+    if d.nodes > 1:
+        text += f" on {d.nodes}&nbsp;×&nbsp;{d.instance or 'instances'}"
     return text
 
 
@@ -594,7 +596,6 @@ class ComparisonPane(QWidget):
 
     def chip_state(self, t_ns: float) -> ChipState:
         """The chip diagram at time ``t_ns`` of this run."""
-        m = self.run.trace.meta
         chip = self.run.hardware  # what the run says it ran on
         window = ACTIVITY_WINDOW * self.run.duration_ns
         activity = self.view.activity(t_ns, window)
@@ -608,13 +609,13 @@ class ComparisonPane(QWidget):
         sbuf = mean("sbuf_bytes") / chip.sbuf_bytes if chip else 0.0
         psum = mean("psum_bytes") / chip.psum_bytes if chip else 0.0
         # the trace's core stands for every core of the chip running the same work: the chip's traffic
-        on_chip = int(m.get("cores_active", 1)) if chip else 1
+        on_chip = self.run.trace.run.deployment.cores_active if chip else 1
         peak = chip.memory_bytes_per_s if chip else 1e12
         engines = tuple(k for k in ("tensor", "vector", "scalar", "gpsimd") if k in self.view.row_kinds
                         or (chip is not None and (k != "gpsimd" or chip.gpsimd)))
         return ChipState(
             title=self.run.title, cores=chip.cores if chip else 1,
-            active=int(m.get("cores_active", 1)) if chip else None, engines=engines,
+            active=on_chip if chip else None, engines=engines,
             activity=activity, sbuf_fill=sbuf, psum_fill=psum,
             memory_kind=chip.memory_kind if chip else "memory",
             read_bytes_per_s=on_chip * mean("hbm_read_bytes_per_s"),
@@ -634,14 +635,15 @@ class ComparisonPane(QWidget):
             tokens += int(made[k - 1]) if k else 0
             return {"requests_done": done, "requests_total": len(finish), "request_items": 1,
                     "tokens_done": max(tokens, 0)}
-        total = int(m.get("requests", 1)) if m.get("mode") == "inference" else 1
+        w = self.run.trace.run.workload
+        total = w.requests if w.mode == "inference" else 1
         phases = m.get("phases") or []
         if total <= 1 or not phases:
             return {}
         start, end = phases[0]["start_ns"], phases[0]["end_ns"]
         period = (end - start) / total if end > start else 1.0
         done = int(min(total, max(0.0, (t_ns - start) / period + 1e-9)))
-        return {"requests_done": done, "requests_total": total, "request_items": int(m.get("batch", 1))}
+        return {"requests_done": done, "requests_total": total, "request_items": w.batch}
 
     @cached_property
     def _served(self) -> tuple[np.ndarray, ...]:
@@ -653,17 +655,18 @@ class ComparisonPane(QWidget):
 
     def _topology_state(self, chip, mean) -> dict:
         """The instance's chips and links for a run over several chips (or instances), else nothing."""
-        m = self.run.trace.meta
+        run = self.run.trace.run
+        d = run.deployment
         if chip is None or chip.topology is None:
             return {}
-        shards = m.get("cores_per_copy", 1) * m.get("lnc", 1) * m.get("pipeline", 1)
-        copies = m.get("data_parallel", 1) // max(1, m.get("nodes", 1)) if m.get("mode") == "training" else 1
+        shards = d.shards * d.pipeline
+        copies = d.data_parallel // max(1, d.nodes) if run.workload.mode == "training" else 1
         used = min(chip.instance_chips, -(-shards * max(1, copies) // chip.cores))
-        if chip.instance_chips < 2 or (used < 2 and m.get("nodes", 1) < 2):
+        if chip.instance_chips < 2 or (used < 2 and d.nodes < 2):
             return {}
         return dict(topology=chip.topology, topology_dims=chip.topology_dims, chips_used=used,
                     link_bytes_per_s=mean("neuronlink_bytes_per_s"), link_peak_bytes_per_s=chip.link_bytes_per_s,
-                    nodes=m.get("nodes", 1), efa_bytes_per_s=mean("efa_bytes_per_s"),
+                    nodes=d.nodes, efa_bytes_per_s=mean("efa_bytes_per_s"),
                     efa_peak_bytes_per_s=chip.efa_bytes_per_s or 1.0)
 
     # --- mouse --------------------------------------------------------------------------

@@ -60,7 +60,7 @@ def merged_layers(layers: list[Stats]) -> list[tuple[str, str, float, float, flo
 
 def run_color(session: Session, index: int) -> str:
     """A run's colour: its generation's, unless an earlier run has the same chip."""
-    chips = [r.trace.meta.get("chip") for r in session.runs]
+    chips = [r.trace.run.deployment.chip for r in session.runs]
     chip = chips[index]
     if chip in GENERATION_COLORS and chips.index(chip) == index:
         return GENERATION_COLORS[chip]
@@ -127,7 +127,7 @@ class RooflineView(LazyView):
             if a.roofs is None:
                 continue
             color = run_color(self.session, i)
-            dtype = run.trace.meta.get("matmul_dtype", "bf16")
+            dtype = run.trace.run.workload.matmul_dtype or "bf16"
             peak = a.roofs.compute.get(dtype, max(a.roofs.compute.values()))
             roof_top = max(roof_top, peak)
             bw = a.roofs.memory_bytes_per_s

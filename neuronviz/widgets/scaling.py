@@ -15,9 +15,9 @@ from neuronviz.axes import log_ticks
 from neuronviz.runner import _Worker
 from neuronviz.session import Session
 from neuronviz.theme import palette
+from sim.description import RunDescription
 from sim.errors import SimError
 from sim.metrics import compute_metrics
-from sim.options import config_from_record
 from sim.run import RunConfig, simulate
 
 NODES = (1, 2, 4, 8, 16, 32, 64)
@@ -32,15 +32,13 @@ class ScalingPoint:
     cost_per_step_usd: float | None
 
 
-def training_config(meta) -> RunConfig | None:
-    """The configuration a training run was simulated with (None for other runs and imported traces)."""
-    config = meta.get("config")
-    if meta.get("mode") != "training" or not isinstance(config, dict):
+def training_config(run: RunDescription) -> RunConfig | None:
+    """The configuration a training run was simulated with, every copy running (None for other
+    runs and imported traces)."""
+    config = run.software.config
+    if run.workload.mode != "training" or config is None:
         return None
-    try:
-        return replace(config_from_record(config), copies=None)
-    except TypeError:
-        return None
+    return replace(config, copies=None)
 
 
 def scaling_point(cfg: RunConfig, nodes: int) -> ScalingPoint:
@@ -117,7 +115,7 @@ class ScalingView(QWidget):
     def training_runs(self) -> list[tuple[int, RunConfig]]:
         out = []
         for i, run in enumerate(self.session.runs):
-            cfg = training_config(run.trace.meta)
+            cfg = training_config(run.trace.run)
             if cfg is not None:
                 out.append((i, cfg))
         return out

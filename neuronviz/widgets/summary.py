@@ -38,9 +38,9 @@ def summary_rows(session: Session, columns: list[str]) -> list[list[object]]:
     rows = []
     base = session.runs[session.baseline].metrics.latency_s if session.runs else 0.0
     for run in session.runs:
-        values, m = run.measures, run.trace.meta
-        cells = {"run": run.title, "instance": m.get("instance", ""),
-                 ITEMS_COLUMN: catalogue.ITEMS.get(m.get("mode", ""), ""),
+        values, d = run.measures, run.trace.run.deployment
+        cells = {"run": run.title, "instance": d.instance,
+                 ITEMS_COLUMN: catalogue.ITEMS.get(run.trace.run.workload.mode, ""),
                  SPEED_UP: base / run.metrics.latency_s if run.metrics.latency_s else None}
         rows.append([cells[c] if c in cells else values.get(c) for c in columns])
     return rows
@@ -56,9 +56,8 @@ def summary_csv_rows(session: Session) -> tuple[list[str], list[list[object]]]:
     header = [*CONFIG_COLUMNS, *columns]
     rows = []
     for run, row in zip(session.runs, summary_rows(session, columns), strict=True):
-        m = run.trace.meta
-        config = [m.get("chip", ""), m.get("model", ""), m.get("mode", ""), m.get("batch", ""), m.get("seq", ""),
-                  m.get("dtype", ""), m.get("cores_per_copy", ""), m.get("copies", "")]
+        w, d = run.trace.run.workload, run.trace.run.deployment
+        config = [d.chip, w.model, w.mode, w.batch, w.seq, w.dtype, d.cores_per_copy, d.copies]
         rows.append([*config, *row])
     return header, rows
 

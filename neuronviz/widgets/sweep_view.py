@@ -208,13 +208,12 @@ class SweepView(QWidget):
         runs = self.session.runs
         if not runs:
             return []
-        meta = runs[0].trace.meta
-        instances = list(dict.fromkeys(r.trace.meta["instance"] for r in runs if r.trace.meta.get("instance")))
-        config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
-        try:
-            return grid([config.get("model", meta.get("model"))], instances, SMALL_SWEEP_BATCHES,
-                        [meta.get("seq")], modes=[meta.get("mode", "inference")], dtypes=[meta.get("dtype", "bf16")],
-                        new_tokens=meta.get("new_tokens") or 128)
+        first = runs[0].trace.run
+        w, config = first.workload, first.software.config
+        instances = [i for i in dict.fromkeys(r.trace.run.deployment.instance for r in runs) if i]
+        try:  # the model as simulated (a config.json's path), else as the trace names it
+            return grid([config.model if config is not None else w.model], instances, SMALL_SWEEP_BATCHES, [w.seq],
+                        modes=[w.mode], dtypes=[w.dtype or "bf16"], new_tokens=w.new_tokens or 128)
         except SimError:
             return []
 

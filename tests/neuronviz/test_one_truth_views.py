@@ -107,3 +107,23 @@ def test_a_bandwidth_is_the_bytes_of_the_events_over_the_drawn_span(name, traces
         moved = float(np.sum(ev["bytes"][sel] * trace.event_repeats[sel])) * shards
         assert v[key] == pytest.approx(moved / span_ns, rel=1e-9)  # bytes per ns: GB/s
     assert v["total_time_ms"] == pytest.approx(span_ns * 1e-6, rel=1e-12)
+
+
+def test_views_never_look_a_chip_up_by_name(traces, tmp_path, demo_window, monkeypatch):
+    import sim.description
+    import sim.hardware.chip
+
+    path = tmp_path / "decode.nvtrace"
+    save_file(str(path), traces["decode"])
+
+    def refused(*_):
+        raise AssertionError("a view looked a chip up by name")
+
+    for module in (sim.hardware.chip, sim.description):
+        monkeypatch.setattr(module, "get_chip", refused)
+    assert demo_window.open_files([str(path)])
+    (pane,) = demo_window.panes
+    assert pane.diagram.isVisibleTo(pane) and "SRAM %" in [band.title for band in pane.bands]
+    assert demo_window.session.runs[0].analysis.roofs is not None  # the roofline's peaks: the file's
+    state = pane.chip_state(pane.run.duration_ns / 2)
+    assert state.peak_bytes_per_s == traces["decode"][0].run.hardware.memory_bytes_per_s > 0

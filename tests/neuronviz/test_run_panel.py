@@ -60,7 +60,7 @@ def test_the_panel_reproduces_the_clis_run_exactly(demo_window, tmp_path, capsys
     panel = demo_window.run_panel
     _set(panel, **fields)
     (cfg,) = panel.configs()
-    assert options.config_from_record(cli.meta["config"]) == replace(cfg, seq=cli.meta["config"]["seq"])
+    assert cli.run.software.config == replace(cfg, seq=cli.meta["config"]["seq"])
     ours = simulate(cfg)
     for column in ("track", "op", "layer", "start_ns", "dur_ns", "flops", "bytes"):
         assert np.array_equal(ours.events[column], cli.events[column]), column
