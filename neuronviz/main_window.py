@@ -24,7 +24,16 @@ from PySide6.QtWidgets import (
 )
 
 from neuronviz import __version__
-from neuronviz.files import OPEN_FILTERS, SAVE_FILTERS, open_runs, save_runs, with_suffix_of
+from neuronviz.files import (
+    OPEN_FILTERS,
+    SAVE_FILTERS,
+    check_comparison,
+    files_label,
+    open_problem,
+    open_runs,
+    save_runs,
+    with_suffix_of,
+)
 from neuronviz.runner import FileLoader, SimulationRunner
 from neuronviz.session import SIMULATED, Session
 from neuronviz.theme import THEMES, apply_theme
@@ -418,15 +427,20 @@ class MainWindow(QMainWindow):
         if sum(_size(p) for p in paths) > BACKGROUND_OPEN_BYTES:
             self._open_in_background(paths, replace)
             return True
-        runs = []
-        for path in paths:
-            try:
-                runs.extend(open_runs(path))
-            except SimError as exc:
-                QMessageBox.warning(self, "Cannot open trace", str(exc))
-                return False
+        try:
+            runs = [run for path in paths for run in open_runs(path)]
+            self._check_comparison(runs, paths, replace)
+            for run in runs:  # what the panes draw from, made where a failure is a dialog, not an exception in Qt
+                run.view  # noqa: B018
+                run.metrics  # noqa: B018
+        except Exception as exc:  # noqa: BLE001 - whatever a file makes a reader raise is a dialog, never a crash
+            QMessageBox.warning(self, "Cannot open trace", open_problem(paths, exc))
+            return False
         self._show_opened(runs, paths, replace)
         return True
+
+    def _check_comparison(self, runs: list, paths: list[str], replace: bool) -> None:
+        check_comparison(len(runs) + (0 if replace else len(self.session.runs)), files_label(paths))
 
     def _show_opened(self, runs: list, paths: list[str], replace: bool) -> None:
         for path in paths:
@@ -457,6 +471,11 @@ class MainWindow(QMainWindow):
         if self._opening is not None and gen == self._opening[0] and self.loader.current(gen):
             replace = self._opening[1]
             self._end_opening()
+            try:
+                self._check_comparison(runs, paths, replace)
+            except SimError as exc:
+                QMessageBox.warning(self, "Cannot open trace", str(exc))
+                return
             self._show_opened(runs, paths, replace)
 
     def _open_failed(self, gen: int, reason: str) -> None:
