@@ -198,6 +198,69 @@ def test_the_fuzz_corpus_opened_in_the_app_opens_or_warns_in_one_line(demo_windo
     assert {"intact.nvtrace", "intact.json"} <= opened and outcomes["refused"] >= 20, outcomes
 
 
+def test_every_hostile_file_of_issue_49_opens_or_shows_its_one_line_reason(demo_window, tmp_path, monkeypatch):
+    """File > Open of each: a dialog with exactly the reader's message, or panes; never an exception
+    inside Qt (pytest-qt fails the test on one)."""
+    import neuronviz.main_window as mw
+    from neuronviz.files import MAX_PANES
+    from sim.io import load_file, save_file
+    from sim.run import RunConfig, simulate
+    from tests.fuzz_corpus import HOSTILE
+
+    monkeypatch.setattr(mw, "BACKGROUND_OPEN_BYTES", 1 << 40)  # each opens at once (the worker has its own test)
+    seed = tmp_path / "seed.nvtrace"
+    save_file(str(seed), [simulate(RunConfig(model="distilbert", chip="inf2", seq=64))])
+    shown = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: shown.append(text))
+    for i, (name, case) in enumerate(n_c for n_c in HOSTILE.items() if not n_c[1].is_config):
+        path = tmp_path / f"case{i}{case.suffix}"
+        case.build(seed, path)
+        expected = case.error.format(path=path) if case.error else None
+        if expected is None and len(load_file(path)) > MAX_PANES:
+            expected = f"{path}: {len(load_file(path))} runs, more than the {MAX_PANES} a comparison shows side by side"
+        panes, warned = list(demo_window.panes), len(shown)
+        opened = demo_window.open_files([str(path)])
+        if expected is None:
+            assert opened and len(shown) == warned and demo_window.panes != panes, name
+        else:
+            assert not opened and shown[warned:] == [expected] and demo_window.panes == panes, name
+        path.unlink()
+
+
+def test_a_reader_failing_in_a_way_nobody_foresaw_is_a_dialog_not_an_exception_in_qt(demo_window, monkeypatch):
+    from pathlib import Path
+
+    shown = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: shown.append(text))
+    monkeypatch.setattr("neuronviz.main_window.open_runs", lambda path: 1 / 0)
+    golden = str(Path(__file__).parents[1] / "data" / "bert-base-trn1-inf2.nvtrace")
+    assert demo_window.open_files([golden]) is False
+    assert shown == [f"{golden}: cannot be shown (ZeroDivisionError: division by zero)"]
+    assert len(demo_window.panes) == 4
+
+
+def test_long_texts_are_cut_for_drawing_and_saved_whole(demo_window, tmp_path):
+    from dataclasses import replace
+
+    from neuronviz.files import MAX_DRAWN_CHARS
+    from sim.io import load_file, save_file
+    from sim.run import RunConfig, simulate
+
+    trace = simulate(RunConfig(model="distilbert", chip="inf2", seq=64))
+    model, layer = "m" * 5000, "l" * 5000
+    path = tmp_path / "long.nvtrace"
+    save_file(str(path), [replace(trace, meta={**trace.meta, "model": model},
+                                  layer_names=(layer, *trace.layer_names[1:]))])
+    assert demo_window.open_files([str(path)])
+    shown = demo_window.panes[0].run.trace
+    assert shown.meta["model"] == "m" * (MAX_DRAWN_CHARS - 1) + "…" and len(shown.layer_names[0]) == MAX_DRAWN_CHARS
+    assert "m" * MAX_DRAWN_CHARS not in demo_window.panes[0].header.text()
+    saved = tmp_path / "saved.nvtrace"
+    assert demo_window.save_to(str(saved))
+    (back,) = load_file(saved)
+    assert back.meta["model"] == model and back.layer_names[0] == layer
+
+
 def test_save_then_open_round_trips_the_comparison(demo_window, tmp_path):
     path = str(tmp_path / "cmp.nvtrace")
     assert demo_window.save_to(path)
