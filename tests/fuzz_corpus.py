@@ -404,21 +404,103 @@ def _deep_resnet(seed: Path, path: Path) -> None:
     path.write_text(json.dumps({"model_type": "resnet", "hidden_sizes": [256], "depths": [100_000]}))
 
 
+# random corpora of the kinds issue 49 found -----------------------------------------------------
+
+# values a field of a run's metadata or a zip header may hold instead of its own (ODD_VALUES and
+# the edges the hostile files above found: epoch microseconds, the time cap, text that is long)
+ODD_META = (*ODD_VALUES, 1.7e15, 1e20, 1e21, "trn9", "inf2.xlarge", "m" * 100_000, [[1]], 2**63)
+_ZIP_METHODS = (0, 8, 9, 12, 14, 99)
+_ZIP_SIZES = (0, 1, 10_000, 1 << 31, (1 << 32) - 1)
+
+
+def nvtrace_zip_cases(seed: Path, rng_seed: int, count: int) -> Iterator[list[Member]]:
+    """The seed's members with what their zip headers declare changed: flags (encryption), method,
+    declared size and CRC, a member's data deflated, or deflated with a tail of zeros."""
+    rng = random.Random(49 + rng_seed)
+    members = members_of(seed)
+    for _ in range(count):
+        out = list(members)
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randrange(len(out))
+            m = out[i]
+            kind = rng.randrange(5)
+            if kind == 0:
+                out[i] = replace(m, flags=rng.choice((1, 8, 0x41, 0xFFFF)))
+            elif kind == 1:
+                out[i] = replace(m, method=rng.choice(_ZIP_METHODS), size=len(m.data), crc=zlib.crc32(m.data))
+            elif kind == 2:
+                out[i] = replace(m, size=rng.choice(_ZIP_SIZES))
+            elif kind == 3:
+                out[i] = replace(m, crc=rng.getrandbits(32))
+            else:
+                tail = b"\0" * rng.choice((0, 1 << 20, 16 << 20))
+                out[i] = Member(m.name, deflate_repeated((m.data, 1), (tail, 1)), ZIP_DEFLATED, len(m.data),
+                                zlib.crc32(m.data))
+        yield out
+
+
+def nvtrace_meta_cases(seed: Path, rng_seed: int, count: int) -> Iterator[list[Member]]:
+    """The seed with fields of its first run's metadata (and of its config) set to odd values or
+    removed: every field the views and metrics read is hit, not only where a mutation happens to land."""
+    rng = random.Random(4949 + rng_seed)
+    members = members_of(seed)
+    manifest = json.loads(members[0].data)
+    meta = manifest["runs"][0]["meta"]
+    keys = [("meta", k) for k in sorted(meta)] + [("config", k) for k in sorted(meta.get("config") or {})]
+    for _ in range(count):
+        edited = copy.deepcopy(manifest)
+        run_meta = edited["runs"][0]["meta"]
+        for _ in range(rng.randint(1, 3)):
+            where, key = rng.choice(keys)
+            table = run_meta if where == "meta" else run_meta.setdefault("config", {})
+            if not isinstance(table, dict):
+                continue
+            if rng.random() < 0.15:
+                table.pop(key, None)
+            else:
+                table[key] = rng.choice(ODD_META)
+        yield [Member(MANIFEST, json.dumps(edited).encode()), *members[1:]]
+
+
+def chrome_storm_cases(rng_seed: int, count: int) -> Iterator[str]:
+    """Chrome traces heavy in what issue 49 found slow: many processes, threads, counters and
+    series, shared process names, timestamps near the caps and in epoch microseconds."""
+    rng = random.Random(4900 + rng_seed)
+    for _ in range(count):
+        n = rng.choice((10, 300, 3000))
+        pids = rng.choice((1, n // 10 or 1, n))
+        base = rng.choice((0.0, 1.7e15, 9.9e16, 1e17, 2e17))
+        events = []
+        for i in range(n):
+            pid = i % pids
+            kind = rng.randrange(4)
+            if kind == 0:
+                events.append({"ph": "X", "name": f"op{i % 7}", "ts": base + i, "dur": rng.choice((1, 1e17)),
+                               "pid": pid, "tid": rng.randrange(1 + n // 100)})
+            elif kind == 1:
+                events.append({"ph": "C", "name": rng.choice(("c", f"c{i}")), "ts": base + i, "pid": pid,
+                               "args": {f"s{k}": k for k in range(rng.choice((1, 3, 300)))}})
+            elif kind == 2:
+                events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": "worker"}})
+            else:
+                events.append({"ph": rng.choice(("B", "E")), "name": "b", "ts": base + i, "pid": pid, "tid": 0})
+        yield json.dumps({"traceEvents": events})
+
+
 # measuring a command ----------------------------------------------------------------------------
 
 LIMIT_SECONDS = 5.0  # what a user waits for an answer, and the most a hostile file may cost (issue 49)
 LIMIT_BYTES = 1 << 30
-# the command runs under this interpreter, and reports its own peak memory (VmHWM) as it exits: a
-# child's ru_maxrss counts the parent's memory it was forked from
-_MEASURED = """\
+# a measured program reports its own peak memory (VmHWM) as it exits: a child's ru_maxrss counts
+# the memory of the parent it was forked from
+_PEAK_AT_EXIT = """\
 import atexit, os, sys
 def _peak():
     with open("/proc/self/status") as f:
         os.write(int(os.environ["NEURONVIZ_PEAK_FD"]), next(l for l in f if l.startswith("VmHWM")).split()[1].encode())
 atexit.register(_peak)
-from neuronviz.cli import main
-sys.exit(main(sys.argv[1:]))
 """
+CLI = "from neuronviz.cli import main\nsys.exit(main(sys.argv[1:]))\n"  # the program measure() runs by default
 
 
 @dataclass(frozen=True)
@@ -432,13 +514,14 @@ class Measured:
     stderr: str
 
 
-def measure(argv: list[str], timeout_s: float = 60.0, env: dict | None = None) -> Measured:
-    """``neuronviz ARGV`` in a subprocess (headless), timed and its peak resident memory taken."""
+def measure(argv: list[str], timeout_s: float = 60.0, env: dict | None = None, program: str = CLI) -> Measured:
+    """``neuronviz ARGV`` (or another ``program`` reading ``sys.argv``) in a subprocess, headless,
+    timed and its peak resident memory taken."""
     read, write = os.pipe()
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "NEURONVIZ_PEAK_FD": str(write), **(env or {})}
     start = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-c", _MEASURED, *argv], stdout=subprocess.DEVNULL,
+        proc = subprocess.run([sys.executable, "-c", _PEAK_AT_EXIT + program, *argv], stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, env=env, pass_fds=(write,), timeout=timeout_s)
         code, stderr = proc.returncode, proc.stderr
     except subprocess.TimeoutExpired as exc:

@@ -168,17 +168,24 @@ def test_the_fuzz_corpus_opened_in_the_app_opens_or_warns_in_one_line(demo_windo
     from sim.io import save_file
     from sim.io.chrome import export_chrome
     from sim.run import RunConfig, simulate
-    from tests.fuzz_corpus import chrome_cases, nvtrace_cases
+    from tests.fuzz_corpus import chrome_cases, nvtrace_cases, nvtrace_meta_cases, write_zip
 
     traces = [simulate(RunConfig(model="distilbert", chip=c, seq=64), max_events=0) for c in ("inf2", "trn2")]
     seed = tmp_path / "seed.nvtrace"
     save_file(str(seed), traces)
     chrome = export_chrome(traces[:1])
     intact = [("intact.nvtrace", seed.read_bytes()), ("intact.json", json.dumps(chrome).encode())]
+
+    def zipped(members):  # the run metadata the views read, odd
+        write_zip(tmp_path / "members.nvtrace", members)
+        return (tmp_path / "members.nvtrace").read_bytes()
+
     corpus = chain(intact, ((f"n{i}.nvtrace", data) for i, data in enumerate(nvtrace_cases(seed.read_bytes(), 0,
                                                                                     APP_FUZZ_CASES))),
                    ((f"c{i}.json", text.encode()) for i, text in enumerate(chrome_cases(chrome, 0,
-                                                                                         APP_FUZZ_CASES))))
+                                                                                         APP_FUZZ_CASES))),
+                   ((f"m{i}.nvtrace", zipped(members)) for i, members in enumerate(nvtrace_meta_cases(
+                       seed, 0, APP_FUZZ_CASES))))
     shown = []
     monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: shown.append(text))
     outcomes, opened = {"opened": 0, "refused": 0}, set()
