@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import zipfile
 from collections.abc import Callable
 from dataclasses import replace
 
 from neuronviz.session import Run
 from sim.errors import SimError, TraceFileError
 from sim.io import load_file, save_file
+from sim.io.inputs import open_regular
 from sim.run import RunConfig, simulate
 from sim.trace import Trace
 
@@ -32,6 +35,27 @@ def open_runs(path: str, progress: Callable[[float], None] | None = None) -> lis
     runs = [Run(drawable(trace), source=str(path), as_read=trace) for trace in load_file(path, progress)]
     check_comparison(len(runs), str(path))
     return runs
+
+
+def reading_bytes(path: str) -> int:
+    """About how much reading ``path`` may take: its size, and for a compressed file what it may
+    inflate to (a gzip file up to the ratio its reader allows, a zip what its members declare), so
+    that a small file that is slow to read opens off the GUI thread too. 0 for a file that cannot
+    be looked at (its open fails at once, with its reason)."""
+    from sim.io.chrome import GZIP_MAGIC, MAX_GZIP_RATIO
+
+    try:
+        size = os.stat(path).st_size
+        with open_regular(path) as f:
+            head = f.read(len(GZIP_MAGIC))
+            if head == GZIP_MAGIC:
+                return size * MAX_GZIP_RATIO
+            if zipfile.is_zipfile(f):
+                with zipfile.ZipFile(f) as zf:
+                    return max(size, sum(i.file_size for i in zf.infolist()))
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return 0
+    return size
 
 
 def files_label(paths: list[str]) -> str:

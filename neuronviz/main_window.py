@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup, QCursor, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -31,9 +30,11 @@ from neuronviz.files import (
     files_label,
     open_problem,
     open_runs,
+    reading_bytes,
     save_runs,
     with_suffix_of,
 )
+from neuronviz.memory import release_memory
 from neuronviz.runner import FileLoader, SimulationRunner
 from neuronviz.session import SIMULATED, Session
 from neuronviz.theme import THEMES, apply_theme
@@ -57,7 +58,7 @@ ABOUT = ("<b>neuronviz {version}</b><p>A simulator of the AWS Neuron chip genera
          "<p>Simulated figures are estimates: <code>neuronviz validate</code> compares them with published "
          "Neuron measurements (docs/accuracy.md).</p>")
 MAX_RECENT = 10
-BACKGROUND_OPEN_BYTES = 32 << 20  # files bigger than this (together) open in a worker thread
+BACKGROUND_OPEN_BYTES = 32 << 20  # files that may take more than this to read (together) open in a worker thread
 OPEN_PROGRESS_STEPS = 1000  # the progress bar of a background open; the last step waits for the panes
 SUMMARY_HEIGHT = 150
 SCALING_HEIGHT = 320  # the Scaling and Sweep tabs' plots with readable axes
@@ -73,13 +74,6 @@ SHORTCUTS = (
     ("Wheel, Shift+drag", "zoom, pan"),
     ("M, right-click", "drop a marker at the playhead or the pointer; the last two select their window"),
 )
-
-
-def _size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0  # a missing file fails on the quick path, with its one-line reason
 
 
 class MainWindow(QMainWindow):
@@ -188,6 +182,8 @@ class MainWindow(QMainWindow):
         for pane in self.panes:
             self.grid.removeWidget(pane)
             pane.deleteLater()
+        if self.panes:  # once Qt has deleted them, what they and their runs held goes back to the system
+            QTimer.singleShot(0, release_memory)
         self.grid.removeWidget(self.empty)
         self.empty.setParent(None)
         runs = self.session.runs
@@ -424,7 +420,7 @@ class MainWindow(QMainWindow):
         if replace and not self.confirm_discard():
             return False
         self._cancel_opening()  # a file still loading in the background must not replace these later
-        if sum(_size(p) for p in paths) > BACKGROUND_OPEN_BYTES:
+        if sum(map(reading_bytes, paths)) > BACKGROUND_OPEN_BYTES:
             self._open_in_background(paths, replace)
             return True
         try:

@@ -268,6 +268,35 @@ def test_long_texts_are_cut_for_drawing_and_saved_whole(demo_window, tmp_path):
     assert back.meta["model"] == model and back.layer_names[0] == layer
 
 
+def test_a_closed_comparison_is_freed(demo_window, qtbot, tmp_path):
+    import gc
+    import weakref
+    from pathlib import Path
+
+    golden = str(Path(__file__).parents[1] / "data" / "bert-base-trn1-inf2.nvtrace")
+    assert demo_window.open_files([golden])
+    closed = [weakref.ref(run) for run in demo_window.session.runs]
+    closed_panes = [weakref.ref(pane) for pane in demo_window.panes]
+    assert demo_window.open_files([golden])  # replaces them
+    demo_window.close_pane(0)
+    qtbot.waitUntil(lambda: (gc.collect(), all(r() is None for r in closed + closed_panes))[1], timeout=5000)
+    assert len(demo_window.panes) == 1
+
+
+def test_a_small_compressed_file_that_may_be_slow_to_read_opens_in_the_background(demo_window, qtbot, tmp_path):
+    import gzip
+    import json
+
+    path = tmp_path / "small.json.gz"  # 1 MB of gzip may inflate to 100 MB: read off the GUI thread
+    events = [{"ph": "X", "name": f"op{i % 7}", "pid": 1, "tid": 1, "ts": i, "dur": 1, "args": {"pad": i * 7919}}
+              for i in range(60_000)]
+    path.write_bytes(gzip.compress(json.dumps(events).encode(), 1))
+    assert path.stat().st_size > 400_000
+    assert demo_window.open_files([str(path)])
+    assert demo_window.opening is not None and len(demo_window.panes) == 4
+    qtbot.waitUntil(lambda: len(demo_window.panes) == 1, timeout=20_000)
+
+
 def test_save_then_open_round_trips_the_comparison(demo_window, tmp_path):
     path = str(tmp_path / "cmp.nvtrace")
     assert demo_window.save_to(path)
