@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import codecs
+import io
 import json
 import math
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -24,6 +27,8 @@ from sim.trace import Trace
 from sim.workloads import get_model, preset_names
 
 EXIT_USAGE = 2
+SIGNAL_EXIT = 128  # a command stopped by signal N exits with 128 + N, as a shell reports it
+EXIT_INTERRUPTED = SIGNAL_EXIT + signal.SIGINT  # Ctrl+C: 130
 DEFAULT_CHIPS = "inf1,inf2,trn1,trn2"
 
 
@@ -206,37 +211,47 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
 
 
 @contextmanager
-def _headless_window(files: list[str], theme: str = "system") -> Iterator:
-    """The main window on ``files`` (or the demo), offscreen, with throwaway settings.
+def _headless_window(files: list[str], theme: str = "system") -> Iterator[tuple]:
+    """The main window on ``files`` (or the demo), offscreen, with throwaway settings, and a check
+    that nothing failed in it so far (an export calls it before its file replaces the old one).
 
     An exception raised inside Qt while the view is built or painted only prints a traceback
-    and lets Qt go on; here it fails the command with a one-line error instead."""
+    and lets Qt go on; here it fails the command with a one-line error instead, and nothing is written."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QSettings
 
     from neuronviz.app import build_window, make_app
-    from neuronviz.files import open_runs
+    from neuronviz.files import check_comparison, files_label, open_runs
 
     runs = [run for path in files for run in open_runs(path)] if files else None
+    if runs is not None:
+        check_comparison(len(runs), files_label(files))
     make_app(theme)
-    with tempfile.TemporaryDirectory() as tmp:  # never read or touch the user's window settings
-        window = build_window(runs, QSettings(f"{tmp}/settings.ini", QSettings.Format.IniFormat),
-                              path=files[0] if len(files) == 1 else "")
-        failures: list[BaseException] = []
-        hook, sys.excepthook = sys.excepthook, lambda kind, exc, tb: failures.append(exc)
-        try:
-            yield window
-            if failures:
-                exc = failures[0]
-                raise UserError(f"could not render the view ({type(exc).__name__}: {exc})".replace("\n", " "))
-        finally:  # destroyed now, not by the interpreter's shutdown, which would crash Qt's teardown
-            import shiboken6
+    failures: list[BaseException] = []
 
-            sys.excepthook = hook
-            for pane in window.panes:
-                if shiboken6.isValid(pane) and pane.parent() is None:  # taken out by --pane
-                    shiboken6.delete(pane)
-            shiboken6.delete(window)
+    def nothing_failed() -> None:
+        if failures:
+            exc = failures[0]
+            raise UserError(f"could not render the view ({type(exc).__name__}: {exc})".replace("\n", " "))
+
+    hook, sys.excepthook = sys.excepthook, lambda kind, exc, tb: failures.append(exc)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:  # never read or touch the user's window settings
+            window = build_window(runs, QSettings(f"{tmp}/settings.ini", QSettings.Format.IniFormat),
+                                  path=files[0] if len(files) == 1 else "")
+            try:
+                nothing_failed()
+                yield window, nothing_failed
+                nothing_failed()
+            finally:  # destroyed now, not by the interpreter's shutdown, which would crash Qt's teardown
+                import shiboken6
+
+                for pane in window.panes:
+                    if shiboken6.isValid(pane) and pane.parent() is None:  # taken out by --pane
+                        shiboken6.delete(pane)
+                shiboken6.delete(window)
+    finally:
+        sys.excepthook = hook
 
 
 def _target_widget(window, pane: int | None):
@@ -257,13 +272,13 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
 
     size = parse_size(args.size)
     check_target(args.output, IMAGE_SUFFIXES)
-    with _headless_window(args.files, args.theme) as window:  # the image is renamed into place only when whole
+    with _headless_window(args.files, args.theme) as (window, nothing_failed):  # renamed into place when whole
         session = window.session
         if args.time_us is not None:
             session.set_playhead(args.time_us * 1e3 / session.max_duration_ns)
         else:
             session.set_playhead(args.at)
-        write_image(_target_widget(window, args.pane), args.output, size)
+        write_image(_target_widget(window, args.pane), args.output, size, nothing_failed)
     print(f"wrote {args.output} ({size.width()}x{size.height()})")
     return 0
 
@@ -341,9 +356,7 @@ def _add_info(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_open(args: argparse.Namespace) -> int:
-    from neuronviz.app import run_app
-
-    return run_app(args.files)
+    return _open_app(args.files)
 
 
 def _add_open(sub: argparse._SubParsersAction) -> None:
@@ -376,9 +389,9 @@ def cmd_animate(args: argparse.Namespace) -> int:
     frame_count(args.fps, args.seconds, size)
     if not is_frame_folder(args.output):
         check_target(args.output, (".gif",))
-    with _headless_window(args.files, args.theme) as window:  # a GIF is renamed into place only when whole
+    with _headless_window(args.files, args.theme) as (window, nothing_failed):  # renamed into place when whole
         frames = write_animation(window.session, _target_widget(window, args.pane), args.output, args.fps,
-                                 args.seconds, size, _TerminalProgress(f"rendering {args.output}"))
+                                 args.seconds, size, _TerminalProgress(f"rendering {args.output}"), nothing_failed)
     print(f"wrote {args.output} ({frames} frames, {size.width()}x{size.height()}, {args.fps} frames/s)")
     return 0
 
@@ -520,7 +533,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"\ninterrupted: the finished rows are in {args.output}; run the same command with --resume to go on",
               file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     print(f"wrote {args.output}: {total} rows ({new} simulated now)")
     return 0
 
@@ -692,21 +705,123 @@ def _looks_like_a_file(word: str) -> bool:
     return Path(word).exists() or word.lower().endswith(TRACE_SUFFIXES)
 
 
+def _not_files(words: Sequence[str]) -> str | None:
+    """Why the app cannot open ``words`` as files (an empty name, a folder), or None: said on the
+    command line, before a window opens."""
+    for word in words:
+        if not word:
+            return "'' is not a file name"
+        if Path(word).is_dir():
+            return f"{word}: is a directory, not a trace file"
+    return None
+
+
+def _open_app(files: Sequence[str]) -> int:
+    problem = _not_files(files)
+    if problem:
+        return _fail(problem)
+    from neuronviz.app import run_app
+
+    return run_app(list(files))
+
+
+class _OutputError(Exception):
+    """Standard output could not be written (a full disk, a closed pipe): not the command's fault."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error.strerror or str(error))
+        self.error = error
+
+
+class _GuardedOutput:
+    """Standard output whose write errors are told apart from a command's own."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            raise _OutputError(exc) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise _OutputError(exc) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _write_anyway(error: UnicodeEncodeError) -> tuple[str | bytes, int]:
+    """What standard output and error write for characters their encoding lacks (an ASCII or C
+    locale): a file name's undecodable bytes as they were, anything else as a Python escape."""
+    try:
+        return codecs.lookup_error("surrogateescape")(error)
+    except UnicodeError:
+        return codecs.lookup_error("backslashreplace")(error)
+
+
+codecs.register_error("neuronviz-output", _write_anyway)
+
+
+def _readable_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="neuronviz-output")
+
+
+def _discard_output() -> None:
+    """Point standard output at /dev/null, so that the interpreter's last flush of what could not be
+    written does not fail again (with a traceback) as it exits."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, fd)
+    os.close(null)
+
+
+def _terminated(signum: int, frame) -> NoReturn:
+    raise SystemExit(SIGNAL_EXIT + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _readable_streams()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl+C: whatever was being written is removed as it unwinds
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: list[str]) -> int:
     parser = build_parser()
     commands = ("models", "chips", *COMMANDS)
     if not argv or (argv[0] not in commands and not argv[0].startswith("-") and _looks_like_a_file(argv[0])):
-        from neuronviz.app import run_app
-
-        return run_app(argv)
+        return _open_app(argv)
     if argv[0] not in commands and not argv[0].startswith("-"):
         return _fail(f"unknown command '{argv[0]}' (and no such file): choose one of {', '.join(commands)}, "
                      "or give trace files to open")
     args = parser.parse_args(argv)
+    if args.func is cmd_open:
+        return cmd_open(args)
+    stdout, sys.stdout = sys.stdout, _GuardedOutput(sys.stdout)
+    terminate = signal.signal(signal.SIGTERM, _terminated)  # a save in progress removes its temporary file
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()
+        return code
     except (SimError, UserError) as exc:
         return _fail(str(exc))
-    except BrokenPipeError:
-        return 0
+    except _OutputError as exc:
+        _discard_output()
+        if isinstance(exc.error, BrokenPipeError):  # the reader has gone (| head): nothing to tell it
+            return 0
+        return _fail(f"cannot write to standard output: {exc}")
+    finally:
+        sys.stdout = stdout
+        signal.signal(signal.SIGTERM, terminate)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 import shutil
 import tempfile
@@ -26,7 +27,8 @@ from PySide6.QtWidgets import QApplication, QGraphicsItem, QGraphicsView, QWidge
 
 from neuronviz.session import Session
 from neuronviz.widgets.summary import summary_csv_rows
-from sim.errors import SimError
+from sim.errors import SimError, TraceFileError
+from sim.io.atomic import atomic_path
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -39,6 +41,13 @@ GIF_COLORS = 256
 SVG_DPI = 96  # CSS pixels: the SVG's width and height in mm come out as the widget's size in pixels
 
 Progress = Callable[[int, int], bool]  # (frames done, frames in all) -> False to cancel
+# called once an output is whole, before it replaces its target: what it raises leaves the target as
+# it was (the CLI's check that nothing failed while the view was painted)
+Verify = Callable[[], None]
+
+
+def _nothing_failed() -> None:
+    """The default :data:`Verify`: the window's own painting reports its failures itself."""
 
 
 class ExportError(SimError):
@@ -75,22 +84,13 @@ def check_target(path: str | os.PathLike, suffixes: tuple[str, ...]) -> Path:
 
 @contextmanager
 def _atomic(target: Path) -> Iterator[Path]:
-    """A temporary path beside ``target``, renamed onto it when the block succeeds."""
+    """A temporary path beside ``target``, renamed onto it when the block succeeds, as every save
+    is (:func:`sim.io.atomic.atomic_path`: a symbolic link written through, a long name kept)."""
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except OSError as exc:
-        raise ExportError(f"{target}: cannot write ({exc.strerror or exc})") from None
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; an export is an ordinary file
-        yield Path(tmp)
-        os.replace(tmp, target)
-    except OSError as exc:
-        raise ExportError(f"{target}: cannot write ({exc.strerror or exc})") from None
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+        with atomic_path(target) as tmp:
+            yield tmp
+    except TraceFileError as exc:
+        raise ExportError(str(exc)) from None
 
 
 def _lay_out(widget: QWidget, size: QSize | None) -> None:
@@ -106,10 +106,11 @@ def render(widget: QWidget, size: QSize | None = None) -> QImage:
     return widget.grab().toImage()
 
 
-def _save_png(image: QImage, target: Path) -> None:
+def _save_png(image: QImage, target: Path, verify: Verify = _nothing_failed) -> None:
     with _atomic(target) as tmp:
         if not image.save(str(tmp), "PNG"):
             raise ExportError(f"{target}: cannot write the image")
+        verify()
 
 
 def write_png(image: QImage, path: str | os.PathLike) -> None:
@@ -132,7 +133,8 @@ def _painted_afresh(widget: QWidget) -> Iterator[None]:
             item.setCacheMode(mode)
 
 
-def write_svg(widget: QWidget, path: str | os.PathLike, size: QSize | None = None) -> None:
+def write_svg(widget: QWidget, path: str | os.PathLike, size: QSize | None = None,
+              verify: Verify = _nothing_failed) -> None:
     """``widget`` painted into a vector SVG: text stays text, lines and bars stay shapes."""
     target = check_target(path, (".svg",))
     _lay_out(widget, size)
@@ -152,23 +154,27 @@ def write_svg(widget: QWidget, path: str | os.PathLike, size: QSize | None = Non
                 widget.render(painter, QPoint())
         finally:
             painter.end()
+        verify()
 
 
-def write_image(widget: QWidget, path: str | os.PathLike, size: QSize | None = None) -> None:
+def write_image(widget: QWidget, path: str | os.PathLike, size: QSize | None = None,
+                verify: Verify = _nothing_failed) -> None:
     """PNG or SVG by the name's suffix."""
     target = check_target(path, IMAGE_SUFFIXES)
     if target.suffix.lower() == ".svg":
-        write_svg(widget, target, size)
+        write_svg(widget, target, size, verify)
     else:
-        _save_png(render(widget, size), target)
+        _save_png(render(widget, size), target, verify)
 
 
 def frame_count(fps: int, seconds: float, size: QSize | None = None) -> int:
     """Frames of an animation; an :class:`ExportError` when there are too few, or too many to hold
     (a GIF keeps every frame, one byte per pixel, until it is written)."""
-    frames = round(fps * seconds)
-    if not 2 <= frames <= MAX_FRAMES:
-        raise ExportError(f"{fps} frames/s for {seconds} s makes {frames} frames: choose 2 to {MAX_FRAMES}")
+    wanted = fps * seconds
+    frames = round(wanted) if math.isfinite(wanted) else None  # a product beyond any float has no round number
+    if frames is None or not 2 <= frames <= MAX_FRAMES:
+        made = f"more than {MAX_FRAMES}" if frames is None else frames
+        raise ExportError(f"{fps} frames/s for {seconds:g} s makes {made} frames: choose 2 to {MAX_FRAMES}")
     if size is not None and frames * size.width() * size.height() > MAX_ANIMATION_PIXELS:
         most = MAX_ANIMATION_PIXELS // (size.width() * size.height())
         raise ExportError(f"{frames} frames of {size.width()}x{size.height()} are too many to hold: at this size "
@@ -204,7 +210,8 @@ def is_frame_folder(path: str | os.PathLike) -> bool:
 
 
 def write_animation(session: Session, widget: QWidget, path: str | os.PathLike, fps: int, seconds: float,
-                    size: QSize | None = None, progress: Progress | None = None) -> int:
+                    size: QSize | None = None, progress: Progress | None = None,
+                    verify: Verify = _nothing_failed) -> int:
     """The playback as an animated GIF, or numbered PNGs in a folder; returns the frame count.
 
     ``progress`` is called before each frame and may return False to cancel: then nothing is
@@ -215,16 +222,16 @@ def write_animation(session: Session, widget: QWidget, path: str | os.PathLike, 
     playhead = session.playhead
     try:
         if is_frame_folder(path):
-            _write_frame_folder(session, widget, Path(path), frames, size, progress)
+            _write_frame_folder(session, widget, Path(path), frames, size, progress, verify)
         else:
-            _write_gif(session, widget, check_target(path, (".gif",)), fps, frames, size, progress)
+            _write_gif(session, widget, check_target(path, (".gif",)), fps, frames, size, progress, verify)
     finally:
         session.set_playhead(playhead)
     return frames
 
 
 def _write_gif(session: Session, widget: QWidget, target: Path, fps: int, frames: int, size: QSize | None,
-               progress: Progress | None) -> None:
+               progress: Progress | None, verify: Verify) -> None:
     from PIL import Image
 
     images: list[Image.Image] = []
@@ -237,10 +244,11 @@ def _write_gif(session: Session, widget: QWidget, target: Path, fps: int, frames
     with _atomic(target) as tmp:
         images[0].save(tmp, "GIF", save_all=True, append_images=images[1:], duration=round(1000 / fps), loop=0,
                        optimize=False, disposal=1)
+        verify()
 
 
 def _write_frame_folder(session: Session, widget: QWidget, folder: Path, frames: int, size: QSize | None,
-                        progress: Progress | None) -> None:
+                        progress: Progress | None, verify: Verify) -> None:
     """Numbered PNGs in ``folder``, rendered into a temporary folder beside it and moved in only
     when every frame is done: a cancel or a failure leaves the folder as it was, and frames of an
     earlier, longer export do not stay mixed in."""
@@ -257,6 +265,7 @@ def _write_frame_folder(session: Session, widget: QWidget, folder: Path, frames:
         for k, image in enumerate(_frames(session, widget, frames, size, progress), 1):
             if not image.save(str(staging / f"frame_{k:0{digits}d}.png"), "PNG"):
                 raise ExportError(f"{folder}: cannot write frame {k}")
+        verify()
         folder.mkdir(exist_ok=True)
         for old in folder.glob("frame_*.png"):
             old.unlink()

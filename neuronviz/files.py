@@ -2,28 +2,106 @@
 
 from __future__ import annotations
 
+import os
+import zipfile
 from collections.abc import Callable
+from dataclasses import replace
 
 from neuronviz.session import Run
+from sim.errors import SimError, TraceFileError
 from sim.io import load_file, save_file
+from sim.io.inputs import open_regular
 from sim.run import RunConfig, simulate
+from sim.trace import Trace
 
 DEMO_CHIPS = ("inf1", "inf2", "trn1", "trn2")
 OPEN_FILTERS = ("Traces (*.nvtrace *.json *.json.gz)", "neuronviz traces (*.nvtrace)",
                 "Chrome trace JSON (*.json *.json.gz)", "All files (*)")
 SAVE_FILTERS = {"neuronviz trace (*.nvtrace)": ".nvtrace", "Chrome trace JSON (*.json)": ".json",
                 "Chrome trace JSON, gzip (*.json.gz)": ".json.gz"}
+# the runs a comparison shows side by side: 11 rows of 3 panes already leave each a strip of one
+# screen, and each pane takes about a tenth of a second to build (bench/bench_fuzz.py)
+MAX_PANES = 32
+# a text the views draw (a name, a model, a chip): one of a trace's is cut to this many characters
+# for drawing, a few screen widths (Qt lays a text out whole before eliding it, in time and memory
+# that grow with its length)
+MAX_DRAWN_CHARS = 1000
 
 
 def open_runs(path: str, progress: Callable[[float], None] | None = None) -> list[Run]:
     """The runs in a native or Chrome JSON file; raises :class:`TraceFileError` with a one-line reason.
-    ``progress`` hears the share of the file read (see :func:`sim.io.load_file`)."""
-    return [Run(trace, source=str(path)) for trace in load_file(path, progress)]
+    ``progress`` hears the share of the file read (see :func:`sim.io.load_file`). Each run's texts
+    are cut for drawing (:func:`drawable`); it keeps the trace as read for saving."""
+    runs = [Run(drawable(trace), source=str(path), as_read=trace) for trace in load_file(path, progress)]
+    check_comparison(len(runs), str(path))
+    return runs
+
+
+def reading_bytes(path: str) -> int:
+    """About how much reading ``path`` may take: its size, and for a compressed file what it may
+    inflate to (a gzip file up to the ratio its reader allows, a zip what its members declare), so
+    that a small file that is slow to read opens off the GUI thread too. 0 for a file that cannot
+    be looked at (its open fails at once, with its reason)."""
+    from sim.io.chrome import GZIP_MAGIC, MAX_GZIP_RATIO
+
+    try:
+        size = os.stat(path).st_size
+        with open_regular(path) as f:
+            head = f.read(len(GZIP_MAGIC))
+            if head == GZIP_MAGIC:
+                return size * MAX_GZIP_RATIO
+            if zipfile.is_zipfile(f):
+                with zipfile.ZipFile(f) as zf:
+                    return max(size, sum(i.file_size for i in zf.infolist()))
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return 0
+    return size
+
+
+def files_label(paths: list[str]) -> str:
+    """How a message names the files opened together."""
+    return str(paths[0]) if len(paths) == 1 else "the files"
+
+
+def open_problem(paths: list[str], exc: Exception) -> str:
+    """The one line the app shows for a file it could not open: a reader's own message, or what
+    else went wrong (never a traceback)."""
+    if isinstance(exc, SimError):
+        return str(exc)
+    return f"{files_label(paths)}: cannot be shown ({type(exc).__name__}: {exc})".replace("\n", " ")
+
+
+def check_comparison(count: int, label: str) -> None:
+    """A one-line :class:`TraceFileError` when ``count`` runs are more than a comparison shows."""
+    if count > MAX_PANES:
+        raise TraceFileError(f"{label}: {count:,} runs, more than the {MAX_PANES} a comparison shows side by side")
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_DRAWN_CHARS else text[:MAX_DRAWN_CHARS - 1] + "…"
+
+
+def _long(texts) -> bool:
+    return any(len(t) > MAX_DRAWN_CHARS for t in texts)
+
+
+def drawable(trace: Trace) -> Trace:
+    """``trace`` with the texts the views draw (its metadata's, its layer, op and track names and
+    layer kinds) cut to :data:`MAX_DRAWN_CHARS`; ``trace`` itself when none is longer."""
+    texts = [v for v in trace.meta.values() if isinstance(v, str)]
+    names = (trace.layer_names, trace.layer_kinds, trace.op_names, [t.name for t in trace.tracks])
+    if not _long(texts) and not any(_long(n) for n in names):
+        return trace
+    return replace(trace, meta={k: _cut(v) if isinstance(v, str) else v for k, v in trace.meta.items()},
+                   layer_names=tuple(map(_cut, trace.layer_names)), layer_kinds=tuple(map(_cut, trace.layer_kinds)),
+                   op_names=tuple(map(_cut, trace.op_names)),
+                   tracks=tuple(replace(t, name=_cut(t.name)) for t in trace.tracks))
 
 
 def save_runs(path: str, runs: list[Run]) -> None:
-    """Save atomically, as Chrome JSON for a .json or .json.gz name, else natively."""
-    save_file(path, [r.trace for r in runs])
+    """Save atomically, as Chrome JSON for a .json or .json.gz name, else natively: each run as it
+    was read (its texts whole) or simulated."""
+    save_file(path, [r.as_read or r.trace for r in runs])
 
 
 def with_suffix_of(path: str, name_filter: str) -> str:

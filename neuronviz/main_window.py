@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup, QCursor, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -24,7 +23,18 @@ from PySide6.QtWidgets import (
 )
 
 from neuronviz import __version__
-from neuronviz.files import OPEN_FILTERS, SAVE_FILTERS, open_runs, save_runs, with_suffix_of
+from neuronviz.files import (
+    OPEN_FILTERS,
+    SAVE_FILTERS,
+    check_comparison,
+    files_label,
+    open_problem,
+    open_runs,
+    reading_bytes,
+    save_runs,
+    with_suffix_of,
+)
+from neuronviz.memory import release_memory
 from neuronviz.runner import FileLoader, SimulationRunner
 from neuronviz.session import SIMULATED, Session
 from neuronviz.theme import THEMES, apply_theme
@@ -48,7 +58,7 @@ ABOUT = ("<b>neuronviz {version}</b><p>A simulator of the AWS Neuron chip genera
          "<p>Simulated figures are estimates: <code>neuronviz validate</code> compares them with published "
          "Neuron measurements (docs/accuracy.md).</p>")
 MAX_RECENT = 10
-BACKGROUND_OPEN_BYTES = 32 << 20  # files bigger than this (together) open in a worker thread
+BACKGROUND_OPEN_BYTES = 32 << 20  # files that may take more than this to read (together) open in a worker thread
 OPEN_PROGRESS_STEPS = 1000  # the progress bar of a background open; the last step waits for the panes
 SUMMARY_HEIGHT = 150
 SCALING_HEIGHT = 320  # the Scaling and Sweep tabs' plots with readable axes
@@ -64,13 +74,6 @@ SHORTCUTS = (
     ("Wheel, Shift+drag", "zoom, pan"),
     ("M, right-click", "drop a marker at the playhead or the pointer; the last two select their window"),
 )
-
-
-def _size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0  # a missing file fails on the quick path, with its one-line reason
 
 
 class MainWindow(QMainWindow):
@@ -181,6 +184,8 @@ class MainWindow(QMainWindow):
         for pane in self.panes:
             self.grid.removeWidget(pane)
             pane.deleteLater()
+        if self.panes:  # once Qt has deleted them, what they and their runs held goes back to the system
+            QTimer.singleShot(0, release_memory)
         self.grid.removeWidget(self.empty)
         self.empty.setParent(None)
         runs = self.session.runs
@@ -434,18 +439,23 @@ class MainWindow(QMainWindow):
         if replace and not self.confirm_discard():
             return False
         self._cancel_opening()  # a file still loading in the background must not replace these later
-        if sum(_size(p) for p in paths) > BACKGROUND_OPEN_BYTES:
+        if sum(map(reading_bytes, paths)) > BACKGROUND_OPEN_BYTES:
             self._open_in_background(paths, replace)
             return True
-        runs = []
-        for path in paths:
-            try:
-                runs.extend(open_runs(path))
-            except SimError as exc:
-                QMessageBox.warning(self, "Cannot open trace", str(exc))
-                return False
+        try:
+            runs = [run for path in paths for run in open_runs(path)]
+            self._check_comparison(runs, paths, replace)
+            for run in runs:  # what the panes draw from, made where a failure is a dialog, not an exception in Qt
+                run.view  # noqa: B018
+                run.metrics  # noqa: B018
+        except Exception as exc:  # noqa: BLE001 - whatever a file makes a reader raise is a dialog, never a crash
+            QMessageBox.warning(self, "Cannot open trace", open_problem(paths, exc))
+            return False
         self._show_opened(runs, paths, replace)
         return True
+
+    def _check_comparison(self, runs: list, paths: list[str], replace: bool) -> None:
+        check_comparison(len(runs) + (0 if replace else len(self.session.runs)), files_label(paths))
 
     def _show_opened(self, runs: list, paths: list[str], replace: bool) -> None:
         for path in paths:
@@ -476,6 +486,11 @@ class MainWindow(QMainWindow):
         if self._opening is not None and gen == self._opening[0] and self.loader.current(gen):
             replace = self._opening[1]
             self._end_opening()
+            try:
+                self._check_comparison(runs, paths, replace)
+            except SimError as exc:
+                QMessageBox.warning(self, "Cannot open trace", str(exc))
+                return
             self._show_opened(runs, paths, replace)
 
     def _open_failed(self, gen: int, reason: str) -> None:

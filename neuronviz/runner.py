@@ -7,6 +7,7 @@ import threading
 
 from PySide6.QtCore import QObject, Signal
 
+from neuronviz.files import open_problem
 from neuronviz.session import SIMULATED, Run
 from sim.errors import SimError
 from sim.run import RunConfig, simulate
@@ -104,14 +105,9 @@ class FileLoader(_Worker):
                     runs.append(run)
         except _Cancelled:
             return
-        except SimError as exc:
-            if self.current(gen):
-                self.sig_failed.emit(gen, str(exc))
-            return
         except Exception as exc:  # noqa: BLE001 - a worker must always answer, or the window waits forever
             if self.current(gen):
-                self.sig_failed.emit(gen, f"{paths[0] if len(paths) == 1 else 'the files'}: cannot be shown "
-                                          f"({type(exc).__name__}: {exc})".replace("\n", " "))
+                self.sig_failed.emit(gen, open_problem(paths, exc))
             return
         if self.current(gen):
             self.sig_finished.emit(gen, runs, paths)

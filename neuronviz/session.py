@@ -25,11 +25,14 @@ SIMULATED = "simulated"  # the source of a run simulated in the app, until it is
 
 @dataclass(eq=False)
 class Run:
-    """One open trace with its derived metrics and where it came from."""
+    """One open trace with its derived metrics and where it came from. ``trace`` is what the views
+    draw; a run read from a file keeps the trace as read in ``as_read`` (what saving it writes),
+    whose texts may be longer than the views draw (:func:`neuronviz.files.drawable`)."""
 
     trace: Trace
     source: str = ""
     name: str = ""  # what the comparison calls it: its title and what tells it from runs of the same title
+    as_read: Trace | None = None
 
     @cached_property
     def metrics(self) -> RunMetrics:

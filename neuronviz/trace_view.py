@@ -35,7 +35,10 @@ class TraceView:
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
         ev = trace.events
-        present = [i for i in range(len(trace.tracks)) if np.any(ev["track"] == i)]
+        # every track's events by start, from one sort (not a pass over all events per track)
+        order = np.lexsort((ev["start_ns"], ev["track"]))
+        bounds = np.searchsorted(ev["track"][order], np.arange(len(trace.tracks) + 1))
+        present = [i for i in range(len(trace.tracks)) if bounds[i + 1] > bounds[i]]
         rank = {k: n for n, k in enumerate(ROW_ORDER)}
         self.rows = sorted(present, key=lambda i: (trace.tracks[i].core, rank.get(trace.tracks[i].kind, 99), i))
         self.row_names = [trace.tracks[i].name for i in self.rows]
@@ -44,8 +47,7 @@ class TraceView:
         self._starts = []
         self.integrals = []  # per row: busy time over the union of its events (nested slices once)
         for track in self.rows:
-            idx = np.flatnonzero(ev["track"] == track)
-            idx = idx[np.argsort(ev["start_ns"][idx], kind="stable")]
+            idx = order[bounds[track]:bounds[track + 1]]
             self._idx.append(idx)
             self._starts.append(ev["start_ns"][idx])
             # executions not stored as events are filled in from their stored twins

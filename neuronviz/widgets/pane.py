@@ -434,7 +434,12 @@ class ComparisonPane(QWidget):
         """Busy % of each compute engine (the first core's, like the chip diagram); the rows'
         integrals answer it, with the same columns the rows were just drawn with."""
         rows = self.view.row_stack
-        engines = [(r, k) for r, k in enumerate(self.view.row_kinds) if k in CORE_ENGINES]
+        first_core = self.run.trace.tracks[self.view.rows[0]].core if self.view.rows else 0
+        rows_of = {}  # each engine's first row on the first core (a foreign trace may name many alike)
+        for r, (track, kind) in enumerate(zip(self.view.rows, self.view.row_kinds, strict=True)):
+            if kind in CORE_ENGINES and self.run.trace.tracks[track].core == first_core:
+                rows_of.setdefault(kind, r)
+        engines = [(r, k) for k, r in rows_of.items()]
         if engines:
             band = self._band("busy %", 105.0)
             for r, kind in engines:

@@ -35,6 +35,7 @@ piece (a million events: about 2 s and 0.5 GB, see ``bench/bench_io.py``).
 
 from __future__ import annotations
 
+import collections
 import gc
 import gzip
 import math
@@ -56,24 +57,34 @@ import orjson
 from sim import __version__
 from sim.errors import TraceFileError
 from sim.io.atomic import atomic_file
-from sim.io.inputs import open_regular
-from sim.io.native import _validate_trace, read_problem
+from sim.io.inputs import name_text, open_regular
+from sim.io.native import (
+    MAX_COUNTERS,
+    MAX_RUNS,
+    MAX_TIME_NS,
+    MAX_TRACKS,
+    MAX_VALUE,
+    _validate_trace,
+    read_problem,
+)
 from sim.trace import EVENT_COLUMNS, Counter, Trace, Track
 
 FORMAT_NAME = "neuronviz-chrome"
 METADATA_VERSION = "2.0"  # of the neuronviz block an exported file carries (versioned apart from .nvtrace)
 MAX_FILE_BYTES = 4 << 30  # the file as stored (compressed or not)
 MAX_JSON_BYTES = 4 << 30  # the JSON text after decompression: a zip-bomb guard
-# trace JSON compresses 10-20x (names and keys repeat); beyond this ratio a gzip file is a bomb,
-# checked once the text passes MIN_RATIO_CHECK_BYTES (tiny files compress better)
+# trace JSON compresses 10-20x (names and keys repeat); a gzip file whose text outgrows this many
+# times the compressed bytes read so far is a bomb, checked once the text passes
+# MIN_RATIO_CHECK_BYTES (tiny files compress better): what is refused is what was produced, at once
 MAX_GZIP_RATIO = 100
 MIN_RATIO_CHECK_BYTES = 64 << 20
 GZIP_MAGIC = b"\x1f\x8b"
-MAX_TIME_US = 1e15  # a timestamp or duration beyond 30 years is damage, not a trace
-MAX_VALUE = 1e30  # any other number: far beyond a byte count or rate, far below overflow
+# a timestamp or duration beyond the longest a trace lasts is damage; epoch microseconds (1.7e15
+# in 2023, as Kineto and Perfetto write them) are well inside, and are shifted to the first
+MAX_TIME_US = MAX_TIME_NS / 1e3
 CHUNK_EVENTS = 1 << 16  # events serialised at a time by save_chrome
 CHUNK_BYTES = 1 << 20  # JSON text decoded at a time by load_chrome (larger pieces only take more memory)
-MAX_TRACKS = int(np.iinfo(EVENT_COLUMNS["track"]).max)  # the event table's track column is int16
+assert MAX_TRACKS <= np.iinfo(EVENT_COLUMNS["track"]).max  # the event table's track column is int16
 _READ_CHUNK = 1 << 20  # bytes read (or decompressed) at a time
 _KINDS_RE = re.compile(
     r"(?<![a-z])(tensor|vector|scalar|gpsimd|dma[ _-]?read|dma[ _-]?write|collective)(?![a-z])", re.IGNORECASE)
@@ -85,16 +96,19 @@ _NUMBER = (int, float)
 
 
 def _json_safe(value: Any) -> Any:
-    """``value`` as plain JSON types: NumPy scalars unwrapped, non-finite floats as null."""
+    """``value`` as plain JSON types: NumPy scalars unwrapped, non-finite floats as null, texts
+    valid UTF-8 (:func:`~sim.io.inputs.name_text`)."""
     if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {name_text(str(k)): _json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_json_safe(v) for v in value]
     if isinstance(value, np.ndarray):
         return [_json_safe(v) for v in value.tolist()]
     if isinstance(value, np.generic):
         value = value.item()
-    if value is None or isinstance(value, (bool, str)):
+    if isinstance(value, str):
+        return name_text(value)
+    if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
         return int(value)
@@ -316,11 +330,13 @@ class _Fail:
 class _Text:
     """A document's text, read as it is decoded: holds only what has not been decoded yet.
     Positions are the text's (the decompressed text's for gzip); reads stop with a one-line
-    error once the text outgrows ``limit``."""
+    error once the text outgrows ``limit``, or, when ``consumed`` tells how many compressed bytes
+    it came from, :data:`MAX_GZIP_RATIO` times them."""
 
     def __init__(self, read: Callable[[int], bytes], limit: int, too_big: str, fail: _Fail,
-                 done: Callable[[], float] = lambda: 0.0) -> None:
+                 done: Callable[[], float] = lambda: 0.0, consumed: Callable[[], int] | None = None) -> None:
         self._read, self._limit, self._too_big, self._fail = read, limit, too_big, fail
+        self._consumed = consumed
         self.done = done  # the share of the file decoded so far
         self.decoded = 0  # the end of the text decoded so far
         self.buf = bytearray()
@@ -341,17 +357,26 @@ class _Text:
             self.eof = True
             return False
         self.buf += chunk
-        if self.base + len(self.buf) > self._limit:
+        produced = self.base + len(self.buf)
+        if produced > self._limit:
             self._fail(self._too_big)
+        if self._consumed and produced > MIN_RATIO_CHECK_BYTES and produced > MAX_GZIP_RATIO * self._consumed():
+            self._fail(f"decompresses to more than {MAX_GZIP_RATIO} times the bytes read (refused as a possible "
+                       "zip bomb)")
         return True
 
     def search(self, pattern: re.Pattern, at: int) -> re.Match | None:
         """The first match at or after ``at`` (reading as far as it takes), or None; its positions
-        are the text's minus :attr:`base`."""
+        are the text's minus :attr:`base`. Each read searches only the new text and the last
+        :data:`_LONGEST_MATCH` bytes before it, so a search through blanks stays linear."""
+        start = at
         while True:
-            m = pattern.search(self.buf, max(at - self.base, 0))
-            if m is not None or not self.more():
+            m = pattern.search(self.buf, max(start - self.base, 0))
+            if m is not None:
                 return m
+            start = max(at, self.base + len(self.buf) - _LONGEST_MATCH)
+            if not self.more():
+                return None
 
     def take(self, start: int, end: int | None = None) -> bytes:
         """The text from ``start`` to ``end`` (to the end of the text when None)."""
@@ -370,8 +395,9 @@ class _Text:
 @contextmanager
 def _text_of(path: str | os.PathLike, fail: _Fail) -> Iterator[_Text]:
     """The text of a plain or gzip file, read on demand. A gzip file is refused once it decompresses
-    beyond :data:`MAX_JSON_BYTES` or :data:`MAX_GZIP_RATIO` times its size (a bomb stops there,
-    before memory is spent)."""
+    beyond :data:`MAX_JSON_BYTES`, or :data:`MAX_GZIP_RATIO` times the compressed bytes read so far
+    (a bomb stops there, before memory or time is spent on it: what its header declares is not
+    read)."""
     try:
         with open_regular(path) as f:
             size = os.fstat(f.fileno()).st_size
@@ -386,12 +412,11 @@ def _text_of(path: str | os.PathLike, fail: _Fail) -> Iterator[_Text]:
                 text.done = lambda: min(text.decoded / size, 1.0) if size else 1.0
                 yield text
                 return
-            limit = min(MAX_JSON_BYTES, max(MIN_RATIO_CHECK_BYTES, MAX_GZIP_RATIO * size))
             with gzip.GzipFile(fileobj=f, mode="rb") as gz:
                 # the decompressed size is unknown until the end: the compressed bytes consumed
-                yield _Text(gz.read, limit, f"decompresses to more than {limit:,} bytes, {limit / max(size, 1):,.0f} "
-                            "times its size (refused as a possible zip bomb)", fail,
-                            lambda: min(f.tell() / size, 1.0) if size else 1.0)
+                yield _Text(gz.read, MAX_JSON_BYTES, f"decompresses to more than {MAX_JSON_BYTES:,} bytes (refused "
+                            "as a possible zip bomb)", fail, lambda: min(f.tell() / size, 1.0) if size else 1.0,
+                            consumed=f.tell)
     except OSError as exc:
         fail(read_problem(exc))
 
@@ -496,8 +521,12 @@ class _Tail(msgspec.Struct):
 _DECODE_PIECE = msgspec.json.Decoder(list[_EventType])
 _DECODE_TAIL = msgspec.json.Decoder(_Tail)
 _NOT_JSON = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)  # ValidationError is a DecodeError too
-_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-_GAP = re.compile(rb"\}\s*,\s*\{")  # between two events, unless inside a string or a nested object
+# the blanks the patterns below allow in one place: far more than any pretty-printer's indent, and a
+# bound on how long a match is (a search resumes that far back; more blanks only make a piece longer)
+_MAX_BLANKS = 1024
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s{0,%d}:\s{0,%d}\[' % (_MAX_BLANKS, _MAX_BLANKS))
+_GAP = re.compile(rb"\}\s{0,%d},\s{0,%d}\{" % (_MAX_BLANKS, _MAX_BLANKS))  # between two events, unless in a string
+_LONGEST_MATCH = len(b'"traceEvents":[') + 2 * _MAX_BLANKS
 _OPENING = re.compile(rb"[^\s\xef\xbb\xbf]")  # the first byte after blanks and a UTF-8 byte order mark
 _SPLIT_TRIES = 8
 
@@ -1027,8 +1056,14 @@ def _stem(label: str) -> str:
     return name
 
 
+def _check_counters(n: int, fail: _Fail) -> None:
+    if n > MAX_COUNTERS:
+        fail(f"{n:,} counter series; at most {MAX_COUNTERS:,} can be shown")
+
+
 def _foreign_trace(scan: _Scan, idx: np.ndarray, counter_keys: list[tuple], label: str, fail: _Fail) -> Trace:
     """One generic Trace of the slices ``idx`` and the given counter series of a file of another tool."""
+    _check_counters(len(counter_keys), fail)
     key = scan.key[idx]
     ts_raw, dur = scan.ts[idx], scan.dur[idx]
     c_first = [float(scan.counters[k][0].min()) for k in counter_keys if len(scan.counters[k][0])]
@@ -1084,7 +1119,7 @@ def _foreign_trace(scan: _Scan, idx: np.ndarray, counter_keys: list[tuple], labe
               "layer": layer[order], "flops": scan.flops[idx][order], "bytes": scan.bytes[idx][order]}
 
     counters: dict[str, Counter] = {}
-    clash = {n for n in {k[1] for k in counter_keys} if sum(k[1] == n for k in counter_keys) > 1}
+    clash = {n for n, times in collections.Counter(k[1] for k in counter_keys).items() if times > 1}
     for pid, cname in counter_keys:
         t_us, value = scan.counters[(pid, cname)]
         name = f"{scan.process_names.get(pid, f'Process {pid}')} / {cname}" if cname in clash else cname
@@ -1101,8 +1136,8 @@ def _foreign_trace(scan: _Scan, idx: np.ndarray, counter_keys: list[tuple], labe
         if len(t_us):
             duration = max(duration, float((t_us.max() - origin) * 1e3))
     meta = {
-        "model": _stem(label), "chip": "", "chip_name": "Chrome trace", "instance": "", "mode": "imported",
-        "batch": 1, "seq": 1, "dtype": "", "source": "chrome-json", "source_file": Path(label).name,
+        "model": name_text(_stem(label)), "chip": "", "chip_name": "Chrome trace", "instance": "", "mode": "imported",
+        "batch": 1, "seq": 1, "dtype": "", "source": "chrome-json", "source_file": name_text(Path(label).name),
         "cores_per_copy": 1, "copies": 1, "lnc": 1, "cores_active": 1,
         "total_ns": duration, "time_origin_us": origin,
         "processes": [scan.process_names.get(p, f"Process {p}") for p in pids],
@@ -1135,6 +1170,8 @@ def _own_runs(other: dict, fail: _Fail) -> list[dict] | None:
     runs = block.get("runs")
     if not isinstance(runs, list) or not runs:
         fail("the neuronviz metadata holds no runs")
+    if len(runs) > MAX_RUNS:
+        fail(f"the neuronviz metadata holds {len(runs):,} runs (at most {MAX_RUNS:,})")
 
     def bad(what: str) -> NoReturn:
         fail(f"the neuronviz metadata is malformed ({what})")
@@ -1153,6 +1190,8 @@ def _own_runs(other: dict, fail: _Fail) -> list[dict] | None:
         if not isinstance(run, dict) or not isinstance(run.get("meta"), dict):
             bad(f"run {r} has no meta")
         tracks = run.get("tracks")
+        if isinstance(tracks, list) and len(tracks) > MAX_TRACKS:
+            fail(f"run {r} has {len(tracks):,} tracks (at most {MAX_TRACKS:,})")
         if not isinstance(tracks, list) or not all(
                 isinstance(t, list) and len(t) == 5 and type(t[0]) is str and type(t[1]) is str
                 and all(type(x) is int for x in t[2:]) for t in tracks):
@@ -1225,6 +1264,7 @@ def _own_trace(scan: _Scan, idx: np.ndarray, local_track: np.ndarray, run: dict,
 
     units = {name: unit for name, unit in run["counters"]}
     by_name = {key[1]: key for key in counter_keys}
+    _check_counters(len(units.keys() | by_name.keys()), fail)
     counters: dict[str, Counter] = {}
     for name in [*units, *(n for n in by_name if n not in units)]:
         if name in by_name:

@@ -1,11 +1,12 @@
 """Opening the files a user names: regular files only, so that a pipe, a device or a directory
-is an error at once instead of a read that waits or never ends."""
+is an error at once instead of a read that waits or never ends; and their names as text that a
+saved file can hold whatever the locale."""
 
 from __future__ import annotations
 
 import os
 import stat
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 
 class NotRegularFileError(OSError):
@@ -28,3 +29,28 @@ def open_regular(path: str | os.PathLike) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def name_text(name: str) -> str:
+    """A file name (or text holding one) as text that any file can hold: under a C or ASCII locale
+    Python reads a non-ASCII name's bytes as lone surrogates, which UTF-8 cannot encode; they are
+    read as the UTF-8 they almost always are, any that is not replaced."""
+    if name.isascii():
+        return name
+    try:
+        raw = name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate that stands for no byte
+        raw = name.encode("utf-8", "surrogatepass")
+    return raw.decode("utf-8", "replace")
+
+
+def valid_texts(value: Any) -> Any:
+    """``value`` (of JSON's types) with every text in it made one UTF-8 can hold (:func:`name_text`):
+    what a saved file's metadata must be to be read back."""
+    if isinstance(value, str):
+        return name_text(value)
+    if isinstance(value, dict):
+        return {valid_texts(k): valid_texts(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [valid_texts(v) for v in value]
+    return value

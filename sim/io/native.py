@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import re
 import struct
@@ -18,17 +19,21 @@ import tokenize
 import zipfile
 import zlib
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
-from typing import Any, BinaryIO, NoReturn
+from types import UnionType
+from typing import Any, BinaryIO, NoReturn, Union, get_args, get_origin, get_type_hints
 
 import numpy as np
 import orjson
 import xxhash
 
 from sim.description import hardware_of
-from sim.errors import TraceFileError
+from sim.errors import TraceFileError, UnknownNameError
+from sim.hardware.chip import all_chips, get_chip
+from sim.hardware.instances import get_instance
 from sim.io.atomic import atomic_file
-from sim.io.inputs import NotRegularFileError, open_regular
+from sim.io.inputs import NotRegularFileError, open_regular, valid_texts
 from sim.trace import EVENT_COLUMNS, TRACE_FORMAT_VERSION, Counter, Trace, Track
 
 FORMAT_NAME = "nvtrace"
@@ -40,11 +45,21 @@ MAX_MEMBER_BYTES = 4 << 30  # one column of a billion-event trace still fits
 MAX_TOTAL_BYTES = 16 << 30
 MAX_MANIFEST_BYTES = 256 << 20
 MAX_RATIO = 200  # uncompressed/compressed above this is treated as a zip bomb
+READ_CHUNK = 1 << 20  # a compressed member is inflated this much at a time, never all at once
+ENCRYPTED = 0x1  # the zip's general-purpose flag of an encrypted member (APPNOTE.TXT 4.4.4)
+# what a member may be: neuronviz stores its columns, and another zip tool deflates them; any
+# other method is refused by name (bzip2 and LZMA inflate a read without bound in zipfile)
+COMPRESSION_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}
 # what one file may hold: a comparison is a few runs; a trace's tracks and counters are its
 # engines and queues (a file beyond these is refused before any work grows with them)
 MAX_RUNS = 256
 MAX_TRACKS = 4096
 MAX_COUNTERS = 1024
+# the furthest from its start any time of a trace lies: 3,170 years of nanoseconds hold any run,
+# and any trace's epoch timestamps once shifted to its first; a time beyond is damage. Times this
+# far apart still sum, scale and draw as finite float64
+MAX_TIME_NS = 1e20
+MAX_VALUE = 1e30  # any other number (FLOPs, bytes, a counter's value): far beyond any run's, far below overflow
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
@@ -69,7 +84,7 @@ def _run_manifest(trace: Trace, prefix: str) -> tuple[dict[str, Any], dict[str, 
     index = {name: i for i, name in enumerate(table)}
     arrays[f"{prefix}/op_name.npy"] = np.array([index[n] for n in trace.op_names], np.int32)
     # the per-layer counts of the metadata are columns too
-    meta = dict(trace.meta)
+    meta = valid_texts(dict(trace.meta))
     stats = meta.pop("layer_stats", None) or {}
     for key, values in stats.items():
         arrays[f"{prefix}/layer_stats/{key}.npy"] = np.asarray(values, np.float64)
@@ -170,6 +185,12 @@ class _Reader:
             name = info.filename
             if name.startswith(("/", "\\")) or ".." in name.split("/") or "\\" in name or ":" in name:
                 self.fail(f"unsafe member name '{name}'")
+            if info.flag_bits & ENCRYPTED:
+                self.fail(f"member '{name}' is encrypted (a trace file never is)")
+            if info.compress_type not in COMPRESSION_METHODS:
+                method = zipfile.compressor_names.get(info.compress_type, f"method {info.compress_type}")
+                self.fail(f"member '{name}' is compressed with {method}, which a trace file never is "
+                          f"(only {' or '.join(COMPRESSION_METHODS.values())})")
             ratio = info.file_size / info.compress_size if info.compress_size else 1.0
             if info.file_size > MAX_MEMBER_BYTES or (ratio > MAX_RATIO and info.file_size > 1 << 20):
                 self.fail(f"member '{name}' is implausibly large")
@@ -187,14 +208,31 @@ class _Reader:
             self.fail(f"missing member '{name}'")
         return info
 
-    def read(self, name: str, limit: int = MAX_MEMBER_BYTES) -> bytes:
+    def read(self, name: str, limit: int = MAX_MEMBER_BYTES) -> bytearray:
+        """A whole member, inflated :data:`READ_CHUNK` at a time: however much its data would
+        inflate to, what is held is at most its declared size (zipfile stops there, and checks the
+        CRC once it is reached)."""
         info = self._info(name)
         if info.file_size > limit:
             self.fail(f"member '{name}' is implausibly large")
+        out = bytearray()
+        with self._open(info) as member:
+            while chunk := self._inflate(member, READ_CHUNK):
+                out += chunk
+        return out
+
+    def _open(self, info: zipfile.ZipInfo) -> zipfile.ZipExtFile:
         try:
-            return self.zf.read(name)
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError, zlib.error) as exc:
-            self.fail(f"member '{name}' is damaged ({exc})")
+            return self.zf.open(info)
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError, RuntimeError,
+                zlib.error) as exc:
+            self.fail(f"member '{info.filename}' is damaged ({exc})")
+
+    def _inflate(self, member: zipfile.ZipExtFile, size: int) -> bytes:
+        try:
+            return member.read(size)
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error) as exc:
+            self.fail(f"member '{member.name}' is damaged ({exc})")
 
     def _stored_start(self, info: zipfile.ZipInfo) -> int:
         """Where the bytes of an uncompressed member start in the file."""
@@ -218,9 +256,9 @@ class _Reader:
         if stored:
             start = self._stored_start(info)
             head_bytes = os.pread(self.fd, min(info.file_size, 1 << 16), start)
-        else:
-            member = self.read(name)
-            head_bytes = member[:1 << 16]
+        else:  # inflated as it is read: the header is checked before the column is
+            member = self._open(info)
+            head_bytes = self._inflate(member, min(info.file_size, 1 << 16))
         try:
             shape, fortran, dtype, offset = _npy_header(head_bytes)
         except (ValueError, OSError, EOFError, SyntaxError, TypeError, tokenize.TokenError) as exc:
@@ -232,15 +270,14 @@ class _Reader:
             self.fail(f"array '{name}' does not match the manifest (dtype {dtype}, shape {shape})")
         if info.file_size - offset != count * dtype.itemsize:
             self.fail(f"member '{name}' is truncated or has trailing data")
+        a = np.empty(count, dtype)
         if stored:
-            a = np.empty(count, dtype)
             if os.preadv(self.fd, [a], start + offset) != a.nbytes:
                 self.fail(f"member '{name}' is truncated")
-            parts = (head_bytes[:offset], a)
         else:
-            # a member compressed by another zip tool: one copy if its column is not aligned
-            a = np.require(np.frombuffer(member, dtype=dtype, count=count, offset=offset), requirements="A")
-            parts = (member,)
+            with member:
+                self._inflate_into(member, memoryview(a).cast("B"), head_bytes[offset:])
+        parts = (head_bytes[:offset], a)
         if digest is not None:
             h = xxhash.xxh3_64()
             for part in parts:
@@ -250,6 +287,19 @@ class _Reader:
         elif stored and zlib.crc32(a, zlib.crc32(head_bytes[:offset])) != info.CRC:
             self.fail(f"member '{name}' is damaged (its CRC-32 does not match)")
         return a
+
+
+    def _inflate_into(self, member: zipfile.ZipExtFile, out: memoryview, first: bytes) -> None:
+        """Fill ``out`` with the rest of a compressed member (``first`` its next bytes), a chunk at
+        a time, to its declared end (where zipfile checks its CRC)."""
+        done = len(first)
+        out[:done] = first
+        while done < len(out):
+            chunk = self._inflate(member, min(READ_CHUNK, len(out) - done))
+            if not chunk:
+                self.fail(f"member '{member.name}' is truncated")
+            out[done:done + len(chunk)] = chunk
+            done += len(chunk)
 
 
 def _check_version(manifest: dict, fail) -> int:
@@ -289,13 +339,16 @@ def _valid_phases(phases: Any) -> bool:
 
 # what the metrics, the analysis and the app read of a run's metadata, by type (present or not:
 # the required ones are checked on their own)
-_META_COUNTS = ("batch", "copies", "cores_per_copy", "lnc", "grad_accum", "nodes", "data_parallel", "pipeline",
-                "requests", "concurrency", "new_tokens", "cores_active", "cores_active_under_load", "kv_heads_per_core")
+_META_COUNTS = ("batch", "seq", "copies", "cores_per_copy", "lnc", "grad_accum", "nodes", "data_parallel",
+                "pipeline", "requests", "concurrency", "new_tokens", "cores_active", "cores_active_under_load",
+                "kv_heads_per_core", "optlevel")
 _META_NUMBERS_OPTIONAL = ("total_ns", "price_usd_per_hour", "peak_flops_per_core", "memory_per_core_bytes",
                           "weight_refetch_bytes", "rate", "prefill_ns", "per_token_ns")
 _META_TEXTS = ("chip", "chip_name", "instance", "model", "model_type", "family", "dtype", "matmul_dtype", "source_file")
+_META_REQUIRED = ("chip", "instance", "model", "dtype", "seq")  # what every run's record names ("" when it has none)
 _META_TABLES = ("config", "layer_stats", "speculation", "precision", "serving", "under_load", "single_node")
-_META_MAY_BE_NULL = ("price_usd_per_hour", "rate", "peak_flops_per_core")  # no price, no rate, no chip data
+# no price, no rate, no chip data, a compiler without optimization levels (Inferentia1's)
+_META_MAY_BE_NULL = ("price_usd_per_hour", "rate", "peak_flops_per_core", "optlevel")
 _SERVING_REQUESTS = ("sent_ns", "first_token_ns", "finish_ns", "output_tokens")
 _SERVING_STEPS = ("step_end_ns", "step_tokens")
 
@@ -332,11 +385,15 @@ def _validate_meta(meta: Any, fail, stats_checked: bool = False) -> None:
         fail("run metadata 'mode' is missing")
     for key in _META_NUMBERS:
         number(key)
+    for key in _META_REQUIRED:
+        if key not in meta:
+            fail(f"run metadata '{key}' is missing")
     for key in _META_NUMBERS_OPTIONAL:  # present means a number (or null where null has a meaning)
         if key in meta and not (meta[key] is None and key in _META_MAY_BE_NULL):
             number(key)
     for key in _META_COUNTS:
-        if key in meta and (type(meta[key]) is not int or meta[key] < 1):
+        if key in meta and (type(meta[key]) is not int or meta[key] < 1) and not (
+                meta[key] is None and key in _META_MAY_BE_NULL):
             fail(f"run metadata '{key}' is not a positive whole number")
     for key in _META_TEXTS:
         if key in meta and not isinstance(meta[key], str):
@@ -344,11 +401,15 @@ def _validate_meta(meta: Any, fail, stats_checked: bool = False) -> None:
     for key in _META_TABLES:
         if key in meta and not isinstance(meta[key], dict) and not (meta[key] is None and key in _META_MAY_BE_NULL):
             fail(f"run metadata '{key}' is not a table")
+    _validate_chip(meta["chip"], meta["instance"], fail)
     if "hardware" in meta:  # the facts the views read instead of the chip data (sim.description)
         try:
-            hardware_of(meta)
+            facts = hardware_of(meta)
         except ValueError as exc:
             fail(f"run metadata 'hardware' {exc}")
+        if facts.chip != meta["chip"]:
+            fail(f"run metadata 'hardware' is of {facts.chip}, not of the run's chip {meta['chip']}")
+    _validate_config(meta.get("config") or {}, fail)
     if meta["mode"] == "decode":
         for key in _DECODE_NUMBERS:
             number(key)
@@ -366,6 +427,58 @@ def _validate_meta(meta: Any, fail, stats_checked: bool = False) -> None:
         fail("run metadata 'phases' is not a list of phases with start_ns, end_ns, repeat and stored")
 
 
+def _validate_chip(chip: str, instance: str, fail) -> None:
+    """The chip a run names, which its views and metrics look up: a known one, and the one of its
+    instance when that is a known instance (a trace of another tool names neither)."""
+    if not chip and not instance:
+        return
+    if not chip:
+        fail("run metadata 'chip' is missing")
+    try:
+        key = get_chip(chip).key
+    except UnknownNameError:
+        fail(f"run metadata 'chip' is not a known chip (one of {', '.join(all_chips())})")
+    try:
+        of = get_instance(instance).chip.key
+    except UnknownNameError:
+        return
+    if of != key:
+        fail(f"run metadata 'instance' is an instance of {of}, not of the run's chip {key}")
+
+
+@cache
+def _config_fields() -> dict[str, Any]:
+    """The type of each field of the configuration a run keeps (``meta["config"]``, its RunConfig)."""
+    from sim.run import RunConfig  # the simulator's declaration; not loaded until a file is
+
+    return get_type_hints(RunConfig)
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a JSON value is of a RunConfig field's type (a tuple is a JSON array)."""
+    if get_origin(hint) in (Union, UnionType):
+        return any(_fits(value, h) for h in get_args(hint))
+    if get_origin(hint) is tuple:
+        return isinstance(value, list) and all(_fits(v, get_args(hint)[0]) for v in value)
+    if hint is float:
+        return type(value) in (int, float) and math.isfinite(value)
+    return type(value) is hint
+
+
+def _validate_config(config: dict, fail) -> None:
+    """A run's configuration, which the app simulates again (Scaling, Sweep): every field it knows
+    of its type (fields of other versions are left alone)."""
+    types = _config_fields()
+    for key, value in config.items():
+        if key in types and not _fits(value, types[key]):
+            fail(f"run metadata 'config' has '{key}' of the wrong type ({_json_type(value)})")
+
+
+def _json_type(value: Any) -> str:
+    return {bool: "a boolean", int: "a number", float: "a number", str: "text", list: "a list", dict: "a table",
+            type(None): "null"}.get(type(value), type(value).__name__)
+
+
 def _validate_serving(serving: Any, fail) -> None:
     """A serving run's record: per request and per step, lists of numbers of one length each."""
     problem = "run metadata 'serving' is not a record of requests and steps"
@@ -381,9 +494,25 @@ def _validate_serving(serving: Any, fail) -> None:
 
 
 def _finite(a: np.ndarray) -> bool:
-    """No NaN or infinity in ``a``: its sum is finite (one pass, no temporary array; the values
-    are times and counts far below where a sum could overflow)."""
-    return a.dtype.kind in "iub" or bool(np.isfinite(a.sum()))
+    """No NaN or infinity in ``a``: its sum is finite (one pass, no temporary array), or, for the
+    values so large that their sum overflows, each of them is."""
+    if a.dtype.kind in "iub":
+        return True
+    with np.errstate(over="ignore", invalid="ignore"):
+        return bool(np.isfinite(a.sum())) or bool(np.isfinite(a).all())
+
+
+def _within(a: np.ndarray, bound: float) -> bool:
+    """Every value of ``a`` lies in [-bound, bound] (NaN does not)."""
+    return not len(a) or bool(a.min() >= -bound and a.max() <= bound)
+
+
+def _events_within(start: np.ndarray, dur: np.ndarray) -> bool:
+    """Every event starts and ends within :data:`MAX_TIME_NS` of 0 (its start and duration are
+    checked first, so their sum cannot overflow)."""
+    if not (_within(start, MAX_TIME_NS) and _within(dur, MAX_TIME_NS)):
+        return False
+    return not len(start) or bool((start + dur).max() <= MAX_TIME_NS)
 
 
 _FINITE_BITS = np.uint64(0x7FF0000000000000)  # float64 bit patterns below this: +0.0 up to the largest finite
@@ -422,9 +551,11 @@ def _validate_trace(trace: Trace, fail, stats_checked: bool = False) -> None:
         fail("event times are not finite numbers")
     if not _non_negative_finite(ev["dur_ns"]):
         fail("an event has a negative duration" if ev["dur_ns"].min() < 0 else "event times are not finite numbers")
+    if not _events_within(ev["start_ns"], ev["dur_ns"]):
+        fail(f"an event lies more than {MAX_TIME_NS:.0e} ns from the trace's start (3,170 years)")
     for column in ("flops", "bytes"):
-        if not _non_negative_finite(ev[column]):
-            fail(f"event {column} are not finite, non-negative numbers")
+        if not (_non_negative_finite(ev[column]) and _within(ev[column], MAX_VALUE)):
+            fail(f"event {column} are not finite, non-negative numbers of at most {MAX_VALUE:.0e}")
     if not _indices_below(ev["track"], n_tracks):
         fail("an event refers to a track that does not exist")
     if not _indices_below(ev["op"], n_ops):
@@ -436,13 +567,13 @@ def _validate_trace(trace: Trace, fail, stats_checked: bool = False) -> None:
         fail("op and layer tables have inconsistent lengths")
     if any(len(v) != n_layers for v in (trace.meta.get("layer_stats") or {}).values()):
         fail("run metadata 'layer_stats' does not have one value per layer")
-    if not (_finite(trace.layer_start_ns) and _finite(trace.layer_end_ns)
+    if not (_within(trace.layer_start_ns, MAX_TIME_NS) and _within(trace.layer_end_ns, MAX_TIME_NS)
             and np.all(trace.layer_end_ns >= trace.layer_start_ns)):
         fail("a layer span is not a valid interval")
     for c in trace.counters.values():
-        t = c.t_ns  # times that rise from a finite first to a finite last are all finite (NaN fails >=)
-        times = not len(t) or bool(np.isfinite(t[0]) and np.isfinite(t[-1]) and np.all(t[1:] >= t[:-1]))
-        if len(t) != len(c.value) or not (times and _finite(c.value)):
+        t = c.t_ns  # times that rise from a first to a last within the bounds all lie within them (NaN fails >=)
+        times = not len(t) or bool(abs(t[0]) <= MAX_TIME_NS and abs(t[-1]) <= MAX_TIME_NS and np.all(t[1:] >= t[:-1]))
+        if len(t) != len(c.value) or not (times and _within(c.value, MAX_VALUE)):
             fail(f"counter '{c.name}' is not a valid time series")
 
 

@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import ConfigError, UnknownNameError
-from sim.io.inputs import open_regular
+from sim.io.inputs import name_text, open_regular
 
 PRESET_DIR = Path(__file__).with_name("presets")
 MAX_CONFIG_BYTES = 4 << 20  # a config.json is a few kB; the largest (with tokenizer tables inlined) under 4 MiB
 # sizes beyond any model: a hidden size, vocabulary or expert count is at most this, and a model
-# has at most MAX_LAYERS blocks (the deepest published have under 200)
+# has at most MAX_LAYERS blocks in all (the deepest published have under 200: ResNet-152's 50,
+# T5-11B's 24 + 24, Llama-3.1-405B's 126), checked before its graph is built
 MAX_CONFIG_SIZE = 1 << 24
 MAX_LAYERS = 1024
 
@@ -644,6 +645,13 @@ def _check_positive(spec: ModelSpec) -> None:
                           f"not {per_token}")
 
 
+def depth(spec: ModelSpec) -> int:
+    """The blocks a model stacks, which its graph grows with: a transformer's layers (both stacks
+    of an encoder-decoder, both towers of CLIP), a ResNet's blocks, a VGG's layers."""
+    tower = spec.text_tower.layers if spec.text_tower else 0
+    return spec.layers + spec.decoder_layers + tower + sum(spec.stage_depths) + len(spec.conv_plan)
+
+
 @cache
 def preset_names() -> tuple[str, ...]:
     return tuple(sorted(p.stem for p in PRESET_DIR.glob("*.json")))
@@ -688,10 +696,11 @@ def get_model(name: str) -> ModelSpec:
             raise ConfigError(f"model config {path} does not exist")
         cfg = load_config_file(path)
         name = cfg.get("_name_or_path")
-        spec = spec_from_config(name if isinstance(name, str) and name else path.parent.name or path.stem, cfg)
-        if spec.layers > MAX_LAYERS:
-            raise ConfigError(f"model config {path}: {spec.layers:,} layers is more than any model has "
-                              f"(at most {MAX_LAYERS:,})")
+        spec = spec_from_config(name if isinstance(name, str) and name else name_text(path.parent.name or path.stem),
+                                cfg)
+        if depth(spec) > MAX_LAYERS:
+            raise ConfigError(f"model config {path}: {depth(spec):,} {'blocks' if spec.family == CNN else 'layers'} "
+                              f"is more than any model has (at most {MAX_LAYERS:,})")
         return spec
     known = ", ".join(preset_names())
     raise UnknownNameError(f"unknown model '{name}': choose one of {known}, or give a config.json path")

@@ -168,17 +168,24 @@ def test_the_fuzz_corpus_opened_in_the_app_opens_or_warns_in_one_line(demo_windo
     from sim.io import save_file
     from sim.io.chrome import export_chrome
     from sim.run import RunConfig, simulate
-    from tests.fuzz_corpus import chrome_cases, nvtrace_cases
+    from tests.fuzz_corpus import chrome_cases, nvtrace_cases, nvtrace_meta_cases, write_zip
 
     traces = [simulate(RunConfig(model="distilbert", chip=c, seq=64), max_events=0) for c in ("inf2", "trn2")]
     seed = tmp_path / "seed.nvtrace"
     save_file(str(seed), traces)
     chrome = export_chrome(traces[:1])
     intact = [("intact.nvtrace", seed.read_bytes()), ("intact.json", json.dumps(chrome).encode())]
+
+    def zipped(members):  # the run metadata the views read, odd
+        write_zip(tmp_path / "members.nvtrace", members)
+        return (tmp_path / "members.nvtrace").read_bytes()
+
     corpus = chain(intact, ((f"n{i}.nvtrace", data) for i, data in enumerate(nvtrace_cases(seed.read_bytes(), 0,
                                                                                     APP_FUZZ_CASES))),
                    ((f"c{i}.json", text.encode()) for i, text in enumerate(chrome_cases(chrome, 0,
-                                                                                         APP_FUZZ_CASES))))
+                                                                                         APP_FUZZ_CASES))),
+                   ((f"m{i}.nvtrace", zipped(members)) for i, members in enumerate(nvtrace_meta_cases(
+                       seed, 0, APP_FUZZ_CASES))))
     shown = []
     monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: shown.append(text))
     outcomes, opened = {"opened": 0, "refused": 0}, set()
@@ -196,6 +203,98 @@ def test_the_fuzz_corpus_opened_in_the_app_opens_or_warns_in_one_line(demo_windo
             assert demo_window.panes == panes
     # the intact files open; which damaged ones still do depends on where the damage lands
     assert {"intact.nvtrace", "intact.json"} <= opened and outcomes["refused"] >= 20, outcomes
+
+
+def test_every_hostile_file_of_issue_49_opens_or_shows_its_one_line_reason(demo_window, tmp_path, monkeypatch):
+    """File > Open of each: a dialog with exactly the reader's message, or panes; never an exception
+    inside Qt (pytest-qt fails the test on one)."""
+    import neuronviz.main_window as mw
+    from neuronviz.files import MAX_PANES
+    from sim.io import load_file, save_file
+    from sim.run import RunConfig, simulate
+    from tests.fuzz_corpus import HOSTILE
+
+    monkeypatch.setattr(mw, "BACKGROUND_OPEN_BYTES", 1 << 40)  # each opens at once (the worker has its own test)
+    seed = tmp_path / "seed.nvtrace"
+    save_file(str(seed), [simulate(RunConfig(model="distilbert", chip="inf2", seq=64))])
+    shown = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: shown.append(text))
+    for i, (name, case) in enumerate(n_c for n_c in HOSTILE.items() if not n_c[1].is_config):
+        path = tmp_path / f"case{i}{case.suffix}"
+        case.build(seed, path)
+        expected = case.error.format(path=path) if case.error else None
+        if expected is None and len(load_file(path)) > MAX_PANES:
+            expected = f"{path}: {len(load_file(path))} runs, more than the {MAX_PANES} a comparison shows side by side"
+        panes, warned = list(demo_window.panes), len(shown)
+        opened = demo_window.open_files([str(path)])
+        if expected is None:
+            assert opened and len(shown) == warned and demo_window.panes != panes, name
+        else:
+            assert not opened and shown[warned:] == [expected] and demo_window.panes == panes, name
+        path.unlink()
+
+
+def test_a_reader_failing_in_a_way_nobody_foresaw_is_a_dialog_not_an_exception_in_qt(demo_window, monkeypatch):
+    from pathlib import Path
+
+    shown = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: shown.append(text))
+    monkeypatch.setattr("neuronviz.main_window.open_runs", lambda path: 1 / 0)
+    golden = str(Path(__file__).parents[1] / "data" / "bert-base-trn1-inf2.nvtrace")
+    assert demo_window.open_files([golden]) is False
+    assert shown == [f"{golden}: cannot be shown (ZeroDivisionError: division by zero)"]
+    assert len(demo_window.panes) == 4
+
+
+def test_long_texts_are_cut_for_drawing_and_saved_whole(demo_window, tmp_path):
+    from dataclasses import replace
+
+    from neuronviz.files import MAX_DRAWN_CHARS
+    from sim.io import load_file, save_file
+    from sim.run import RunConfig, simulate
+
+    trace = simulate(RunConfig(model="distilbert", chip="inf2", seq=64))
+    model, layer = "m" * 5000, "l" * 5000
+    path = tmp_path / "long.nvtrace"
+    save_file(str(path), [replace(trace, meta={**trace.meta, "model": model},
+                                  layer_names=(layer, *trace.layer_names[1:]))])
+    assert demo_window.open_files([str(path)])
+    shown = demo_window.panes[0].run.trace
+    assert shown.meta["model"] == "m" * (MAX_DRAWN_CHARS - 1) + "…" and len(shown.layer_names[0]) == MAX_DRAWN_CHARS
+    assert "m" * MAX_DRAWN_CHARS not in demo_window.panes[0].header.text()
+    saved = tmp_path / "saved.nvtrace"
+    assert demo_window.save_to(str(saved))
+    (back,) = load_file(saved)
+    assert back.meta["model"] == model and back.layer_names[0] == layer
+
+
+def test_a_closed_comparison_is_freed(demo_window, qtbot, tmp_path):
+    import gc
+    import weakref
+    from pathlib import Path
+
+    golden = str(Path(__file__).parents[1] / "data" / "bert-base-trn1-inf2.nvtrace")
+    assert demo_window.open_files([golden])
+    closed = [weakref.ref(run) for run in demo_window.session.runs]
+    closed_panes = [weakref.ref(pane) for pane in demo_window.panes]
+    assert demo_window.open_files([golden])  # replaces them
+    demo_window.close_pane(0)
+    qtbot.waitUntil(lambda: (gc.collect(), all(r() is None for r in closed + closed_panes))[1], timeout=5000)
+    assert len(demo_window.panes) == 1
+
+
+def test_a_small_compressed_file_that_may_be_slow_to_read_opens_in_the_background(demo_window, qtbot, tmp_path):
+    import gzip
+    import json
+
+    path = tmp_path / "small.json.gz"  # 1 MB of gzip may inflate to 100 MB: read off the GUI thread
+    events = [{"ph": "X", "name": f"op{i % 7}", "pid": 1, "tid": 1, "ts": i, "dur": 1, "args": {"pad": i * 7919}}
+              for i in range(60_000)]
+    path.write_bytes(gzip.compress(json.dumps(events).encode(), 1))
+    assert path.stat().st_size > 400_000
+    assert demo_window.open_files([str(path)])
+    assert demo_window.opening is not None and len(demo_window.panes) == 4
+    qtbot.waitUntil(lambda: len(demo_window.panes) == 1, timeout=20_000)
 
 
 def test_save_then_open_round_trips_the_comparison(demo_window, tmp_path):

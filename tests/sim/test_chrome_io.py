@@ -345,8 +345,7 @@ def test_a_gzip_bomb_is_refused_at_a_ratio_before_its_text_is_held(traces, tmp_p
     bomb = tmp_path / "bomb.json.gz"
     with gzip.open(bomb, "wb", compresslevel=9) as g:
         g.write(b"[" + b" " * (64 << 20) + b"]")
-    size = bomb.stat().st_size
-    with pytest.raises(TraceFileError, match=f"decompresses to more than {100 * size:,} bytes, 100 times its size"):
+    with pytest.raises(TraceFileError, match="decompresses to more than 100 times the bytes read"):
         load_chrome(bomb)
     ordinary = tmp_path / "ordinary.json.gz"  # a real trace compresses far less
     save_chrome(ordinary, traces)

@@ -180,6 +180,11 @@ LLAMA = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, "num
 @pytest.mark.parametrize("text, message", [
     ("[" * 100_000 + "]" * 100_000, "is not a model config \\(RecursionError\\)"),
     (json.dumps({**LLAMA, "num_hidden_layers": 1_000_000}), "1,000,000 layers is more than any model has"),
+    (json.dumps({"model_type": "resnet", "hidden_sizes": [256], "depths": [100_000]}),
+     "100,000 blocks is more than any model has \\(at most 1,024\\)"),
+    (json.dumps({"model_type": "vgg", "layers": [64] * 2000}), "2,000 blocks is more than any model has"),
+    (json.dumps({"model_type": "t5", "d_model": 64, "d_kv": 8, "d_ff": 128, "num_heads": 8, "num_layers": 1000,
+                 "num_decoder_layers": 1000, "vocab_size": 100}), "2,000 layers is more than any model has"),
     (json.dumps({**LLAMA, "hidden_size": 10**100}), "hidden_size must be a positive integer, got 1000000000"),
     (json.dumps({**LLAMA, "model_type": ["llama"]}), 'unsupported model_type \\["llama"\\]'),
     (json.dumps({**LLAMA, "hidden_act": ["silu"]}), "the activation \\(hidden_act\\) must be a name"),
