@@ -25,8 +25,9 @@ OUTPUT_COPY = "copy outputs to host"
 REQUEST_HANDLING = "request handling"
 GENERATE_LOOP = "generate loop"
 PIPELINE_WAIT = "waiting for the other pipeline stages"
+QUEUED = "waiting for a slot"  # a served request handled, in the server's queue until the engine takes it
 # what the host track draws that is not the host at work: a stage idle until the others catch up
-WAITS = (PIPELINE_WAIT,)
+WAITS = (PIPELINE_WAIT, QUEUED)
 
 
 @dataclass(frozen=True)

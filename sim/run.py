@@ -31,6 +31,9 @@ from sim.hardware.chip import DEFAULT_OPT_LEVEL, Efficiency, schedule
 from sim.host import (
     HOST,
     HOST_TRACK,
+    QUEUED,
+    HostCost,
+    costs,
     generate_loop,
     inference_copies,
     launch,
@@ -225,8 +228,10 @@ def _run_serving(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt:
                 handling_s=sum(c.dur_s for c in handling), prefill=prefill,
                 decode=lambda t, context: run(("decode", _bucket(context, contexts)), t),
                 speculation=(cfg.spec_k, cfg.acceptance) if cfg.draft else None)
-    for sent in log.sent:  # beside the engine's steps for the requests already in flight: no layer's
+    for sent, ready, admitted in zip(log.sent, log.ready, log.admitted, strict=True):
+        # beside the engine's steps for the requests already in flight: no layer's
         timeline.beside(handling, sent)
+        timeline.beside(costs(HostCost(QUEUED, admitted - ready)), ready)
     return timeline, log
 
 

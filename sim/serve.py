@@ -40,14 +40,18 @@ class _Request:
     generated: int = 0
     chunks_done: int = 0
     last: float = 0.0  # when its last token came out
+    admitted: float = -1.0  # when its prompt's first pass began (it queued for a slot from ready until then)
 
 
 @dataclass
 class ServeLog:
-    """What a serving run did: per request its times and tokens, per step when it ended and the
+    """What a serving run did: per request its times and tokens (and when it was ready for the
+    engine and its prompt's pass began, between which it queued), per step when it ended and the
     tokens it produced, and every gap between a request's successive token steps."""
 
     sent: list[float] = field(default_factory=list)
+    ready: list[float] = field(default_factory=list)
+    admitted: list[float] = field(default_factory=list)
     first_token: list[float] = field(default_factory=list)
     finish: list[float] = field(default_factory=list)
     output_tokens: list[int] = field(default_factory=list)
@@ -135,6 +139,7 @@ def serve(*, prompts: np.ndarray, outputs: np.ndarray, concurrency: int | None, 
             ran = True
             if chunk:  # one chunk of the oldest prompt, then a token step
                 r = prefilling[0]
+                r.admitted = clock if r.admitted < 0 else r.admitted
                 clock = prefill(clock, r.prompt, r.chunks_done)
                 r.chunks_done += 1
                 if r.chunks_done * chunk >= r.prompt:
@@ -142,6 +147,7 @@ def serve(*, prompts: np.ndarray, outputs: np.ndarray, concurrency: int | None, 
                     first_token(r, clock)
             else:
                 for r in prefilling:
+                    r.admitted = clock
                     clock = prefill(clock, r.prompt, 0)
                     first_token(r, clock)
                 prefilling.clear()
@@ -169,6 +175,8 @@ def serve(*, prompts: np.ndarray, outputs: np.ndarray, concurrency: int | None, 
             clock = max(clock, min(upcoming))
     for r in reqs:
         log.sent.append(r.sent)
+        log.ready.append(r.ready)
+        log.admitted.append(r.admitted)
         log.first_token.append(r.first)
         log.finish.append(r.finish)
         log.output_tokens.append(r.generated)

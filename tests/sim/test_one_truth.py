@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from sim.errors import SimError
-from sim.host import HOST, REQUEST_HANDLING
+from sim.host import HOST, QUEUED, REQUEST_HANDLING
 from sim.metrics import compute_metrics
 from sim.run import RunConfig, simulate
 from sim.workloads import get_model
@@ -48,6 +48,16 @@ def _prefill_ends(trace) -> set[int]:
     return out
 
 
+def _prefill_starts(trace) -> set[int]:
+    """When each drawn execution of a prompt's pass begins (ns, rounded)."""
+    out = set()
+    for p in trace.meta["phases"]:
+        if p["name"].startswith("prefill"):
+            period = (p["end_ns"] - p["start_ns"]) / p["repeat"]
+            out |= {round(p["start_ns"] + k * period) for k in range(p["repeat"])}
+    return out
+
+
 def _configs():
     for name in preset_names():
         spec = get_model(name)
@@ -76,6 +86,9 @@ def test_the_drawn_span_of_a_request_is_its_latency(name, mode, kw):
         handled = np.sort(ev["start_ns"][host & handling])
         assert handled == pytest.approx(np.sort(s["sent_ns"]), abs=NS)
         assert {round(t) for t in s["first_token_ns"]} <= _prefill_ends(trace)
+        # a request that waited for a slot: drawn from when it was ready until a prompt's pass began
+        queued = host & (np.asarray(trace.op_names, dtype=object)[ev["op"]] == QUEUED)
+        assert {round(float(e)) for e in (ev["start_ns"] + ev["dur_ns"])[queued]} <= _prefill_starts(trace)
         assert max(s["finish_ns"]) == pytest.approx(_drawn_end(trace), abs=NS)
         e2e = np.asarray(s["finish_ns"]) - np.asarray(s["sent_ns"])
         assert met.latency_s * 1e9 == pytest.approx(float(np.percentile(e2e, 50)), abs=NS)
@@ -106,6 +119,7 @@ def test_the_host_track_and_its_events_of_no_layer_survive_a_file(tmp_path, suff
     assert [t.kind for t in back.tracks] == [t.kind for t in trace.tracks] and trace.tracks[-1].kind == HOST
     for column in ("track", "op", "layer"):
         np.testing.assert_array_equal(back.events[column], trace.events[column])
-    assert (back.events["layer"] == -1).sum() == 4  # each request's handling, beside the engine's steps
+    # each request's handling, and the two that waited for a slot (batch 2), beside the engine's steps
+    assert (back.events["layer"] == -1).sum() == 4 + 2
     np.testing.assert_allclose(back.events["start_ns"], trace.events["start_ns"], rtol=1e-12, atol=1e-3)
     assert compute_metrics(back).latency_s == pytest.approx(compute_metrics(trace).latency_s, rel=1e-9)
