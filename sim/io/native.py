@@ -110,11 +110,15 @@ def read_problem(exc: OSError) -> str:
     return f"cannot read ({exc.strerror or exc})"
 
 
+# every member is dated the zip epoch, so the same runs always make the same bytes
+MEMBER_TIME = (1980, 1, 1, 0, 0, 0)
+
+
 def _write_aligned(zf: zipfile.ZipFile, name: str, npy: bytes) -> None:
     """Store ``npy`` so that its array data starts on an ``ALIGN``-byte boundary of the file: the
     loader's zero-copy views are then aligned, which NumPy needs to run at full speed. The local
     header's extra field is padded (as Android's zipalign does, with its 0xD935 field id)."""
-    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info = zipfile.ZipInfo(name, date_time=MEMBER_TIME)
     info.compress_type = zipfile.ZIP_STORED
     header = np.lib.format.MAGIC_LEN + 2 + int.from_bytes(npy[8:10], "little")  # .npy 1.0 header
     if npy[6] != 1:  # version 2.0/3.0 headers have a 4-byte length
@@ -136,7 +140,7 @@ def save_traces(path: str | os.PathLike, traces: Sequence[Trace]) -> None:
                 manifest["arrays"][name]["xxh3"] = xxhash.xxh3_64_hexdigest(npy)
             runs.append(manifest)
         manifest = {"format": FORMAT_NAME, "version": TRACE_FORMAT_VERSION, "runs": runs}
-        zf.writestr(MANIFEST, json.dumps(manifest, allow_nan=False))
+        zf.writestr(zipfile.ZipInfo(MANIFEST, date_time=MEMBER_TIME), json.dumps(manifest, allow_nan=False))
         for name, npy in members.items():
             _write_aligned(zf, name, npy)
 
