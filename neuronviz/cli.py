@@ -22,11 +22,13 @@ from sim import options
 from sim.errors import SimError
 from sim.hardware.chip import all_chips
 from sim.hardware.instances import instances_of
+from sim.io.inputs import profile_of
 from sim.run import RunConfig, simulate
 from sim.trace import Trace
 from sim.workloads import get_model, preset_names
 
 EXIT_USAGE = 2
+FILES_HELP = "trace files (.nvtrace, Chrome JSON) or Neuron Explorer profile directories"
 SIGNAL_EXIT = 128  # a command stopped by signal N exits with 128 + N, as a shell reports it
 EXIT_INTERRUPTED = SIGNAL_EXIT + signal.SIGINT  # Ctrl+C: 130
 DEFAULT_CHIPS = "inf1,inf2,trn1,trn2"
@@ -303,7 +305,7 @@ def _fraction(text: str) -> float:
 
 def _add_screenshot(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("screenshot", help="render the view to a PNG or SVG without a display")
-    p.add_argument("files", nargs="*", help="trace files (default: the demo comparison)")
+    p.add_argument("files", nargs="*", help=f"{FILES_HELP} (default: the demo comparison)")
     p.add_argument("-o", "--output", required=True, help="output .png, or .svg for vector graphics")
     p.add_argument("--size", default="1600x900", help="WIDTHxHEIGHT in pixels (default 1600x900)")
     at = p.add_mutually_exclusive_group()
@@ -330,7 +332,7 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     from sim.io import FORMATS
 
     p = sub.add_parser("export", help="convert trace files (to Chrome/Perfetto JSON or native)")
-    p.add_argument("files", nargs="+", help="trace files (.nvtrace or Chrome JSON)")
+    p.add_argument("files", nargs="+", help=FILES_HELP)
     p.add_argument("--format", choices=FORMATS, help="output format (default: from the output name: "
                                                       ".json or .json.gz is chrome, anything else nvtrace)")
     p.add_argument("-o", "--output", required=True, help="output file")
@@ -351,7 +353,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def _add_info(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("info", help="print the runs in trace files")
-    p.add_argument("files", nargs="+", help="trace files (.nvtrace or Chrome JSON)")
+    p.add_argument("files", nargs="+", help=FILES_HELP)
     p.set_defaults(func=cmd_info)
 
 
@@ -361,7 +363,7 @@ def cmd_open(args: argparse.Namespace) -> int:
 
 def _add_open(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("open", help="open trace files in the app (same as `neuronviz FILE...`)")
-    p.add_argument("files", nargs="+", help="trace files (.nvtrace or Chrome JSON)")
+    p.add_argument("files", nargs="+", help=FILES_HELP)
     p.set_defaults(func=cmd_open)
 
 
@@ -405,7 +407,7 @@ def _positive_float(text: str) -> float:
 
 def _add_animate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("animate", help="render the playback to an animated GIF or PNG frames without a display")
-    p.add_argument("files", nargs="*", help="trace files (default: the demo comparison)")
+    p.add_argument("files", nargs="*", help=f"{FILES_HELP} (default: the demo comparison)")
     p.add_argument("-o", "--output", required=True, help="output .gif, or DIR/ for numbered PNG frames")
     p.add_argument("--fps", type=_positive_int, default=10, help="frames per second (default 10)")
     p.add_argument("--seconds", type=_positive_float, default=5.0,
@@ -656,7 +658,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _add_report(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="why each run takes its time: summary, layers, insights")
-    p.add_argument("files", nargs="+", help="trace files (.nvtrace or Chrome JSON); runs are compared with each other")
+    p.add_argument("files", nargs="+", help=f"{FILES_HELP}; runs are compared with each other")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print one JSON object")
     out.add_argument("--csv", action="store_true", help="write every run's layer table to -o FILE (a run column)")
@@ -711,8 +713,8 @@ def _not_files(words: Sequence[str]) -> str | None:
     for word in words:
         if not word:
             return "'' is not a file name"
-        if Path(word).is_dir():
-            return f"{word}: is a directory, not a trace file"
+        if Path(word).is_dir() and profile_of(word) is None:
+            return f"{word}: is a directory, not a trace file or a Neuron Explorer profile (no Metadata.parquet in it)"
     return None
 
 

@@ -10,13 +10,15 @@ from dataclasses import replace
 from neuronviz.session import Run
 from sim.errors import SimError, TraceFileError
 from sim.io import load_file, save_file
-from sim.io.inputs import open_regular
+from sim.io.inputs import open_regular, profile_of, table_files
 from sim.run import RunConfig, simulate
 from sim.trace import Trace
 
 DEMO_CHIPS = ("inf1", "inf2", "trn1", "trn2")
-OPEN_FILTERS = ("Traces (*.nvtrace *.json *.json.gz)", "neuronviz traces (*.nvtrace)",
-                "Chrome trace JSON (*.json *.json.gz)", "All files (*)")
+OPEN_FILTERS = ("Traces and profiles (*.nvtrace *.json *.json.gz *.parquet)", "neuronviz traces (*.nvtrace)",
+                "Chrome trace JSON (*.json *.json.gz)", "Neuron Explorer profile, any of its tables (*.parquet)",
+                "All files (*)")
+PARQUET_RATIO = 4  # what a profile's Parquet tables take in memory over their size on disk, about
 SAVE_FILTERS = {"neuronviz trace (*.nvtrace)": ".nvtrace", "Chrome trace JSON (*.json)": ".json",
                 "Chrome trace JSON, gzip (*.json.gz)": ".json.gz"}
 # the runs a comparison shows side by side: 11 rows of 3 panes already leave each a strip of one
@@ -29,9 +31,10 @@ MAX_DRAWN_CHARS = 1000
 
 
 def open_runs(path: str, progress: Callable[[float], None] | None = None) -> list[Run]:
-    """The runs in a native or Chrome JSON file; raises :class:`TraceFileError` with a one-line reason.
-    ``progress`` hears the share of the file read (see :func:`sim.io.load_file`). Each run's texts
-    are cut for drawing (:func:`drawable`); it keeps the trace as read for saving."""
+    """The runs in a native or Chrome JSON file or a Neuron Explorer profile; raises
+    :class:`TraceFileError` with a one-line reason. ``progress`` hears the share of the file read
+    (see :func:`sim.io.load_file`). Each run's texts are cut for drawing (:func:`drawable`); it
+    keeps the trace as read for saving."""
     runs = [Run(drawable(trace), source=str(path), as_read=trace) for trace in load_file(path, progress)]
     check_comparison(len(runs), str(path))
     return runs
@@ -44,6 +47,12 @@ def reading_bytes(path: str) -> int:
     be looked at (its open fails at once, with its reason)."""
     from sim.io.chrome import GZIP_MAGIC, MAX_GZIP_RATIO
 
+    profile = profile_of(path)
+    if profile is not None:
+        try:
+            return PARQUET_RATIO * sum(p.stat().st_size for parts in table_files(profile).values() for p in parts)
+        except OSError:
+            return 0
     try:
         size = os.stat(path).st_size
         with open_regular(path) as f:
@@ -56,6 +65,12 @@ def reading_bytes(path: str) -> int:
     except (OSError, zipfile.BadZipFile, ValueError):
         return 0
     return size
+
+
+def opened_paths(paths: list[str]) -> list[str]:
+    """What ``paths`` name to open, each once: a Neuron Explorer profile's table is its profile
+    (several tables of one profile picked in a dialog open it once)."""
+    return list(dict.fromkeys(str(profile_of(p) or p) for p in paths))
 
 
 def files_label(paths: list[str]) -> str:

@@ -30,6 +30,7 @@ from neuronviz.files import (
     files_label,
     open_problem,
     open_runs,
+    opened_paths,
     reading_bytes,
     save_runs,
     with_suffix_of,
@@ -219,6 +220,7 @@ class MainWindow(QMainWindow):
     def _menus(self, run_dock: QDockWidget) -> None:
         file = self.menuBar().addMenu("&File")
         self._action(file, "&Open…", self.open_dialog, QKeySequence.StandardKey.Open)
+        self._action(file, "Open &profile directory…", self.open_profile_dialog, "Ctrl+Shift+O")
         self.recent_menu = file.addMenu("Open &recent")
         self._refresh_recent()
         self._action(file, "&Save as…", self.save_dialog, QKeySequence.StandardKey.Save)
@@ -431,6 +433,12 @@ class MainWindow(QMainWindow):
         if paths:
             self.open_files(paths)
 
+    def open_profile_dialog(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Open a Neuron Explorer profile (its directory of Parquet "
+                                                      "tables)", self._last_dir())
+        if path:
+            self.open_files([path])
+
     def open_files(self, paths: list[str], replace: bool = True) -> bool:
         """Open ``paths``; a bad file shows its one-line reason and leaves the open runs alone.
 
@@ -438,6 +446,7 @@ class MainWindow(QMainWindow):
         returns True once loading has started, and the panes appear when it is done."""
         if replace and not self.confirm_discard():
             return False
+        paths = opened_paths(paths)
         self._cancel_opening()  # a file still loading in the background must not replace these later
         if sum(map(reading_bytes, paths)) > BACKGROUND_OPEN_BYTES:
             self._open_in_background(paths, replace)

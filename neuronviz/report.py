@@ -116,16 +116,18 @@ def analysis_text(index: int, record: dict) -> str:
     """One run of ``neuronviz report`` as text: summary, slowest layers, insights."""
     s = record["summary"]
     lines = [f"run {index}: {record['chip']} · {record['instance']} · {record['model']} ({record['mode']})",
-             f"  total_time {s['total_time'] * 1e3:,.3f} ms · mfu_estimated_percent "
+             f"  total_time {_num(None if s['total_time'] is None else s['total_time'] * 1e3, ',.3f')} ms · "
+             "mfu_estimated_percent "
              f"{_num(s['mfu_estimated_percent'], '.1f')} · hfu_estimated_percent "
              f"{_num(s['hfu_estimated_percent'], '.1f')} · mbu_estimated_percent "
              f"{_num(s['mbu_estimated_percent'], '.1f')}",
-             "  " + " · ".join(f"{e}_engine_active_time_percent {s[f'{e}_engine_active_time_percent']:.1f}"
+             "  " + " · ".join(f"{e}_engine_active_time_percent {_num(s[f'{e}_engine_active_time_percent'], '.1f')}"
                                for e in ("tensor", "vector", "scalar", "gpsimd")),
-             f"  hbm_read_bytes {s['hbm_read_bytes']:,.0f} · hbm_write_bytes {s['hbm_write_bytes']:,.0f} · "
-             f"mm_arithmetic_intensity {_num(s['mm_arithmetic_intensity'], ',.1f')} · average_dma_size "
-             f"{_num(s['average_dma_size'], ',.0f')} · spill_save_bytes {s['spill_save_bytes']:,.0f} · "
-             f"spill_reload_bytes {s['spill_reload_bytes']:,.0f}"]
+             f"  hbm_read_bytes {_num(s['hbm_read_bytes'], ',.0f')} · hbm_write_bytes "
+             f"{_num(s['hbm_write_bytes'], ',.0f')} · mm_arithmetic_intensity "
+             f"{_num(s['mm_arithmetic_intensity'], ',.1f')} · average_dma_size {_num(s['average_dma_size'], ',.0f')} "
+             f"· spill_save_bytes {_num(s['spill_save_bytes'], ',.0f')} · spill_reload_bytes "
+             f"{_num(s['spill_reload_bytes'], ',.0f')}"]
     grouped = _same_layer_summed(record["layers"])
     layers = sorted(grouped, key=lambda r: -r["time_us"])[:REPORT_LAYERS]
     summed = ", each summed over its phase's steps" if len(grouped) < len(record["layers"]) else ""

@@ -12,8 +12,9 @@ its own: it reads this.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from sim.metrics import ENGINES, RunMetrics, compute_metrics
 from sim.trace import Trace
@@ -169,15 +170,37 @@ CATALOGUE: tuple[Metric, ...] = (
 BY_KEY = {m.key: m for m in CATALOGUE}
 
 
+# Neuron Explorer's schema-7 names of figures whose catalogue entry keeps the legacy profiler's name
+EXPLORER_ALIASES = {"dma_transfer_average_bytes": "average_dma_size"}
+EXPLORER_SCALE = {"total_time": 1e3}  # Explorer's unit to the catalogue's: its total_time is in seconds
+
+
+def from_explorer(summary: Mapping[str, Any]) -> dict[str, float]:
+    """A device profile's measured figures (the row of its ``Summary`` table, by Neuron Explorer's
+    names and units) by catalogue key: those it gives as finite numbers."""
+    by_name = {m.explorer: m for m in CATALOGUE if m.explorer}
+    out: dict[str, float] = {}
+    for name, value in summary.items():
+        metric = by_name.get(EXPLORER_ALIASES.get(name, name))
+        if metric is not None and type(value) in (int, float) and math.isfinite(value):
+            out[metric.key] = float(value) * EXPLORER_SCALE.get(name, 1.0)
+    return out
+
+
 def applies(metric: Metric, trace: Trace) -> bool:
-    return trace.run.workload.mode in metric.modes
+    """Whether ``metric`` is a figure of ``trace``: of its mode, or one Neuron Explorer gives of
+    the device profile it is (from the profile where it gives it, else from its events)."""
+    return trace.run.workload.mode in metric.modes or bool(trace.run.measured and metric.explorer)
 
 
 def measure(trace: Trace, metrics: RunMetrics | None = None) -> dict[str, float | None]:
     """The catalogue's figures of ``trace`` that apply to its mode, by key (None: not known, such
-    as a time per token of a generation of one token, or an MFU without the chip's peak)."""
+    as a time per token of a generation of one token, or an MFU without the chip's peak). A
+    device profile's own measured figures stand for what its events would give."""
     met = compute_metrics(trace) if metrics is None else metrics
-    return {m.key: _plain(m.value(met)) for m in CATALOGUE if applies(m, trace)}
+    measured = trace.run.measured
+    return {m.key: measured[m.key] if m.key in measured else _plain(m.value(met)) for m in CATALOGUE
+            if applies(m, trace)}
 
 
 def _plain(value: float | None) -> float | None:

@@ -190,6 +190,8 @@ class RunDescription:
     deployment: Deployment
     software: Software
     hardware: Hardware | None
+    # what a device measured (a Neuron Explorer profile's Summary), by metric catalogue key
+    measured: Mapping[str, float] = field(default_factory=dict)
 
 
 def describe(meta: Mapping) -> RunDescription:
@@ -221,4 +223,6 @@ def describe(meta: Mapping) -> RunDescription:
     except (TypeError, ValueError):
         config = None
     software = Software(str(m.get("compiler", "")), m.get("optlevel"), config)
-    return RunDescription(workload, deployment, software, hardware_of(m))
+    measured = m.get("measured") if isinstance(m.get("measured"), Mapping) else {}
+    return RunDescription(workload, deployment, software, hardware_of(m),
+                          {str(k): float(v) for k, v in measured.items() if _number(v)})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Mapping
 from functools import cached_property
 
@@ -21,7 +22,7 @@ from neuronviz.session import Run, Session
 from neuronviz.theme import ENGINE_COLORS, ENGINE_LABELS, engine_color, palette
 from neuronviz.trace_view import ENGINE_ORDER
 from neuronviz.widgets.chip_diagram import CORE_ENGINES, ChipDiagram, ChipState
-from sim.catalogue import text, unit_of
+from sim.catalogue import BY_KEY, label, text, unit_of
 from sim.description import RunDescription
 from sim.integrals import CounterIntegral, IntegralStack, replayed
 from sim.trace import Counter
@@ -37,7 +38,8 @@ COUNTER_BAND_MIN_HEIGHT = 38  # two tick labels and a title on two lines; a shor
 TRACK_ROW_MIN_PX = 16  # the timeline's rows at their tightest: a row label's height and a little air
 GRAPHICS_MARGIN_PX = 3  # around the timeline and the counter bands
 SIMULATOR_COUNTERS = ("sbuf_bytes", "psum_bytes", "hbm_read_bytes_per_s", "hbm_write_bytes_per_s",
-                      "neuronlink_bytes_per_s", "efa_bytes_per_s")
+                      "neuronlink_bytes_per_s", "efa_bytes_per_s",
+                      "hbm_bytes_per_s", "dma_bytes_per_s")  # a device profile's read and write together
 MAX_OTHER_COUNTERS = 4
 OTHER_COUNTER_COLORS = tuple(ENGINE_COLORS[k] for k in ENGINE_ORDER)
 LEFT_AXIS_WIDTH = 88
@@ -108,6 +110,8 @@ def _under_load(values: Mapping, run: RunDescription) -> str:
     return f" alone <span style='color:gray'>· {text(keys[1], loaded)}{unit} with {n} copies busy</span>"
 
 
+# a device profile's header: the figures Neuron Explorer's summary leads with
+PROFILE_FIGURES = ("total_time_ms", "mfu_percent", "hfu_percent", "mbu_percent", "tensor_active_percent")
 HOST_SHOWN = 0.1  # of a latency: the host's part of it said in the header
 
 
@@ -148,9 +152,17 @@ def header_html(run: Run, baseline: Run | None) -> str:
     def t(key: str) -> str:
         return text(key, v.get(key))
 
-    if mode == "imported":  # a trace of another tool: no model, chip or price to speak of
-        return (f"<b>{run.title}</b> &nbsp; {run.trace.meta.get('source_file', d.workload.model)}<br>"
-                f"duration {t('latency_ms')} ms · {run.trace.n_events:,} events · {len(run.view.rows)} tracks")
+    if mode == "imported":  # a trace of another tool: no model or price to speak of
+        source = run.trace.meta.get("source_file", d.workload.model)
+        counts = f"{run.trace.n_events:,} events · {len(run.view.rows)} tracks"
+        if not d.measured:
+            return f"<b>{run.title}</b> &nbsp; {source}<br>duration {t('latency_ms')} ms · {counts}"
+        # a device profile: what the device measured, under the catalogue's names
+        where = d.deployment.instance or d.deployment.chip_name
+        figures = " · ".join(f"{label(k)} {t(k)}{BY_KEY[k].unit if BY_KEY[k].unit == '%' else ' ' + BY_KEY[k].unit}"
+                             for k in PROFILE_FIGURES if v.get(k) is not None)
+        return (f"<b>{run.title}</b> &nbsp; {source} &nbsp; <span style='color:gray'>measured on {where}</span><br>"
+                f"{figures} · {counts}")
     busy = _under_load(v, d)
     if mode == "serve":
         lat = (f"TTFT p50 {t('ttft_p50_ms')} ms, p99 {t('ttft_p99_ms')} · TPOT p50 {t('tpot_p50_ms')} ms, p99 "
@@ -283,8 +295,12 @@ class ComparisonPane(QWidget):
         self.timeline.hideButtons()
         self.timeline.setMenuEnabled(False)
         self.timeline.setYRange(-1, n_rows, padding=0.02)
-        ticks = [(-0.5, "Layers")] + [(i + 0.5, ENGINE_LABELS.get(k) or _short(n)) for i, (k, n) in
-                                       enumerate(zip(view.row_kinds, view.row_names, strict=True))]
+        # a row is its engine's name, or its track's where several rows are of one kind (the DMA
+        # queues and the cores of a device profile)
+        kinds = collections.Counter(view.row_kinds)
+        ticks = [(-0.5, "Layers")] + [(i + 0.5, ENGINE_LABELS.get(k) if kinds[k] == 1 and k in ENGINE_LABELS
+                                       else _short(n)) for i, (k, n) in
+                                      enumerate(zip(view.row_kinds, view.row_names, strict=True))]
         left = self.timeline.getAxis("left")
         left.setTicks([ticks, []])
         left.setWidth(LEFT_AXIS_WIDTH)
@@ -459,7 +475,9 @@ class ComparisonPane(QWidget):
             for name, kind, label in sram:
                 self._curve(band, self._counter_series(c[name], 100 / sizes[name]), kind, label)
         bandwidth = [(n, k, label) for n, k, label in (("hbm_read_bytes_per_s", "dma_read", "read"),
-                                                       ("hbm_write_bytes_per_s", "dma_write", "write")) if n in c]
+                                                       ("hbm_write_bytes_per_s", "dma_write", "write"),
+                                                       ("hbm_bytes_per_s", "dma_read", "HBM"),
+                                                       ("dma_bytes_per_s", "dma_write", "DMA")) if n in c]
         if bandwidth:
             peak = max((float(c[n].value.max()) for n, _, _ in bandwidth if len(c[n].value)), default=0.0)
             band = self._band("GB/s", max(1.0, 1.1 * peak / 1e9))

@@ -1,8 +1,10 @@
-"""Trace files: the native ``.nvtrace`` format and Chrome/Perfetto JSON interchange.
+"""Trace files: the native ``.nvtrace`` format and Chrome/Perfetto JSON interchange, and the
+profiles a Neuron device measured (Neuron Explorer's directories of Parquet tables).
 
 :func:`load_file` recognises a file by its first bytes, not its name (a zip is native, JSON or gzip
-is Chrome trace JSON); :func:`save_file` picks the format from the name (``.json`` or ``.json.gz``
-writes Chrome JSON, anything else native). Both raise one-line :class:`TraceFileError`.
+is Chrome trace JSON; a directory with a Metadata table, or one of its tables, is a profile);
+:func:`save_file` picks the format from the name (``.json`` or ``.json.gz`` writes Chrome JSON,
+anything else native). Both raise one-line :class:`TraceFileError`.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sim.errors import TraceFileError
-from sim.io.inputs import open_regular
+from sim.io.inputs import open_regular, profile_of
 from sim.io.native import load_traces, read_problem, save_traces
 from sim.trace import Trace
 
@@ -33,6 +35,13 @@ def load_file(path: str | os.PathLike, progress: Callable[[float], None] | None 
     from sim.io.chrome import GZIP_MAGIC, load_chrome  # JSON support loads when a file is opened, not at startup
 
     label = str(path)
+    if profile_of(path) is not None:  # a Neuron Explorer profile: a directory of Parquet tables, or one of them
+        from sim.io.explorer import load_profile  # pyarrow loads when a profile is opened
+
+        return load_profile(path, progress)
+    if os.path.isdir(path):
+        raise TraceFileError(f"{label}: is a directory, not a trace file or a Neuron Explorer profile "
+                             "(no Metadata.parquet in it)")
     try:
         with open_regular(path) as f:
             head = f.read(64)

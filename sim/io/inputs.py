@@ -1,11 +1,14 @@
 """Opening the files a user names: regular files only, so that a pipe, a device or a directory
-is an error at once instead of a read that waits or never ends; and their names as text that a
-saved file can hold whatever the locale."""
+is an error at once instead of a read that waits or never ends (a directory of a Neuron Explorer
+profile's Parquet tables is told apart by its tables); and their names as text that a saved file
+can hold whatever the locale."""
 
 from __future__ import annotations
 
 import os
+import re
 import stat
+from pathlib import Path
 from typing import Any, BinaryIO
 
 
@@ -54,3 +57,31 @@ def valid_texts(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [valid_texts(v) for v in value]
     return value
+
+
+def table_files(directory: Path) -> dict[str, list[Path]]:
+    """The profile's tables by name, each its files in order (a split table's numbered parts)."""
+    tables: dict[str, list[tuple[int, Path]]] = {}
+    for entry in directory.iterdir():
+        m = re.fullmatch(r"([A-Za-z][A-Za-z0-9]*?)(?:_(\d+))?\.parquet", entry.name)
+        if m and entry.is_file():
+            tables.setdefault(m[1], []).append((int(m[2]) if m[2] is not None else -1, entry))
+    return {name: [p for _, p in sorted(parts)] for name, parts in tables.items()}
+
+
+def is_profile(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a profile directory (it holds a ``Metadata`` table)."""
+    p = Path(path)
+    try:
+        return p.is_dir() and "Metadata" in table_files(p)
+    except OSError:  # a directory that cannot be listed: the reader says why
+        return False
+
+
+def profile_of(path: str | os.PathLike) -> Path | None:
+    """The profile directory ``path`` names: itself, or the directory of one of its tables (a
+    user who picks ``Summary.parquet`` in a file dialog means the profile)."""
+    p = Path(path)
+    if p.suffix.lower() == ".parquet" and is_profile(p.parent):
+        return p.parent
+    return p if is_profile(p) else None

@@ -350,7 +350,8 @@ _META_NUMBERS_OPTIONAL = ("total_ns", "price_usd_per_hour", "peak_flops_per_core
                           "weight_refetch_bytes", "rate", "prefill_ns", "per_token_ns")
 _META_TEXTS = ("chip", "chip_name", "instance", "model", "model_type", "family", "dtype", "matmul_dtype", "source_file")
 _META_REQUIRED = ("chip", "instance", "model", "dtype", "seq")  # what every run's record names ("" when it has none)
-_META_TABLES = ("config", "layer_stats", "speculation", "precision", "serving", "under_load", "single_node")
+_META_TABLES = ("config", "layer_stats", "speculation", "precision", "serving", "under_load", "single_node",
+                "profile", "measured")
 # no price, no rate, no chip data, a compiler without optimization levels (Inferentia1's)
 _META_MAY_BE_NULL = ("price_usd_per_hour", "rate", "peak_flops_per_core", "optlevel")
 _SERVING_REQUESTS = ("sent_ns", "first_token_ns", "finish_ns", "output_tokens")

@@ -114,7 +114,9 @@ def test_a_file_of_more_runs_than_a_comparison_shows_is_refused_by_screenshot(se
     assert out.read_bytes() == b"yesterday's"
 
 
-@pytest.mark.parametrize("word, message", [("", "'' is not a file name"), (".", ".: is a directory, not a trace file")])
+@pytest.mark.parametrize("word, message", [("", "'' is not a file name"),
+                                           (".", ".: is a directory, not a trace file or a Neuron Explorer profile "
+                                                 "(no Metadata.parquet in it)")])
 def test_an_empty_name_or_a_folder_is_a_one_line_error_not_the_app(capsys, monkeypatch, word, message):
     monkeypatch.setattr("neuronviz.app.run_app", lambda files: pytest.fail("the app opened"))
     for argv in ([word], ["open", word], ["open", "x.nvtrace", word]):

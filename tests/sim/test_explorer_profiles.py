@@ -1,0 +1,200 @@
+"""Neuron Explorer device profiles (directories of Parquet tables, schema 7.x) open as runs on the
+tracks a simulation has; bad ones get one line."""
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from sim.catalogue import explorer_summary, measure
+from sim.errors import TraceFileError
+from sim.io import explorer, load_file, save_file
+from tests.profiles import METADATA, SCHEMA, TABLES, instruction, small_profile, write
+
+T0 = METADATA["first_hw_timestamp"]
+
+
+def _events(trace, track_name: str) -> list[tuple]:
+    """``(op, layer, start_ns, dur_ns, flops, bytes)`` of the events on the track named so."""
+    (track,) = [i for i, t in enumerate(trace.tracks) if t.name == track_name]
+    ev = trace.events
+    sel = np.flatnonzero(ev["track"] == track)
+    return [(trace.op_names[ev["op"][i]], trace.layer_names[ev["layer"][i]] if ev["layer"][i] >= 0 else None,
+             ev["start_ns"][i], ev["dur_ns"][i], ev["flops"][i], ev["bytes"][i]) for i in sel]
+
+
+@pytest.fixture
+def profile(tmp_path):
+    return small_profile(tmp_path / "mlp@latest")
+
+
+def test_the_schema_file_is_the_reference_pages(profile):
+    assert SCHEMA["profile_schema_version"] == "7.4.0"
+    assert [f[0] for f in TABLES["CcOp"]][:4] == ["start_ts", "end_ts", "duration_ns", "operation"]
+    # every table of the reference page is written, each with every documented column
+    assert {p.stem for p in profile.iterdir()} == set(TABLES)
+    assert pq.read_schema(profile / "Instruction.parquet").names == [f[0] for f in TABLES["Instruction"]]
+
+
+def test_each_table_lands_on_its_track_with_its_times_bytes_and_flops(profile):
+    (trace,) = load_file(profile)
+    kinds = {t.name: t.kind for t in trace.tracks}
+    assert kinds == {"NC0 Tensor": "tensor", "NC0 Vector": "vector", "NC0 Scalar": "scalar", "NC0 Sync": "other",
+                     "NC0 waits": "other", "NC0 DMA input": "dma_read", "NC0 DMA output": "dma_write",
+                     "CC ops": "collective", "CC-core 1": "collective", "Throttle": "other"}
+    # times from the profile's first hardware timestamp, in ns; FLOPs BF16-equivalent; HBM bytes
+    assert _events(trace, "NC0 Tensor") == [("MATMUL", "layer_1", 1000.0, 600.0, 2 * 128 * 128 * 512, 4096.0)]
+    assert _events(trace, "NC0 DMA input") == [("qSyncIO0-Q0-E0", None, 500.0, 400.0, 0.0, 65536.0)]
+    assert _events(trace, "NC0 DMA output") == [("qSyncIO1-Q1-E0", None, 2500.0, 200.0, 0.0, 32768.0)]
+    assert _events(trace, "CC ops") == [("AllGather", None, 3000.0, 500.0, 0.0, 4096.0)]
+    assert _events(trace, "CC-core 1") == [("DMA_ADVANCE", None, 3000.0, 200.0, 0.0, 0.0)]
+    assert _events(trace, "Throttle") == [("activity_0 throttle to 3/4", None, 1000.0, 400.0, 0.0, 0.0)]
+    # a semaphore wait before the Vector op could start, a DMA wait after the Sync op that triggered it
+    assert _events(trace, "NC0 waits") == [("semaphore wait", "layer_1", 1600.0, 100.0, 0.0, 0.0),
+                                           ("DMA wait", None, 2050.0, 30.0, 0.0, 0.0)]
+    assert trace.layer_names == ("layer_1", "layer_2")
+    assert list(trace.layer_start_ns) == [1000.0, 2100.0] and list(trace.layer_end_ns) == [1900.0, 2400.0]
+    # SBUF and PSUM fill as bytes of a trn1 core's (24 MiB, 2 MiB); HBM throughput in bytes/s
+    sbuf = trace.counters["sbuf_bytes"]
+    assert list(sbuf.t_ns) == [0.0, 1500.0, 3000.0]
+    assert list(sbuf.value) == pytest.approx([0.1 * 24 * 2**20, 0.5 * 24 * 2**20, 0.0])
+    assert trace.counters["psum_bytes"].value[0] == pytest.approx(0.25 * 2 * 2**20)
+    assert list(trace.counters["hbm_bytes_per_s"].value) == [1.6e11, 0.0]
+
+
+def test_the_run_description_says_where_it_was_measured(profile):
+    (trace,) = load_file(profile)
+    d = trace.run
+    assert (d.workload.model, d.workload.mode) == ("mlp_nki_mm", "imported")
+    assert (d.deployment.instance, d.deployment.chip, d.hardware.name) == ("trn1.2xlarge", "trn1", "Trainium1")
+    assert trace.meta["profile"]["schema_version"] == "7.4.0"
+    assert trace.meta["profile"]["metadata"]["runtime_version"] == "2.19.1"
+
+
+def test_the_summarys_figures_are_the_catalogues(profile):
+    (trace,) = load_file(profile)
+    values = measure(trace)
+    assert values["mfu_percent"] == 12.5 and values["hfu_percent"] == 14.0 and values["mbu_percent"] == 3.25
+    assert values["tensor_active_percent"] == 15.0 and values["spill_save_bytes"] == 1024.0
+    assert values["average_dma_size"] == 49152.0  # schema 7's dma_transfer_average_bytes
+    assert values["total_time_ms"] == pytest.approx(4e-3)  # the Summary's seconds
+    # what the Summary does not give is measured from the events: the Scalar engine's 300 of 3,500 ns
+    assert values["scalar_active_percent"] == pytest.approx(100 * 300 / 3500)
+    assert explorer_summary(trace)["mfu_estimated_percent"] == 12.5
+
+
+def test_a_split_table_missing_tables_and_unknown_columns(tmp_path):
+    d = tmp_path / "split"
+    write(d, "Metadata", [METADATA])
+    rows = [instruction("Tensor", "MATMUL", T0 + 100 * i, T0 + 100 * i + 50, layer=f"layer_{i % 3}")
+            for i in range(10)]
+    write(d, "Instruction", rows, parts=3, extra={"column_of_schema_9": pa.array([1.5] * 10)})
+    (trace,) = load_file(d)  # no DmaPacket, Summary or usage tables: that activity did not happen
+    assert trace.n_events == 10 and list(trace.events["start_ns"]) == [100.0 * i for i in range(10)]
+    assert not trace.run.measured and trace.counters == {}
+
+
+def test_optional_columns_may_be_missing(tmp_path):
+    d = tmp_path / "lean"
+    write(d, "Metadata", [METADATA])
+    optional = [f[0] for f in TABLES["Instruction"] if not f[3]]
+    write(d, "Instruction", [instruction("Vector", "TENSOR_TENSOR", T0, T0 + 10)], drop=optional)
+    (trace,) = load_file(d)
+    assert _events(trace, "NC0 Vector") == [("TENSOR_TENSOR", None, 0.0, 10.0, 0.0, 0.0)]
+
+
+def test_an_lnc2_profile_has_each_physical_cores_engines(tmp_path):
+    d = tmp_path / "lnc2"
+    write(d, "Metadata", [{**METADATA, "instance_type": "trn2.48xlarge", "num_physical_cores": 2,
+                           "vnc_enabled": True}])
+    write(d, "Instruction", [instruction("Tensor", "MATMUL", T0, T0 + 10, pcore_idx=0),
+                             instruction("Tensor", "MATMUL", T0 + 5, T0 + 20, pcore_idx=1)])
+    (trace,) = load_file(d)
+    assert [(t.name, t.core) for t in trace.tracks] == [("NC0 Tensor", 0), ("NC1 Tensor", 1)]
+    assert trace.run.deployment.lnc == 2 and trace.run.hardware.chip == "trn2"
+
+
+def test_a_profile_from_an_instance_without_data_is_drawn_without_its_chip(tmp_path):
+    d = tmp_path / "new"
+    write(d, "Metadata", [{**METADATA, "instance_type": "trn9.96xlarge"}])
+    write(d, "Instruction", [instruction("Tensor", "MATMUL", T0, T0 + 10)])
+    (trace,) = load_file(d)
+    assert trace.run.hardware is None and trace.run.deployment.instance == ""
+
+
+def test_a_table_picked_in_a_dialog_opens_its_profile(profile):
+    (trace,) = load_file(profile / "Summary.parquet")
+    assert trace.run.workload.model == "mlp_nki_mm"
+
+
+def test_a_profile_saved_as_a_trace_file_reads_back_the_same(profile, tmp_path):
+    (trace,) = load_file(profile)
+    for name in ("p.nvtrace", "p.json"):
+        save_file(tmp_path / name, [trace])
+        (back,) = load_file(tmp_path / name)
+        assert back.n_events == trace.n_events
+        assert np.array_equal(back.events["start_ns"], trace.events["start_ns"])
+    (native,) = load_file(tmp_path / "p.nvtrace")
+    assert measure(native) == measure(trace)
+
+
+@pytest.mark.parametrize("version, message", [
+    ("8.0.0", "profile schema 8.0.0 is newer than this neuronviz reads (7.x): upgrade neuronviz"),
+    ("6.2.1", "profile schema 6.2.1 is older than this neuronviz reads (7.x): process the profile again with the "
+              "current neuron-explorer"),
+    ("seven", "its Metadata table gives no readable 'profile_schema_version' ('seven')"),
+])
+def test_a_schema_of_another_major_version_is_refused_in_one_line(tmp_path, version, message):
+    d = tmp_path / "v"
+    write(d, "Metadata", [{**METADATA, "profile_schema_version": version}])
+    with pytest.raises(TraceFileError) as err:
+        load_file(d)
+    assert str(err.value) == f"{d}: {message}"
+
+
+def test_a_truncated_table_is_one_line_naming_it(profile):
+    path = profile / "Instruction.parquet"
+    path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(TraceFileError, match=r"^.*: table Instruction \(Instruction.parquet\) is not a readable "
+                                             r"Parquet file \(.+\)$"):
+        load_file(profile)
+
+
+def test_a_column_of_the_wrong_type_is_one_line_naming_it(tmp_path):
+    d = tmp_path / "typed"
+    write(d, "Metadata", [METADATA])
+    write(d, "Instruction", [instruction("Tensor", "MATMUL", T0, T0 + 10)], types={"start_ts": pa.string()})
+    with pytest.raises(TraceFileError) as err:
+        load_file(d)
+    assert str(err.value) == f"{d}: table Instruction column 'start_ts' holds string values, not ints"
+
+
+def test_an_event_ending_before_it_starts_is_refused(tmp_path):
+    d = tmp_path / "backwards"
+    write(d, "Metadata", [METADATA])
+    write(d, "Instruction", [instruction("Tensor", "MATMUL", T0 + 10, T0)])
+    with pytest.raises(TraceFileError, match="an event ends before it starts$"):
+        load_file(d)
+
+
+def test_row_counts_and_declared_sizes_are_bounded_before_reading(tmp_path, monkeypatch):
+    d = tmp_path / "big"
+    write(d, "Metadata", [METADATA])
+    write(d, "Instruction", [instruction("Tensor", "MATMUL", T0, T0 + 10)] * 2000)
+    monkeypatch.setattr(explorer, "MAX_ROWS", 1000)
+    with pytest.raises(TraceFileError, match="table Instruction has 2,000 rows; at most 1,000 can be read$"):
+        load_file(d)
+    monkeypatch.setattr(explorer, "MAX_ROWS", 10**9)
+    monkeypatch.setattr(explorer, "MIN_RATIO_CHECK_BYTES", 0)
+    monkeypatch.setattr(explorer, "MAX_RATIO", 0.01)
+    with pytest.raises(TraceFileError, match=r"table Instruction declares [\d,]+ bytes in [\d,]+ on disk: "
+                                             r"implausibly large$"):
+        load_file(d)
+
+
+def test_a_directory_that_is_not_a_profile_says_so(tmp_path):
+    (tmp_path / "Instruction.parquet").write_bytes(b"")
+    with pytest.raises(TraceFileError) as err:
+        load_file(tmp_path)
+    assert str(err.value) == (f"{tmp_path}: is a directory, not a trace file or a Neuron Explorer profile "
+                              "(no Metadata.parquet in it)")
