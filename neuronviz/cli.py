@@ -331,11 +331,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 def _add_export(sub: argparse._SubParsersAction) -> None:
     from sim.io import FORMATS
 
-    p = sub.add_parser("export", help="convert trace files (to Chrome/Perfetto JSON or native)")
+    p = sub.add_parser("export", help="convert trace files (to Chrome/Perfetto JSON, native, or the tables "
+                                      "Neuron Explorer reads)")
     p.add_argument("files", nargs="+", help=FILES_HELP)
     p.add_argument("--format", choices=FORMATS, help="output format (default: from the output name: "
-                                                      ".json or .json.gz is chrome, anything else nvtrace)")
-    p.add_argument("-o", "--output", required=True, help="output file")
+                                                      ".json or .json.gz is chrome, anything else nvtrace); "
+                                                      "explorer writes a profile directory of Parquet tables")
+    p.add_argument("-o", "--output", required=True, help="output file (a directory for explorer)")
     p.set_defaults(func=cmd_export)
 
 

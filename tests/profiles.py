@@ -1,8 +1,8 @@
 """Neuron Explorer profiles for tests, written as the published schema says they are.
 
 No real capture is available here, so a profile is built from the schema reference page
-(``tests/data/explorer-schema-7.4.json``: every table, field, Parquet type and whether it is
-required): each table written has every documented column in its documented type, filled from
+(``sim/io/data/explorer-schema-7.4.json``: every table, field, Parquet type and whether it
+is required): each table written has every documented column in its documented type, filled from
 what the test gives and defaulted where it does not (a required field never empty). Values are
 the docs' own examples where they give one.
 """
@@ -17,7 +17,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_FILE = Path(__file__).parent / "data" / "explorer-schema-7.4.json"
+from sim.io.explorer import SCHEMA_PATH
+
+SCHEMA_FILE = SCHEMA_PATH
 SCHEMA = json.loads(SCHEMA_FILE.read_text())
 TABLES: dict[str, list[list]] = SCHEMA["tables"]
 TYPES = {"int64": pa.int64(), "int32": pa.int32(), "float": pa.float32(), "double": pa.float64(),
@@ -85,9 +87,9 @@ def small_profile(directory: Path, metadata: Mapping[str, Any] | None = None,
                   summary: Mapping[str, Any] | None = None, every_table: bool = True) -> Path:
     """A profile of a few events on every kind of track, after the docs' examples: a MATMUL in
     ``layer_1`` (HLO ``dot.1``), a Vector op that waited on a semaphore, a Sync semaphore, DMA on an
-    input and an output queue, an AllGather and its CC-core instruction, a throttle, SBUF, PSUM
-    and HBM samples, and a Summary. ``every_table``: the other tables of the schema too, one
-    row each (what a reader must skip)."""
+    input and an output queue, an AllGather and its CC-core instruction, the runtime's execution
+    (a system profile's event), a throttle, SBUF, PSUM and HBM samples, and a Summary.
+    ``every_table``: the other tables of the schema too, one row each (what a reader must skip)."""
     t0 = (metadata or METADATA).get("first_hw_timestamp", METADATA["first_hw_timestamp"])
     write(directory, "Metadata", [{**METADATA, **(metadata or {})}])
     write(directory, "Instruction", [
@@ -107,6 +109,9 @@ def small_profile(directory: Path, metadata: Mapping[str, Any] | None = None,
                                "trigger_engine": "Pool", "input_size": 2048, "output_size": 4096}])
     write(directory, "CcInstruction", [{"start_ts": t0 + 3000, "end_ts": t0 + 3200, "duration_ns": 200,
                                         "core_idx": 1, "description": "DMA_ADVANCE"}])
+    write(directory, "SystemProfileEvents", [{"name": "nc_exec_running", "start_ts": t0, "end_ts": t0 + 3500,
+                                              "duration_ns": 3500, "trace_event_source": "nrt",
+                                              "instance_id": "i-0b1ea78ca2865fd32", "process_id": 4242}])
     write(directory, "Throttle", [{"timestamp": t0 + 1000, "duration": 400, "k": 3, "n": 4, "type": "activity_0"}])
     write(directory, "SbufUsage", [{"timestamp": t0 + s, "avg_util_percent": p, "pcore_idx": 0}
                                    for s, p in ((0, 10.0), (1500, 50.0), (3000, 0.0))])

@@ -4,7 +4,8 @@ profiles a Neuron device measured (Neuron Explorer's directories of Parquet tabl
 :func:`load_file` recognises a file by its first bytes, not its name (a zip is native, JSON or gzip
 is Chrome trace JSON; a directory with a Metadata table, or one of its tables, is a profile);
 :func:`save_file` picks the format from the name (``.json`` or ``.json.gz`` writes Chrome JSON,
-anything else native). Both raise one-line :class:`TraceFileError`.
+anything else native) or is told it (``explorer``: the tables Neuron Explorer reads). Both raise
+one-line :class:`TraceFileError`.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ from sim.trace import Trace
 NATIVE_SUFFIX = ".nvtrace"
 CHROME_SUFFIXES = (".json", ".json.gz")
 ZIP_MAGIC = b"PK"
-FORMATS = ("nvtrace", "chrome")
+FORMATS = ("nvtrace", "chrome", "explorer")
 
 
 def format_for(path: str | os.PathLike) -> str:
-    """The format a file of this name is saved in: ``chrome`` for .json(.gz), else ``nvtrace``."""
+    """The format a file of this name is saved in: ``chrome`` for .json(.gz), ``explorer`` for a
+    Neuron Explorer profile directory that exists, else ``nvtrace``."""
+    if profile_of(path) == Path(path):
+        return "explorer"
     return "chrome" if str(path).lower().endswith(CHROME_SUFFIXES) else "nvtrace"
 
 
@@ -66,5 +70,9 @@ def save_file(path: str | os.PathLike, traces: Sequence[Trace], fmt: str | None 
         save_chrome(path, traces)
     elif fmt == "nvtrace":
         save_traces(path, traces)
+    elif fmt == "explorer":
+        from sim.io.explorer import save_profile
+
+        save_profile(path, traces)
     else:
         raise TraceFileError(f"{Path(path)}: unknown format '{fmt}' (choose from {', '.join(FORMATS)})")

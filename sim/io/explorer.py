@@ -20,7 +20,8 @@ schema 7.4.0 of SDK 2.31):
 - ``DmaPacket``: an event on the core's track of its queue type (``input``, ``data``, ``output``...),
   named by its queue.
 - ``CcOp`` on the CC ops track, ``CcInstruction`` on a track per CC-core; ``Throttle`` on a
-  row of its own.
+  row of its own; a system profile's ``SystemProfileEvents`` (the runtime's, the framework's) on
+  a Host track per source.
 - ``SbufUsage``/``PsumUsage`` as the SRAM counters (their share of the chip's SBUF and PSUM),
   ``HbmUsage``/``DmaUsage`` throughput as bandwidth counters.
 - ``Summary``: the measured figures, under the metric catalogue's names (:mod:`sim.catalogue`).
@@ -33,10 +34,14 @@ than its file could plausibly hold, a row count over the limits: each a one-line
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
-from collections.abc import Callable, Iterator
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -47,7 +52,8 @@ import pyarrow.parquet as pq
 from sim.description import hardware
 from sim.errors import SimError, TraceFileError
 from sim.hardware.instances import get_instance
-from sim.io.inputs import name_text, profile_of, table_files
+from sim.host import HOST
+from sim.io.inputs import is_profile, name_text, profile_of, table_files
 from sim.trace import Counter, Trace, Track
 
 SCHEMA_MAJOR = 7
@@ -58,6 +64,9 @@ MAX_RATIO = 200  # a table's declared uncompressed bytes over its files' bytes, 
 MIN_RATIO_CHECK_BYTES = 64 << 20
 MAX_TEXT = 1000  # characters of a name kept (an op, a layer, a queue)
 BATCH_ROWS = 1 << 20  # rows converted at a time: memory holds the columns built, not the table
+# the text columns read: Parquet's dictionary pages decoded straight to indices and their names
+TEXT_COLUMNS = ["engine", "opcode", "layer", "hlo_name", "queue_type", "queue_name", "operation", "description",
+                "name", "trace_event_source", "type"]
 
 # an engine as Explorer names it (its UI's names and the ISA's) -> the track kind it is drawn as
 ENGINE_KINDS = {"tensor": "tensor", "pe": "tensor", "tensormatrix": "tensor", "vector": "vector", "dve": "vector",
@@ -94,6 +103,10 @@ class _Table:
         for path in files:
             try:
                 f = pq.ParquetFile(path)
+                texts = [c for c in TEXT_COLUMNS if c in f.schema_arrow.names
+                         and pa.types.is_string(f.schema_arrow.field(c).type)]
+                if texts:  # the names decoded once, as indices into them
+                    f = pq.ParquetFile(path, read_dictionary=texts)
                 meta = f.metadata
                 on_disk += path.stat().st_size
                 declared += sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
@@ -128,7 +141,7 @@ class _Table:
         wanted = [c for c in columns if c in self.schema]
         for f in self.files:
             try:
-                yield from f.iter_batches(batch_size=BATCH_ROWS, columns=wanted, use_threads=False)
+                yield from f.iter_batches(batch_size=BATCH_ROWS, columns=wanted)
             except (pa.ArrowException, OSError, ValueError) as exc:
                 self.fail(f"table {self.name} cannot be read ({_first_line(exc)})")
 
@@ -198,15 +211,21 @@ class _Names:
 
 
 class _Builder:
-    """Events, tracks and counters as the tables are read."""
+    """Events, tracks and counters as the tables are read. The event columns are filled in place
+    (room for the tables' ``rows`` and some waits, grown by half when the waits need more): a profile's events
+    take their own size in memory, not that again for pieces to join."""
 
-    def __init__(self, fail: _Fail, origin: int) -> None:
-        self.fail, self.origin = fail, origin
+    COLUMNS = {"track": np.int16, "start_ns": np.float64, "dur_ns": np.float64, "op": np.int32, "layer": np.int32,
+               "flops": np.float64, "bytes": np.float64}
+
+    def __init__(self, fail: _Fail, origin: int, rows: int, progress: Callable[[float], None] | None = None) -> None:
+        self.fail, self.origin, self.progress, self.expected = fail, origin, progress, max(1, rows)
+        capacity = rows + rows // 10  # room for waits on a tenth of them
         self.tracks: list[Track] = []
         self.track_of: dict[tuple[str, int], int] = {}
         self.ops, self.layers = _Names(), _Names()
-        self.columns: dict[str, list[np.ndarray]] = {k: [] for k in ("track", "start_ns", "dur_ns", "op", "layer",
-                                                                    "flops", "bytes")}
+        self.n = 0
+        self.columns = {k: np.empty(max(capacity, 1024), t) for k, t in self.COLUMNS.items()}
         self.counters: dict[str, Counter] = {}
 
     def track(self, name: str, kind: str, core: int) -> int:
@@ -225,14 +244,25 @@ class _Builder:
             return
         if np.any(end < start):
             self.fail("an event ends before it starts")
-        self.columns["track"].append(np.broadcast_to(track, n).astype(np.int16))
-        self.columns["start_ns"].append((start - self.origin).astype(np.float64))
-        self.columns["dur_ns"].append((end - start).astype(np.float64))
-        self.columns["op"].append(op.astype(np.int32))
-        self.columns["layer"].append(layer.astype(np.int32))
-        zeros = np.zeros(n)
-        self.columns["flops"].append(zeros if flops is None else np.maximum(flops, 0.0))
-        self.columns["bytes"].append(zeros if nbytes is None else np.maximum(nbytes, 0.0))
+        if self.n + n > MAX_ROWS:
+            self.fail(f"the profile has more than {MAX_ROWS:,} events")
+        room = len(self.columns["start_ns"])
+        if self.n + n > room:
+            grown = max(self.n + n, room + room // 2)
+            for k, a in self.columns.items():
+                self.columns[k] = np.resize(a, grown)
+        at = slice(self.n, self.n + n)
+        c = self.columns
+        c["track"][at] = track
+        np.subtract(start, self.origin, out=c["start_ns"][at], casting="unsafe")
+        np.subtract(end, start, out=c["dur_ns"][at], casting="unsafe")
+        c["op"][at] = op
+        c["layer"][at] = layer
+        c["flops"][at] = 0.0 if flops is None else np.maximum(flops, 0.0)
+        c["bytes"][at] = 0.0 if nbytes is None else np.maximum(nbytes, 0.0)
+        self.n += n
+        if self.progress is not None:
+            self.progress(min(1.0, self.n / self.expected))
 
     def counter(self, name: str, unit: str, t: list[np.ndarray], value: list[np.ndarray]) -> None:
         if not t:
@@ -243,9 +273,10 @@ class _Builder:
         self.counters[name] = Counter(name, unit, times[order], values[order])
 
     def events(self) -> dict[str, np.ndarray]:
-        ev = {k: np.concatenate(v) if v else np.zeros(0) for k, v in self.columns.items()}
-        order = np.lexsort((ev["start_ns"], ev["track"]))
-        return {k: v[order] for k, v in ev.items()}
+        """The columns of the events read (in table order: the views index them by track and time)."""
+        room = len(self.columns["start_ns"])
+        trim = self.n < 0.8 * room  # the room the waits were given and did not need
+        return {k: a[:self.n].copy() if trim else a[:self.n] for k, a in self.columns.items()}
 
 
 def _engine_track(b: _Builder, engine: str, core: int) -> int:
@@ -272,10 +303,7 @@ def _instructions(t: _Table, b: _Builder) -> None:
         start, end = _ints(batch, "start_ts"), _ints(batch, "end_ts")
         core = _core(batch, b.fail)
         engine = engines.codes(batch, "engine")
-        names = engines.names
-        track = np.empty(len(start), np.int64)
-        for c, e in sorted({(int(c), int(e)) for e, c in zip(engine.tolist(), core.tolist(), strict=True)}):
-            track[(engine == e) & (core == c)] = _engine_track(b, names[e], c)
+        track = _tracks_of(core, engine, lambda c, e: _engine_track(b, engines.names[e], c))
         layer = b.layers.codes(batch, layer_column, missing=None)
         nbytes = _numbers(batch, "hbm_read_bytes") + _numbers(batch, "hbm_write_bytes")
         b.add(track, start, end, b.ops.codes(batch, "opcode"), layer, _numbers(batch, flops_column), nbytes)
@@ -288,6 +316,19 @@ def _instructions(t: _Table, b: _Builder) -> None:
             waits = np.array([b.track(f"NC{c} {WAITS_TRACK}", "other", c) for c in range(int(core.max()) + 1)])
             at = start[sel] - wait[sel] if before else end[sel]
             b.add(waits[core[sel]], at, at + wait[sel], np.full(len(sel), op), layer[sel])
+
+
+def _tracks_of(core: np.ndarray, code: np.ndarray, make: Callable[[int, int], int]) -> np.ndarray:
+    """Each row's track: ``make(core, code)`` of its pair, called once a pair, in (core, code)
+    order, so that tracks are numbered the same whatever order rows come in."""
+    if not len(code):
+        return np.zeros(0, np.int64)
+    width = int(code.max()) + 1
+    key = core * width + code
+    lut = np.full(int(key.max()) + 1, -1, np.int64)
+    for k in np.flatnonzero(np.bincount(key)).tolist():
+        lut[k] = make(*divmod(k, width))
+    return lut[key]
 
 
 def _core(batch: pa.RecordBatch, fail: _Fail) -> np.ndarray:
@@ -308,11 +349,12 @@ def _dma(t: _Table, b: _Builder) -> None:
     for batch in t.batches(["start_ts", "end_ts", "queue_type", "queue_name", "pcore_idx", "transfer_bytes"]):
         start, end, core = _ints(batch, "start_ts"), _ints(batch, "end_ts"), _core(batch, b.fail)
         qtype = types.codes(batch, "queue_type", missing="unknown")
-        names = types.names
-        track = np.empty(len(start), np.int64)
-        for c, q in sorted({(int(c), int(q)) for q, c in zip(qtype.tolist(), core.tolist(), strict=True)}):
-            kind = "dma_write" if names[q] in WRITE_QUEUES else "dma_read"
-            track[(qtype == q) & (core == c)] = b.track(f"NC{c} DMA {names[q]}", kind, c)
+
+        def queue(c: int, q: int) -> int:
+            name = types.names[q]
+            return b.track(f"NC{c} DMA {name}", "dma_write" if name in WRITE_QUEUES else "dma_read", c)
+
+        track = _tracks_of(core, qtype, queue)
         op = b.ops.codes(batch, "queue_name" if batch.schema.get_field_index("queue_name") >= 0 else "queue_type",
                          missing="DMA")
         b.add(track, start, end, op, np.full(len(start), -1), None, _numbers(batch, "transfer_bytes"))
@@ -341,6 +383,20 @@ def _cc_instructions(t: _Table, b: _Builder) -> None:
         for c in sorted(set(cc.tolist())):
             track[cc == c] = b.track(f"CC-core {c}", "collective", 0)
         b.add(track, start, end, b.ops.codes(batch, "description", missing="CC instruction"), np.full(len(start), -1))
+
+
+def _system_events(t: _Table, b: _Builder) -> None:
+    """A system profile's runtime and framework events (the host's work), a Host track per source."""
+    for column, kind in (("start_ts", "int"), ("end_ts", "int"), ("name", "text"), ("trace_event_source", "text")):
+        t.check(column, kind)
+    sources = _Names()
+    for batch in t.batches(["start_ts", "end_ts", "name", "trace_event_source"]):
+        start, end = _ints(batch, "start_ts"), _ints(batch, "end_ts")
+        source = sources.codes(batch, "trace_event_source", missing="host")
+        track = np.empty(len(start), np.int64)
+        for s in sorted(set(source.tolist())):
+            track[source == s] = b.track(sources.names[s], HOST, 0)
+        b.add(track, start, end, b.ops.codes(batch, "name", missing="host"), np.full(len(start), -1))
 
 
 def _throttles(t: _Table, b: _Builder) -> None:
@@ -417,7 +473,8 @@ def _version(metadata: dict[str, Any], fail: _Fail) -> str:
 
 def load_profile(path: str | os.PathLike, progress: Callable[[float], None] | None = None) -> list[Trace]:
     """The run a Neuron Explorer profile directory holds (its own directory, or that of one of its
-    tables). ``progress`` hears the share of its tables' rows read; an exception it raises stops."""
+    tables). ``progress`` hears the share of its events read, a batch at a time; an exception it
+    raises stops the load."""
     from sim.catalogue import from_explorer  # the catalogue measures traces: it imports this package's users
 
     directory = profile_of(path)
@@ -445,15 +502,11 @@ def load_profile(path: str | os.PathLike, progress: Callable[[float], None] | No
     facts = hardware(chip, instance, lnc) if chip is not None else None
     sizes = {"sbuf": facts.sbuf_bytes, "psum": facts.psum_bytes} if facts else {}  # a core's
 
-    b = _Builder(fail, origin)
-    total = max(1, sum(t.rows for n, t in tables.items() if n in _READERS))
-    done = 0
+    total = sum(t.rows for n, t in tables.items() if n in _READERS)
+    b = _Builder(fail, origin, total, progress)
     for name, reader in _READERS.items():
         if name in tables:
             reader(tables[name], b)
-            done += tables[name].rows
-            if progress is not None:
-                progress(done / total)
     _usage(tables, b, sizes)
     summary = {k: _plain(v) for k, v in tables["Summary"].first_row().items()} if "Summary" in tables else {}
     events = b.events()
@@ -474,13 +527,15 @@ def _earliest(tables: dict[str, _Table]) -> int:
 
 
 def _layer_spans(events: dict[str, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
-    layer, start = events["layer"], events["start_ns"]
-    end = start + events["dur_ns"]
-    inside = layer >= 0
-    lo, hi = np.full(n, np.inf), np.full(n, -np.inf)
-    np.minimum.at(lo, layer[inside], start[inside])
-    np.maximum.at(hi, layer[inside], end[inside])
-    return np.where(np.isfinite(lo), lo, 0.0), np.where(np.isfinite(hi), hi, 0.0)
+    """Each layer's first start and last end (0, 0 for a layer without events)."""
+    inside = events["layer"] >= 0
+    start = events["start_ns"][inside]
+    spans = pa.table({"layer": events["layer"][inside], "start": start, "end": start + events["dur_ns"][inside]}) \
+        .group_by("layer").aggregate([("start", "min"), ("end", "max")])
+    lo, hi = np.zeros(n), np.zeros(n)
+    layer = spans["layer"].to_numpy()
+    lo[layer], hi[layer] = spans["start_min"].to_numpy(), spans["end_max"].to_numpy()
+    return lo, hi
 
 
 def _trace(b: _Builder, events: dict[str, np.ndarray], metadata: dict, version: str, summary: dict,
@@ -490,8 +545,10 @@ def _trace(b: _Builder, events: dict[str, np.ndarray], metadata: dict, version: 
     n_layers = len(b.layers.names)
     lstart, lend = _layer_spans(events, n_layers)
     op_layer = np.full(len(b.ops.names), -1, np.int32)
-    first = np.unique(events["op"], return_index=True)
-    op_layer[first[0]] = events["layer"][first[1]]
+    first = np.full(len(op_layer), len(events["op"]), np.int64)  # each op's first event: its layer is the op's
+    np.minimum.at(first, events["op"], np.arange(len(events["op"])))
+    seen = first < len(events["op"])
+    op_layer[seen] = events["layer"][first[seen]]
     end = float((events["start_ns"] + events["dur_ns"]).max()) if len(events["start_ns"]) else 0.0
     name = metadata.get("profile_name") or directory.name.split("@")[0]
     meta = {
@@ -515,5 +572,154 @@ def _trace(b: _Builder, events: dict[str, np.ndarray], metadata: dict, version: 
 
 _READERS: dict[str, Callable[[_Table, _Builder], None]] = {
     "Instruction": _instructions, "DmaPacket": _dma, "CcOp": _collectives, "CcInstruction": _cc_instructions,
-    "Throttle": _throttles,
+    "Throttle": _throttles, "SystemProfileEvents": _system_events,
 }
+
+
+# ---------------------------------------------------------------------------------------------
+# writing: a run as the tables Explorer reads
+
+SCHEMA_PATH = Path(__file__).parent / "data" / "explorer-schema-7.4.json"
+_ARROW_TYPES = {"int64": pa.int64(), "int32": pa.int32(), "float": pa.float32(), "double": pa.float64(),
+                "string": pa.string(), "bool": pa.bool_(), "list<int64>": pa.list_(pa.int64()),
+                "list<string>": pa.list_(pa.string())}
+_FILL = {"int64": 0, "int32": 0, "float": 0.0, "double": 0.0, "string": "", "bool": False}
+ENGINE_NAMES = {"tensor": "Tensor", "vector": "Vector", "scalar": "Scalar", "gpsimd": "GpSimd"}
+QUEUE_TYPES = {"dma_read": "data", "dma_write": "output"}  # what a simulated DMA queue carries
+EPOCH = "1970-01-01 00:00:00+00:00"
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The published schema (every table's fields: name, Parquet type, unit, required) of the
+    version this neuronviz writes; its source is in the file."""
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+def _column(kind: str, values: Any, n: int, required: bool) -> pa.Array:
+    t = _ARROW_TYPES[kind]
+    if values is None:
+        if not required:
+            return pa.nulls(n, t)
+        return pa.array([[]] * n, t) if kind.startswith("list") else pa.array(np.full(n, _FILL[kind])).cast(t)
+    if isinstance(values, pa.Array):
+        return values.cast(t)
+    return pa.array(values).cast(t)
+
+
+def _write_table(directory: Path, name: str, columns: dict[str, Any], n: int) -> None:
+    """Table ``name`` with every column the schema documents, in its type: those given, the
+    others empty (a required one its type's zero)."""
+    fields = schema()["tables"][name]
+    arrays = [_column(kind, columns.get(field), n, required) for field, kind, _, required in fields]
+    pq.write_table(pa.Table.from_arrays(arrays, names=[f[0] for f in fields]), directory / f"{name}.parquet")
+
+
+def _texts(names: tuple[str, ...], index: np.ndarray) -> pa.Array:
+    """Each row's name (``names[index]``; null where ``index`` is -1)."""
+    words = pa.array(list(names) or [""], pa.string())
+    return words.take(pa.array(np.maximum(index, 0), mask=index < 0))
+
+
+def _profile_tables(trace: Trace, directory: Path) -> None:
+    from sim import __version__
+    from sim.catalogue import EXPLORER_ALIASES, explorer_summary
+    from sim.hardware.chip import get_chip
+
+    ev, tracks = trace.events, trace.tracks
+    kind = np.array([t.kind for t in tracks] or [""], dtype=object)[ev["track"]]
+    core = np.array([t.core for t in tracks] or [0], np.int64)[ev["track"]]
+    start = np.rint(ev["start_ns"]).astype(np.int64)
+    end = np.rint(ev["start_ns"] + ev["dur_ns"]).astype(np.int64)
+    facts, d = trace.run.hardware, trace.run.deployment
+    chip = get_chip(facts.chip) if facts is not None else None
+    te = chip.tensor if chip is not None else None
+    meta = {"profile_schema_version": schema()["profile_schema_version"], "ntff_version": 0,
+            "num_physical_cores": d.lnc, "vnc_enabled": d.lnc > 1, "first_hw_timestamp": 0,
+            "last_hw_timestamp": int(end.max()) if len(end) else 0, "first_ts": EPOCH, "last_ts": EPOCH,
+            "dma_ddr_bandwidth": facts.memory_share_bytes_per_s if facts else 0.0,
+            "hbm_ddr_bandwidth": facts.memory_bytes_per_s if facts else 0.0,
+            "tensor_engine_num_rows": te.rows if te else 0, "tensor_engine_num_cols": te.cols if te else 0,
+            "tensor_engine_clock_freq": te.clock_hz / 1e9 if te else 0.0, "ticks_per_nanosec": 1,
+            "instance_type": d.instance or None, "explorer_version": f"neuronviz {__version__}",
+            "profile_name": trace.run.workload.model, "is_simulation": True}
+    _write_table(directory, "Metadata", {k: [v] for k, v in meta.items()}, 1)
+
+    def rows(sel: np.ndarray) -> dict[str, Any]:
+        return {"start_ts": start[sel], "end_ts": end[sel], "duration_ns": end[sel] - start[sel],
+                "pcore_idx": core[sel], "id": np.flatnonzero(sel)}
+
+    engine = np.isin(kind, tuple(ENGINE_NAMES))
+    if engine.any():
+        names = np.array([ENGINE_NAMES.get(k, "") for k in kind[engine]], dtype=object)
+        _write_table(directory, "Instruction", {
+            **rows(engine), "engine": names, "opcode": _texts(trace.op_names, ev["op"][engine]),
+            "layer": _texts(trace.layer_names, ev["layer"][engine]),
+            "adjusted_flops": np.rint(ev["flops"][engine]), "raw_flops": np.rint(ev["flops"][engine]),
+            "pc": np.arange(int(engine.sum()))}, int(engine.sum()))
+    dma = np.isin(kind, tuple(QUEUE_TYPES))
+    if dma.any():
+        nbytes = np.rint(ev["bytes"][dma])
+        _write_table(directory, "DmaPacket", {
+            **rows(dma), "queue_type": np.array([QUEUE_TYPES[k] for k in kind[dma]], dtype=object),
+            "queue_name": _texts(trace.op_names, ev["op"][dma]), "read_bytes": nbytes, "write_bytes": nbytes,
+            "transfer_bytes": nbytes, "throughput": nbytes / np.maximum(end[dma] - start[dma], 1) * 1e9,
+            "packet_aggregation_id": np.flatnonzero(dma)}, int(dma.sum()))
+    cc = kind == "collective"
+    if cc.any():
+        _write_table(directory, "CcOp", {**rows(cc), "operation": _texts(trace.op_names, ev["op"][cc]),
+                                         "input_size": np.rint(ev["bytes"][cc]),
+                                         "output_size": np.rint(ev["bytes"][cc])}, int(cc.sum()))
+    host = ~(engine | dma | cc)  # the host's costs: a system profile's events
+    if host.any():
+        _write_table(directory, "SystemProfileEvents", {
+            **rows(host), "name": _texts(trace.op_names, ev["op"][host]),
+            "trace_event_source": np.array([tracks[t].name for t in ev["track"][host]], dtype=object)},
+            int(host.sum()))
+    sizes = {"sbuf_bytes": ("SbufUsage", facts.sbuf_bytes if facts else 0.0),
+             "psum_bytes": ("PsumUsage", facts.psum_bytes if facts else 0.0)}
+    for name, (table, size) in sizes.items():
+        c = trace.counters.get(name)
+        if c is not None and len(c.t_ns) and size:
+            _write_table(directory, table, {"timestamp": np.rint(c.t_ns), "avg_util_percent": c.value / size * 100,
+                                            "pcore_idx": np.zeros(len(c.t_ns), np.int64)}, len(c.t_ns))
+    figures = {EXPLORER_ALIASES.get(k, k): v for k, v in explorer_summary(trace).items()}
+    figures = {**figures, **{alias: figures.pop(name) for alias, name in EXPLORER_ALIASES.items() if name in figures}}
+    columns = {f[0] for f in schema()["tables"]["Summary"]}
+    summary = {k: [v] for k, v in figures.items() if k in columns and v is not None}
+    _write_table(directory, "Summary", summary, 1)
+
+
+def save_profile(path: str | os.PathLike, traces: Sequence[Trace]) -> None:
+    """Write ``traces`` as Neuron Explorer profiles (``Metadata.is_simulation`` true): one run into
+    the directory ``path``, several each into a directory of its own under it. The directory is
+    made beside it and renamed into place; an existing one is replaced only if it is a profile.
+    A run's executions that were not stored as events (replayed steps) are in its Summary's figures,
+    not in its tables."""
+    target = Path(path)
+    if target.exists() and not (target.is_dir() and (is_profile(target) or not any(target.iterdir()))):
+        raise TraceFileError(f"cannot write {target}: it exists and is not a Neuron Explorer profile directory "
+                             "(choose a new name)")
+    if target.exists() and len(traces) > 1:
+        raise TraceFileError(f"cannot write {target}: several runs go into a new directory (choose a new name)")
+    work = Path(tempfile.mkdtemp(prefix=f".{target.name[:100]}.", suffix=".tmp", dir=target.parent))
+    try:
+        if len(traces) == 1:
+            _profile_tables(traces[0], work)
+        else:
+            for i, trace in enumerate(traces, 1):
+                run_dir = work / f"run{i}"
+                run_dir.mkdir()
+                _profile_tables(trace, run_dir)
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name[:100]}.", suffix=".old", dir=target.parent))
+            os.replace(target, old / target.name)
+            os.replace(work, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(work, target)
+    except OSError as exc:
+        raise TraceFileError(f"cannot write {target}: {exc.strerror or exc}") from None
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)

@@ -47,7 +47,7 @@ def test_the_pane_header_shows_what_the_device_measured(demo_window, profile):
     assert "measured on trn1.2xlarge" in header
     assert "MFU 12.5% · HFU 14.0% · MBU 3.2% · Tensor 15.0%" in header
     labels = [label for _, label in pane.timeline.getAxis("left")._tickLevels[0]]
-    assert labels == ["Layers", "Tensor", "Vector", "Scalar", "DMA read", "DMA write", "CC ops", "CC-core 1",
+    assert labels == ["Layers", "Host", "Tensor", "Vector", "Scalar", "DMA read", "DMA write", "CC ops", "CC-core 1",
                       "NC0 Sync", "NC0 waits", "Throttle"]
 
 
@@ -58,3 +58,18 @@ def test_a_profile_directory_dropped_on_the_window_opens(demo_window, profile):
                       Qt.KeyboardModifier.NoModifier)
     demo_window.dropEvent(drop)
     assert [run.trace.run.workload.model for run in demo_window.session.runs] == ["mlp_nki_mm"]
+
+
+def test_export_writes_a_simulation_as_a_profile_explorer_opens(tmp_path, capsys):
+    trace = tmp_path / "run.nvtrace"
+    assert main(["simulate", "--model", "bert-base", "--chips", "trn1", "-o", str(trace)]) == 0
+    capsys.readouterr()
+    out = tmp_path / "bert@latest"
+    assert main(["export", str(trace), "-o", str(out), "--format", "explorer"]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {out} (explorer, 1 run(s), ")
+    assert main(["info", str(out)]) == 0 and "bert-base" in capsys.readouterr().out
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("x")
+    assert main(["export", str(trace), "-o", str(tmp_path / "notes"), "--format", "explorer"]) == 2
+    assert capsys.readouterr().err == (f"neuronviz: error: cannot write {tmp_path / 'notes'}: it exists and is not "
+                                       "a Neuron Explorer profile directory (choose a new name)\n")

@@ -6,9 +6,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from sim.catalogue import explorer_summary, measure
+from sim.catalogue import CATALOGUE, explorer_summary, measure
 from sim.errors import TraceFileError
 from sim.io import explorer, load_file, save_file
+from sim.run import RunConfig, simulate
 from tests.profiles import METADATA, SCHEMA, TABLES, instruction, small_profile, write
 
 T0 = METADATA["first_hw_timestamp"]
@@ -39,15 +40,17 @@ def test_the_schema_file_is_the_reference_pages(profile):
 def test_each_table_lands_on_its_track_with_its_times_bytes_and_flops(profile):
     (trace,) = load_file(profile)
     kinds = {t.name: t.kind for t in trace.tracks}
-    assert kinds == {"NC0 Tensor": "tensor", "NC0 Vector": "vector", "NC0 Scalar": "scalar", "NC0 Sync": "other",
-                     "NC0 waits": "other", "NC0 DMA input": "dma_read", "NC0 DMA output": "dma_write",
-                     "CC ops": "collective", "CC-core 1": "collective", "Throttle": "other"}
+    assert kinds == {"nrt": "host", "NC0 Tensor": "tensor", "NC0 Vector": "vector", "NC0 Scalar": "scalar",
+                     "NC0 Sync": "other", "NC0 waits": "other", "NC0 DMA input": "dma_read",
+                     "NC0 DMA output": "dma_write", "CC ops": "collective", "CC-core 1": "collective",
+                     "Throttle": "other"}
     # times from the profile's first hardware timestamp, in ns; FLOPs BF16-equivalent; HBM bytes
     assert _events(trace, "NC0 Tensor") == [("MATMUL", "layer_1", 1000.0, 600.0, 2 * 128 * 128 * 512, 4096.0)]
     assert _events(trace, "NC0 DMA input") == [("qSyncIO0-Q0-E0", None, 500.0, 400.0, 0.0, 65536.0)]
     assert _events(trace, "NC0 DMA output") == [("qSyncIO1-Q1-E0", None, 2500.0, 200.0, 0.0, 32768.0)]
     assert _events(trace, "CC ops") == [("AllGather", None, 3000.0, 500.0, 0.0, 4096.0)]
     assert _events(trace, "CC-core 1") == [("DMA_ADVANCE", None, 3000.0, 200.0, 0.0, 0.0)]
+    assert _events(trace, "nrt") == [("nc_exec_running", None, 0.0, 3500.0, 0.0, 0.0)]
     assert _events(trace, "Throttle") == [("activity_0 throttle to 3/4", None, 1000.0, 400.0, 0.0, 0.0)]
     # a semaphore wait before the Vector op could start, a DMA wait after the Sync op that triggered it
     assert _events(trace, "NC0 waits") == [("semaphore wait", "layer_1", 1600.0, 100.0, 0.0, 0.0),
@@ -198,3 +201,67 @@ def test_a_directory_that_is_not_a_profile_says_so(tmp_path):
         load_file(tmp_path)
     assert str(err.value) == (f"{tmp_path}: is a directory, not a trace file or a Neuron Explorer profile "
                               "(no Metadata.parquet in it)")
+
+
+@pytest.mark.parametrize("cfg", [
+    RunConfig(model="bert-base", chip="trn1"),
+    RunConfig(model="gpt2", chip="inf2", mode="decode", seq=64, new_tokens=4),
+    RunConfig(model="bert-base", instance="trn2.48xlarge", mode="training", batch=2, cores=2),
+], ids=["inference", "decode", "training"])
+def test_a_simulation_written_as_explorer_tables_opens_as_the_same_events_and_figures(tmp_path, cfg):
+    sim = simulate(cfg)
+    out = tmp_path / "sim-profile"
+    save_file(out, [sim], "explorer")
+    assert pq.read_table(out / "Metadata.parquet").to_pylist()[0]["is_simulation"] is True
+    (back,) = load_file(out)
+    assert back.n_events == sim.n_events
+
+    def rows(trace):  # each event as the names and numbers a profile keeps, in one order
+        ev = trace.events
+        layer = [trace.layer_names[i] if i >= 0 else None for i in ev["layer"].tolist()]
+        kind = [trace.tracks[i].kind for i in ev["track"].tolist()]
+        return sorted(zip(kind, np.rint(ev["start_ns"]).tolist(), np.rint(ev["start_ns"] + ev["dur_ns"]).tolist(),
+                          [trace.op_names[i] for i in ev["op"].tolist()], layer, np.rint(ev["flops"]).tolist(),
+                          np.rint(ev["bytes"]).tolist(), strict=True), key=repr)
+
+    ours, theirs = rows(sim), rows(back)
+    # the layers of instructions only, and no bytes of the host's (Explorer's tables have no such column)
+    engines = ("tensor", "vector", "scalar", "gpsimd")
+    assert theirs == sorted(((k, s, e, op, layer if k in engines else None, f, b if k != "host" else 0.0)
+                             for k, s, e, op, layer, f, b in ours), key=repr)
+    figures, measured = measure(sim), measure(back)
+    explorer_keys = [m.key for m in CATALOGUE if m.explorer and figures.get(m.key) is not None]
+    assert len(explorer_keys) >= 12
+    for key in explorer_keys:  # the Summary's float32 columns keep 7 digits
+        assert measured[key] == pytest.approx(figures[key], rel=1e-6), key
+
+
+def test_an_existing_directory_is_replaced_only_if_it_is_a_profile(tmp_path, profile):
+    sim = simulate(RunConfig(model="bert-base", chip="trn1"))
+    save_file(profile, [sim], "explorer")
+    assert load_file(profile)[0].run.workload.model == "bert-base"
+    other = tmp_path / "photos"
+    other.mkdir()
+    (other / "cat.png").write_bytes(b"meow")
+    with pytest.raises(TraceFileError) as err:
+        save_file(other, [sim], "explorer")
+    assert str(err.value) == (f"cannot write {other}: it exists and is not a Neuron Explorer profile directory "
+                              "(choose a new name)")
+    assert [p.name for p in other.iterdir()] == ["cat.png"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
+
+
+def test_progress_is_heard_a_batch_at_a_time_and_can_stop_the_load(tmp_path, monkeypatch):
+    d = tmp_path / "batches"
+    write(d, "Metadata", [METADATA])
+    write(d, "Instruction", [instruction("Tensor", "MATMUL", T0 + i, T0 + i + 1) for i in range(1000)])
+    monkeypatch.setattr(explorer, "BATCH_ROWS", 100)
+    heard = []
+    load_file(d, heard.append)
+    assert len(heard) == 10 and heard == sorted(heard) and heard[-1] == 1.0
+
+    def stop(share):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        load_file(d, stop)
