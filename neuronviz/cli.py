@@ -668,6 +668,50 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_report)
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    """A device profile beside the simulation of the same run: figures and blocks, how far apart."""
+    import csv
+    import io
+
+    from sim.compare import compare, csv_rows, simulation_config, table_text
+    from sim.io import load_file
+    from sim.io.atomic import atomic_file
+
+    traces = load_file(args.profile)
+    if len(traces) != 1:
+        raise UserError(f"{args.profile}: holds {len(traces)} runs; compare takes the one a device measured")
+    (measured,) = traces
+    if not measured.run.measured:
+        print(f"neuronviz: note: {args.profile} gives no measured figures (not a Neuron Explorer profile): its "
+              "events are compared", file=sys.stderr)
+    cfg = simulation_config(measured, option_values(args))
+    simulated = simulate(cfg)
+    rows = compare(measured, simulated)
+    d = simulated.run
+    print(f"measured: {args.profile} ({measured.run.deployment.instance or 'instance not known'}) · simulated: "
+          f"{d.workload.model} {d.workload.mode} batch {d.workload.batch} seq {d.workload.seq} on "
+          f"{d.deployment.instance}\n")
+    print(table_text(rows))
+    if args.output:
+        text = io.StringIO()
+        records = csv_rows(rows)
+        writer = csv.DictWriter(text, fieldnames=list(records[0]) if records else ["kind"])
+        writer.writeheader()
+        writer.writerows(records)
+        with atomic_file(Path(args.output)) as f:
+            f.write(text.getvalue().encode("utf-8"))
+        print(f"\nwrote {args.output}: {len(rows)} rows")
+    return 0
+
+
+def _add_compare(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="a Neuron Explorer profile beside the simulation of the same run")
+    p.add_argument("profile", help="a Neuron Explorer profile directory (or a trace file of one run)")
+    add_run_options(p)
+    p.add_argument("-o", "--output", help="also write the rows to this CSV file")
+    p.set_defaults(func=cmd_compare)
+
+
 COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "simulate": _add_simulate,
     "info": _add_info,
@@ -679,6 +723,7 @@ COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "sweep": _add_sweep,
     "best": _add_best,
     "report": _add_report,
+    "compare": _add_compare,
 }
 
 

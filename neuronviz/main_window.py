@@ -396,7 +396,10 @@ class MainWindow(QMainWindow):
         menu.addAction("Copy image of this pane", lambda: self.exports.copy_image(pane))
         menu.addSeparator()
         index = self.panes.index(pane)
-        menu.addAction("Edit and re-run…", lambda: self.edit_and_rerun(index))
+        if pane.run.trace.run.measured:  # what a device measured: the simulator's prediction beside it
+            menu.addAction("Simulate this…", lambda: self.simulate_this(index))
+        else:
+            menu.addAction("Edit and re-run…", lambda: self.edit_and_rerun(index))
         menu.addAction("Make this the baseline", lambda: self.session.set_baseline(index))
         menu.addAction("Close this pane", lambda: self.close_pane(index))
         menu.popup(global_pos)
@@ -413,6 +416,16 @@ class MainWindow(QMainWindow):
                                     "configuration to run again.")
             return
         self.run_panel.load(cfg)
+        self.run_dock.show()
+        self.run_dock.raise_()
+
+    def simulate_this(self, index: int) -> None:
+        """Set the Run panel up to simulate the run a device profile (run ``index``) measured."""
+        run = self.session.runs[index].trace.run
+        if not run.deployment.instance:
+            QMessageBox.information(self, "Simulate this", "The profile names no instance neuronviz has data of: "
+                                    "choose the instance in the Run panel.")
+        self.run_panel.load_measured(run)
         self.run_dock.show()
         self.run_dock.raise_()
 

@@ -8,9 +8,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 # the settings a name may give, in that order: their key in a run's metadata and how each reads
+IMPORTED = "imported"  # a trace of what ran (a device profile, another tool's): named by its model and as measured
+KNOWN_OF_IMPORTED = ("model", "mode")  # what such a trace says of its settings: the rest are not known
 DESCRIBED: tuple[tuple[str, Callable[[Any], str]], ...] = (
     ("model", str),
-    ("mode", str),
+    ("mode", lambda v: "measured" if v == IMPORTED else str(v)),
     ("cores_per_copy", lambda v: f"{v} core{'' if v == 1 else 's'}/copy"),
     ("copies", lambda v: f"{v} cop{'y' if v == 1 else 'ies'}"),
     ("nodes", lambda v: f"{v} instance{'' if v == 1 else 's'}"),
@@ -50,14 +52,19 @@ def distinct_titles(titles: Sequence[str], metas: Sequence[Mapping]) -> list[str
 
 
 def _differences(meta: Mapping, group: list[Mapping]) -> list[str]:
-    """What of ``meta``'s settings differs among ``group``, as a name reads each."""
+    """What of ``meta``'s settings differs among ``group``, as a name reads each. An imported trace
+    is named by its model and mode alone, and its unknown settings differ from no run's."""
+    imported = meta.get("mode") == IMPORTED
+    known = [m for m in group if m.get("mode") != IMPORTED]
     parts = []
     for key, read in DESCRIBED:
-        values = {repr(m.get(key)) for m in group}
+        if imported and key not in KNOWN_OF_IMPORTED:
+            continue
+        values = {repr(m.get(key)) for m in (group if key in KNOWN_OF_IMPORTED else known)}
         if len(values) > 1 and meta.get(key) is not None:
             parts.append(read(meta[key]))
-    for key in CONFIGURED:
-        values = {repr(_config(m).get(key)) for m in group}
+    for key in CONFIGURED if not imported else ():
+        values = {repr(_config(m).get(key)) for m in known}
         if len(values) > 1:
             value = _config(meta).get(key)
             parts.append(f"{key.replace('_', ' ')} {_setting(value)}")

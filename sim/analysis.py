@@ -162,7 +162,10 @@ def _group_stats(trace: Trace, group: np.ndarray, n_groups: int, names, kinds, s
     weight = np.bincount(g, weights=rep, minlength=n_groups) / np.maximum(np.bincount(g, minlength=n_groups), 1)
     weight[weight == 0] = 1.0
     flops = np.bincount(g, weights=ev["flops"][on0] * rep, minlength=n_groups) * ctx.shards
-    dma_tracks = [i for k in ("dma_read", "dma_write") for i in tracks.get(k, [])]
+    # device memory moved: by the DMA queues, and by instructions that say what they move (a device
+    # profile's, whose DMA packets are in no layer; a simulation's instructions say 0)
+    dma_tracks = [i for k in ("dma_read", "dma_write", "tensor", "vector", "scalar", "gpsimd")
+                  for i in tracks.get(k, [])]
     is_dma = np.isin(ev["track"][on0], dma_tracks)
     nbytes = np.bincount(g[is_dma], weights=(ev["bytes"][on0] * rep)[is_dma], minlength=n_groups) * ctx.shards
     span = np.maximum(end - start, 0.0)

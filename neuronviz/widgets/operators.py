@@ -1,4 +1,5 @@
-"""The operator table of one run, by layer and expandable to ops: time, share, FLOPs, bytes,
+"""The operator table of one run, by layer and expandable to ops (or by model block and expandable
+to layers, how a device profile meets a simulation): time, share, FLOPs, bytes,
 intensity, what bounds it, MFU, MBU and spills, and for every other run its time and the delta
 against this one (coloured, saturating at 2x). Sortable, filterable, copyable (Ctrl+C); a row
 selects its layer in every pane. Below it, the run's insights: a click selects the layers they
@@ -27,13 +28,22 @@ from PySide6.QtWidgets import (
 from neuronviz.session import Session
 from neuronviz.widgets.lazy import LazyView
 from sim.analysis import Stats, insights
+from sim.compare import block_stats
 
+LAYERS, BLOCKS = "layers", "model blocks"
+GROUPINGS = (LAYERS, BLOCKS)
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 LAYER_ROLE = Qt.ItemDataRole.UserRole + 2
 BASE_COLUMNS = ("layer / op", "time µs", "share %", "GFLOP", "MB", "FLOP/B", "bound", "MFU %", "MBU %", "spill MB")
 DELTA_SATURATION = 2.0  # a delta colour is full at twice (or half) the time
 FASTER, SLOWER = QColor("#009E73"), QColor("#D55E00")
 SEVERITY_COLORS = {"high": "#D55E00", "medium": "#E69F00", "low": "#56B4E9"}
+
+
+def _disjoint(analyses: list) -> bool:
+    """Whether some two runs share no layer name (a device profile and a simulation)."""
+    names = [{s.name for s in a.layers} for a in analyses]
+    return any(a and b and not a & b for k, a in enumerate(names) for b in names[k + 1:])
 
 
 def _cell(text: str, sort: float | str | None = None, align_right: bool = True) -> QStandardItem:
@@ -67,6 +77,15 @@ class OperatorsView(LazyView):
         self.session = session
         self.run_box = QComboBox()
         self.run_box.currentIndexChanged.connect(self.refresh)
+        # rows by the run's layers, or by model block: how a device profile's framework layers and
+        # a simulation's meet (sim.compare.block_of)
+        self.group_box = QComboBox()
+        self.group_box.addItems(GROUPINGS)
+        self.group_box.setToolTip("Layers: each layer of the run, its ops below it. Model blocks: each block of the "
+                                  "model (layer 3, embedding, head) with its layers below it, compared with the same "
+                                  "block of every other run: how a measured profile's framework layers and a "
+                                  "simulation's are compared.")
+        self.group_box.currentIndexChanged.connect(self.refresh)
         self.filter = QLineEdit()
         self.filter.setPlaceholderText("Filter layers and ops")
         self.filter.setClearButtonEnabled(True)
@@ -92,6 +111,8 @@ class OperatorsView(LazyView):
         top = QHBoxLayout()
         top.addWidget(QLabel("Run"))
         top.addWidget(self.run_box)
+        top.addWidget(QLabel("Rows"))
+        top.addWidget(self.group_box)
         top.addWidget(self.filter, 1)
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.tree)
@@ -123,6 +144,9 @@ class OperatorsView(LazyView):
         self.run_box.addItems([f"{i + 1}: {r.title}" for i, r in enumerate(self.session.runs)])
         self.run_box.setCurrentIndex(min(self.session.baseline, len(self.session.runs) - 1))
         self.run_box.blockSignals(False)
+        self.group_box.blockSignals(True)  # runs that share no layer name meet by model block
+        self.group_box.setCurrentText(BLOCKS if _disjoint([r.analysis for r in self.session.runs]) else LAYERS)
+        self.group_box.blockSignals(False)
         self.refresh()
 
     @property
@@ -138,21 +162,24 @@ class OperatorsView(LazyView):
         i = self.run_index
         if not (0 <= i < len(runs)):
             return
+        by_block = self.group_box.currentText() == BLOCKS
+        rows_of = (lambda r: block_stats(r.trace, r.analysis)) if by_block else (lambda r: r.analysis.layers)
         base = runs[i].analysis
         others = [(j, r) for j, r in enumerate(runs) if j != i]
-        theirs = {j: {s.name: s for s in r.analysis.layers} for j, r in others}
+        theirs = {j: {s.name: s for s in rows_of(r)} for j, r in others}
         headers = list(BASE_COLUMNS)
         for j, r in others:
             short = r.short_title
             headers += [f"{j + 1}: {short} µs", f"Δ {j + 1} vs {i + 1}"]
         self.model.setHorizontalHeaderLabels(headers)
         total = base.total_ns or 1.0
-        for layer in base.layers:
-            row = self._row(layer, total, layer.name)
+        for layer in rows_of(runs[i]):
+            first = layer.ops[0].name if by_block and layer.ops else layer.name  # what a click selects
+            row = self._row(layer, total, first)
             for j, _ in others:
                 row += self._delta_cells(layer, theirs[j].get(layer.name))
             for op in layer.ops:
-                op_row = self._row(op, total, layer.name)
+                op_row = self._row(op, total, op.name if by_block else layer.name)
                 op_row += [_cell("") for _ in range(2 * len(others))]
                 row[0].appendRow(op_row)
             self.model.appendRow(row)

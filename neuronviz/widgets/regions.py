@@ -14,6 +14,7 @@ from neuronviz.widgets import compact_rows
 from neuronviz.widgets.lazy import LazyView
 from sim.analysis import Stats, region_of_collectives, region_of_layers, region_of_run, region_of_windows
 from sim.catalogue import number
+from sim.compare import block_of
 
 MAX_REGIONS = 3
 NONE, WINDOW, LAYER, COLLECTIVES, WHOLE = "—", "Selected window", "Selected layer", "Collectives", "Whole run"
@@ -40,9 +41,14 @@ def region(run: Run, choice: str, session: Session) -> Stats | None:
     if choice == WINDOW:
         area = session.area_of(run)
         return None if area is None else region_of_windows(trace, WINDOW, *area)
-    if choice == LAYER:
+    if choice == LAYER:  # the layer, or in a run without it (a profile beside a simulation), its model block
         name = session.selected_layer
-        return region_of_layers(trace, analysis, name, lambda s: s.name == name) if name else None
+        if not name:
+            return None
+        if any(s.name == name for s in analysis.layers):
+            return region_of_layers(trace, analysis, name, lambda s: s.name == name)
+        block = block_of(name)
+        return region_of_layers(trace, analysis, block, lambda s: block_of(s.name) == block)
     if choice == COLLECTIVES:
         return region_of_collectives(trace)
     if choice == WHOLE:  # the catalogue's figures of the run, as the Summary and the header give them

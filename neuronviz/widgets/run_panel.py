@@ -27,6 +27,7 @@ from neuronviz.runner import SimulationRunner
 from neuronviz.session import Session
 from neuronviz.widgets.option_fields import OptionField
 from sim import options
+from sim.description import RunDescription
 from sim.errors import SimError
 from sim.hardware.chip import all_chips
 from sim.hardware.instances import default_instance
@@ -163,6 +164,19 @@ class RunPanel(QWidget):
                 box.setChecked(key == cfg.chip)
         self._applies()
         self.status.setText(f"The settings of {cfg.model} ({cfg.mode}): change any and simulate again.")
+
+    def load_measured(self, run: RunDescription) -> None:
+        """Set the form up to simulate what a device profile measured: its instance and logical
+        core size; the model and its sizes are the user's to say (a profile does not name them)."""
+        d = run.deployment
+        self.fields["instance"].set(d.instance)
+        if d.lnc > 1:
+            self.fields["lnc"].set(d.lnc)
+        self._applies()
+        self.fields["model"].widget.setFocus()
+        self.status.setText(f"Measured on {d.instance}: choose the model it ran (a preset or its config.json), its "
+                            "batch, sequence and mode, then Simulate: the simulation opens beside the profile, and "
+                            "Operators and Regions compare them block by block.")
 
     def sweep_points(self) -> list[Point]:
         """The panel's configuration over the instances it names and :data:`SWEEP_BATCHES`."""

@@ -21,7 +21,7 @@ schema 7.4.0 of SDK 2.31):
   named by its queue.
 - ``CcOp`` on the CC ops track, ``CcInstruction`` on a track per CC-core; ``Throttle`` on a
   row of its own; a system profile's ``SystemProfileEvents`` (the runtime's, the framework's) on
-  a Host track per source.
+  a row per source.
 - ``SbufUsage``/``PsumUsage`` as the SRAM counters (their share of the chip's SBUF and PSUM),
   ``HbmUsage``/``DmaUsage`` throughput as bandwidth counters.
 - ``Summary``: the measured figures, under the metric catalogue's names (:mod:`sim.catalogue`).
@@ -52,7 +52,6 @@ import pyarrow.parquet as pq
 from sim.description import hardware
 from sim.errors import SimError, TraceFileError
 from sim.hardware.instances import get_instance
-from sim.host import HOST
 from sim.io.inputs import is_profile, name_text, profile_of, table_files
 from sim.trace import Counter, Trace, Track
 
@@ -386,7 +385,9 @@ def _cc_instructions(t: _Table, b: _Builder) -> None:
 
 
 def _system_events(t: _Table, b: _Builder) -> None:
-    """A system profile's runtime and framework events (the host's work), a Host track per source."""
+    """A system profile's runtime and framework events, a row per source. Not the Host track's
+    kind: they overlap the device's work they wait on (``nc_exec_running`` spans an execution),
+    where the Host track holds costs the device waits on, which would make every layer host-bound."""
     for column, kind in (("start_ts", "int"), ("end_ts", "int"), ("name", "text"), ("trace_event_source", "text")):
         t.check(column, kind)
     sources = _Names()
@@ -395,7 +396,7 @@ def _system_events(t: _Table, b: _Builder) -> None:
         source = sources.codes(batch, "trace_event_source", missing="host")
         track = np.empty(len(start), np.int64)
         for s in sorted(set(source.tolist())):
-            track[source == s] = b.track(sources.names[s], HOST, 0)
+            track[source == s] = b.track(sources.names[s], "other", 0)
         b.add(track, start, end, b.ops.codes(batch, "name", missing="host"), np.full(len(start), -1))
 
 
@@ -563,6 +564,8 @@ def _trace(b: _Builder, events: dict[str, np.ndarray], metadata: dict, version: 
     }
     if facts is not None:
         meta["hardware"] = facts.record()
+        # the instructions' FLOPs are BF16-equivalent (adjusted_flops): BF16's peak is their roof
+        meta["peak_flops_per_core"] = facts.peak_flops_per_core.get("bf16")
     trace = Trace(meta=meta, tracks=tuple(b.tracks), events=events, op_names=b.ops.names, op_layer=op_layer,
                   layer_names=b.layers.names, layer_kinds=("other",) * n_layers, layer_start_ns=lstart,
                   layer_end_ns=lend, counters=b.counters)

@@ -1,6 +1,7 @@
 """A Neuron Explorer profile through every way a user opens one: the command line, File > Open
 (its directory or one of its tables), drag and drop; its measured figures in the header."""
 
+import csv
 import json
 
 import pytest
@@ -8,6 +9,10 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 
 from neuronviz.cli import main
+from neuronviz.session import SIMULATED, Run
+from sim.io import load_file
+from sim.run import RunConfig, simulate
+from tests.neuronviz.test_analysis_views import show
 from tests.profiles import small_profile
 
 
@@ -47,8 +52,8 @@ def test_the_pane_header_shows_what_the_device_measured(demo_window, profile):
     assert "measured on trn1.2xlarge" in header
     assert "MFU 12.5% · HFU 14.0% · MBU 3.2% · Tensor 15.0%" in header
     labels = [label for _, label in pane.timeline.getAxis("left")._tickLevels[0]]
-    assert labels == ["Layers", "Host", "Tensor", "Vector", "Scalar", "DMA read", "DMA write", "CC ops", "CC-core 1",
-                      "NC0 Sync", "NC0 waits", "Throttle"]
+    assert labels == ["Layers", "Tensor", "Vector", "Scalar", "DMA read", "DMA write", "CC ops", "CC-core 1",
+                      "NC0 Sync", "NC0 waits", "Throttle", "nrt"]
 
 
 def test_a_profile_directory_dropped_on_the_window_opens(demo_window, profile):
@@ -73,3 +78,57 @@ def test_export_writes_a_simulation_as_a_profile_explorer_opens(tmp_path, capsys
     assert main(["export", str(trace), "-o", str(tmp_path / "notes"), "--format", "explorer"]) == 2
     assert capsys.readouterr().err == (f"neuronviz: error: cannot write {tmp_path / 'notes'}: it exists and is not "
                                        "a Neuron Explorer profile directory (choose a new name)\n")
+
+
+def test_compare_prints_and_writes_the_profile_beside_its_simulation(tmp_path, capsys):
+    trace = tmp_path / "run.nvtrace"
+    assert main(["simulate", "--model", "bert-base", "--chips", "trn1", "-o", str(trace)]) == 0
+    assert main(["export", str(trace), "-o", str(tmp_path / "p"), "--format", "explorer"]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "p"), "--model", "bert-base", "-o", str(tmp_path / "c.csv")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"measured: {tmp_path / 'p'} (trn1.2xlarge) · simulated: bert-base inference batch 1 "
+                          "seq 128 on trn1.2xlarge")
+    mfu = next(line for line in out.splitlines() if line.startswith("MFU %"))
+    assert mfu.split()[-1] == "1.00x"
+    rows = list(csv.DictReader((tmp_path / "c.csv").read_text().splitlines()))
+    assert rows[0].keys() == {"kind", "name", "unit", "measured", "simulated", "simulated_over_measured"}
+    layer3 = next(r for r in rows if r["name"] == "layer 3")
+    assert float(layer3["simulated_over_measured"]) == pytest.approx(1.0, abs=0.01)
+
+
+def test_compare_without_an_instance_is_a_one_line_error(tmp_path, capsys):
+    d = small_profile(tmp_path / "p", metadata={"instance_type": None})
+    assert main(["compare", str(d), "--model", "bert-base"]) == 2
+    assert capsys.readouterr().err == ("neuronviz: error: the profile names no instance neuronviz has data of: set "
+                                       "--instance\n")
+
+
+def test_simulate_this_sets_the_run_panel_up_and_operators_meet_by_block(demo_window, profile, qtbot):
+    assert demo_window.open_files([str(profile)])
+    demo_window._pane_menu(demo_window.panes[0], demo_window.mapToGlobal(demo_window.rect().center()))
+    actions = [a.text() for a in demo_window.pane_menu.actions()]
+    assert "Simulate this…" in actions and "Edit and re-run…" not in actions
+    demo_window.pane_menu.close()
+    demo_window.simulate_this(0)
+    panel = demo_window.run_panel
+    assert panel.fields["instance"].value() == "trn1.2xlarge"
+    assert panel.status.text().startswith("Measured on trn1.2xlarge: choose the model it ran")
+    sim = simulate(RunConfig(model="bert-base", instance="trn1.2xlarge", seq=64))
+    demo_window.session.add_runs([Run(sim, source=SIMULATED)])
+    show(demo_window, "Operators")
+    ops = demo_window.operators
+    assert ops.group_box.currentText() == "model blocks"  # a profile and a simulation share no layer name
+    names = [ops.model.item(r, 0).text() for r in range(ops.model.rowCount())]
+    assert names[:2] == ["layer 1", "layer 2"]
+    headers = [ops.model.headerData(c, Qt.Orientation.Horizontal) for c in range(ops.model.columnCount())]
+    delta = ops.model.item(0, headers.index("Δ 2 vs 1")).text()
+    measured, simulated = analyse_block(profile, sim, "layer 1")
+    assert delta.startswith(f"{(simulated - measured) / 1e3:+,.2f} µs")
+
+
+def analyse_block(profile_dir, sim, block):
+    from sim.compare import block_times
+
+    (profile,) = load_file(profile_dir)
+    return block_times(profile)[block], block_times(sim)[block]
