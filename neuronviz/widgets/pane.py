@@ -243,7 +243,9 @@ class ComparisonPane(QWidget):
         self._build_plots()
         self.graphics.installEventFilter(self)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-        self.customContextMenuRequested.connect(lambda pos: self.sig_context_menu.emit(self.mapToGlobal(pos), -1.0))
+        # a right click reaches the pane as a context menu event (on press or release, as the
+        # platform has it), which the plots leave to it
+        self.customContextMenuRequested.connect(self._context_menu)
         body = QHBoxLayout()
         body.setContentsMargins(0, 0, 0, 0)
         body.addWidget(self.diagram)
@@ -656,6 +658,20 @@ class ComparisonPane(QWidget):
                     efa_peak_bytes_per_s=chip.efa_bytes_per_s or 1.0)
 
     # --- mouse --------------------------------------------------------------------------
+    def _context_menu(self, pos: QPoint) -> None:
+        at = self._fraction_at(self.graphics.viewport().mapFrom(self, pos))
+        self.sig_context_menu.emit(self.mapToGlobal(pos), at)
+
+    def _fraction_at(self, viewport_pos: QPoint) -> float:
+        """The fraction of the shared axis at a point of the plots' viewport; -1 off the tracks."""
+        scene_pos = self.graphics.mapToScene(viewport_pos)
+        for plot in self.plots:
+            vb = plot.getViewBox()
+            if vb.sceneBoundingRect().contains(scene_pos):
+                t_ns = vb.mapSceneToView(scene_pos).x() / self.x_scale()
+                return min(1.0, max(0.0, t_ns * self._to_fraction()))
+        return -1.0
+
     def _data_point(self, scene_pos: QPointF) -> tuple[float, float] | None:
         vb = self.timeline.getViewBox()
         if not vb.sceneBoundingRect().contains(scene_pos):
@@ -719,12 +735,6 @@ class ComparisonPane(QWidget):
                 "the time and work of every step count in every figure.")
 
     def _click(self, event) -> None:
-        if event.button() == Qt.MouseButton.RightButton:
-            event.accept()  # our menu, not pyqtgraph's
-            hit = self._data_point(event.scenePos())
-            fraction = -1.0 if hit is None else min(1.0, max(0.0, hit[0] * self._to_fraction()))
-            self.sig_context_menu.emit(event.screenPos().toPoint(), fraction)
-            return
         if event.button() != Qt.MouseButton.LeftButton:
             return
         hit = self._data_point(event.scenePos())

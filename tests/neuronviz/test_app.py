@@ -6,7 +6,7 @@ import numpy as np
 import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QPointF, Qt
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QContextMenuEvent
 from PySide6.QtWidgets import QApplication, QDockWidget, QMessageBox
 
 from neuronviz.theme import ENGINE_COLORS, palette
@@ -424,11 +424,18 @@ def test_a_chrome_trace_of_another_tool_opens_as_a_generic_pane(demo_window, qtb
     assert row[table.column("latency_ms")] == "1.000"  # how long it ran, in ms
 
 
+def _right_click(pane, scene_pos: QPointF) -> None:
+    """What a right click sends the plots' viewport on every platform (on press on Linux and
+    macOS, on release on Windows): a context menu event."""
+    viewport = pane.graphics.viewport()
+    pos = pane.graphics.mapFromScene(scene_pos)
+    QApplication.sendEvent(viewport, QContextMenuEvent(QContextMenuEvent.Reason.Mouse, pos, viewport.mapToGlobal(pos)))
+
+
 def test_right_click_on_a_pane_offers_to_export_that_pane(demo_window, qtbot):
     pane = demo_window.panes[1]
     vb = pane.timeline.getViewBox()
-    pos = pane.graphics.mapFromScene(vb.sceneBoundingRect().center())
-    qtbot.mouseClick(pane.graphics.viewport(), Qt.MouseButton.RightButton, pos=pos)
+    _right_click(pane, vb.sceneBoundingRect().center())
     menu = demo_window.pane_menu
     assert menu is not None and menu.isVisible()
     texts = [a.text() for a in menu.actions() if a.text()]
@@ -693,6 +700,28 @@ def test_closing_with_unsaved_simulated_runs_asks_first(demo_window, qtbot, monk
     assert not session.unsaved and not demo_window.windowTitle().endswith(" *")
     asked.clear()
     assert demo_window.close() and not asked  # saved: closes without a question
+
+
+@pytest.mark.parametrize("plot", [0, 1])  # the timeline, the counter bands under it
+def test_right_click_on_a_timeline_adds_a_marker_at_the_clicked_time(demo_window, qtbot, plot):
+    session = demo_window.session
+    pane = demo_window.panes[0]
+    vb = pane.plots[plot].getViewBox()
+    rect = vb.sceneBoundingRect()
+    click = QPointF(rect.left() + 0.3 * rect.width(), rect.center().y())
+    t_ns = vb.mapSceneToView(click).x()
+    _right_click(pane, click)
+    add = {a.text(): a for a in demo_window.pane_menu.actions()}["Add marker here"]
+    add.trigger()
+    demo_window.pane_menu.close()
+    ns_per_px = pane.timeline.getViewBox().viewPixelSize()[0]
+    assert len(session.markers) == 1
+    assert session.markers[0] * session.max_duration_ns == pytest.approx(t_ns, abs=1.5 * ns_per_px)
+    assert pane.marker_lines[0].value() == pytest.approx(t_ns, abs=1.5 * ns_per_px)
+    _right_click(pane, pane.timeline.getAxis("left").sceneBoundingRect().center())  # the row names: no time there
+    assert "Add marker here" not in [a.text() for a in demo_window.pane_menu.actions()]
+    assert "Clear markers" in [a.text() for a in demo_window.pane_menu.actions()]
+    demo_window.pane_menu.close()
 
 
 def test_two_markers_select_the_window_between_them(demo_window, qtbot):
