@@ -460,8 +460,10 @@ class MainWindow(QMainWindow):
     def _show_opened(self, runs: list, paths: list[str], replace: bool) -> None:
         for path in paths:
             self._remember(path)
-        if replace:
+        if replace:  # another comparison: nothing of the last one's sweep or search stays
             self.session.set_runs(runs, path=paths[0] if len(paths) == 1 else "")
+            self.sweep.clear()
+            self.playback.search.clear()
         else:
             self.session.add_runs(runs)
 
