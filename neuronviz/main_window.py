@@ -37,7 +37,7 @@ from neuronviz.files import (
 from neuronviz.memory import release_memory
 from neuronviz.runner import FileLoader, SimulationRunner
 from neuronviz.session import SIMULATED, Session
-from neuronviz.theme import THEMES, apply_theme
+from neuronviz.theme import THEMES, apply_theme, restyle_plots
 from neuronviz.widgets.area_stats import AreaStats
 from neuronviz.widgets.export_actions import ExportActions
 from neuronviz.widgets.layer_details import LayerDetails
@@ -373,6 +373,7 @@ class MainWindow(QMainWindow):
         apply_theme(name)
         self.settings.setValue("view/theme", name)
         self.rebuild_panes()
+        restyle_plots(self)  # the tabs' plots, made once
 
     def _fill_baseline_menu(self) -> None:
         self.baseline_menu.clear()
