@@ -583,16 +583,19 @@ class ComparisonPane(QWidget):
         self.diagram.set_state(self.chip_state(t))
 
     def chip_state(self, t_ns: float) -> ChipState:
-        """The chip diagram at time ``t_ns`` of this run."""
+        """The chip diagram at time ``t_ns`` of this run; past its end (a longer run of the
+        comparison still playing), the run's last moments, said to be done."""
         chip = self.run.hardware  # what the run says it ran on
         window = ACTIVITY_WINDOW * self.run.duration_ns
-        activity = self.view.activity(t_ns, window)
+        done = t_ns >= self.run.duration_ns
+        at_ns = min(t_ns, self.run.duration_ns - window / 2)  # a window that ends with the run holds its last state
+        activity = self.view.activity(at_ns, window)
 
         def mean(name: str) -> float:
             """The counter's mean over the same window as the engines' activity (not its value at one
             instant, which flickers between a transfer and the gap after it)."""
             ci = self._counter_integrals.get(name)
-            return ci.window_mean(t_ns - window / 2, t_ns + window / 2) if ci is not None else 0.0
+            return ci.window_mean(at_ns - window / 2, at_ns + window / 2) if ci is not None else 0.0
 
         sbuf = mean("sbuf_bytes") / chip.sbuf_bytes if chip else 0.0
         psum = mean("psum_bytes") / chip.psum_bytes if chip else 0.0
@@ -608,7 +611,7 @@ class ComparisonPane(QWidget):
             memory_kind=chip.memory_kind if chip else "memory",
             read_bytes_per_s=on_chip * mean("hbm_read_bytes_per_s"),
             write_bytes_per_s=on_chip * mean("hbm_write_bytes_per_s"),
-            peak_bytes_per_s=peak, **self._topology_state(chip, mean), **self._requests_state(t_ns),
+            peak_bytes_per_s=peak, **self._topology_state(chip, mean), **self._requests_state(t_ns), done=done,
         )
 
     def _requests_state(self, t_ns: float) -> dict:

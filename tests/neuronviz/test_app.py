@@ -1212,3 +1212,23 @@ def test_a_panes_header_gives_the_cost_or_says_the_instance_has_no_published_pri
     assert unpriced.metrics.cost_per_million_usd is None
     text = header_html(unpriced, None)
     assert "no published price" in text and "per million" not in text and "n/a" not in text
+
+
+def test_a_run_that_has_ended_holds_its_last_state_in_the_diagram_and_says_done(demo_window, qtbot):
+    from neuronviz.widgets.pane import ACTIVITY_WINDOW
+
+    session = demo_window.session
+    panes = sorted(demo_window.panes, key=lambda p: p.run.duration_ns)
+    short, longest = panes[0], panes[-1]
+    assert short.run.duration_ns < longest.run.duration_ns  # the longest still plays when it ends
+    session.set_playhead((1.0 + short.run.duration_ns / longest.run.duration_ns) / 2)
+    end = short.run.duration_ns
+    held = short.view.activity(end - ACTIVITY_WINDOW * end / 2, ACTIVITY_WINDOW * end)
+    state = short.diagram.state
+    assert state.done and state.activity == held and max(state.activity.values()) > 0.05  # not all 0%
+    assert not longest.diagram.state.done
+    short.diagram.resize(230, 300)
+    lit = short.diagram.grab().toImage()
+    tensor = QColor(ENGINE_COLORS["tensor"])
+    assert any(abs(lit.pixelColor(x, y).blue() - tensor.blue()) + abs(lit.pixelColor(x, y).red() - tensor.red()) < 30
+               for x in range(10, 220, 3) for y in range(20, 120, 3))  # its Tensor cell still lit
