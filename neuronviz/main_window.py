@@ -38,7 +38,7 @@ from neuronviz.files import (
 from neuronviz.memory import release_memory
 from neuronviz.runner import FileLoader, SimulationRunner
 from neuronviz.session import SIMULATED, Session
-from neuronviz.theme import THEMES, apply_theme
+from neuronviz.theme import THEMES, apply_theme, restyle_plots
 from neuronviz.widgets.area_stats import AreaStats
 from neuronviz.widgets.export_actions import ExportActions
 from neuronviz.widgets.layer_details import LayerDetails
@@ -375,6 +375,7 @@ class MainWindow(QMainWindow):
         apply_theme(name)
         self.settings.setValue("view/theme", name)
         self.rebuild_panes()
+        restyle_plots(self)  # the tabs' plots, made once
 
     def _fill_baseline_menu(self) -> None:
         self.baseline_menu.clear()
@@ -482,8 +483,10 @@ class MainWindow(QMainWindow):
     def _show_opened(self, runs: list, paths: list[str], replace: bool) -> None:
         for path in paths:
             self._remember(path)
-        if replace:
+        if replace:  # another comparison: nothing of the last one's sweep or search stays
             self.session.set_runs(runs, path=paths[0] if len(paths) == 1 else "")
+            self.sweep.clear()
+            self.playback.search.clear()
         else:
             self.session.add_runs(runs)
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
-from PySide6.QtWidgets import QApplication, QStyleFactory
+from PySide6.QtWidgets import QApplication, QStyleFactory, QWidget
 
 ENGINE_COLORS = {
     "tensor": "#0072B2",      # blue
@@ -87,6 +87,9 @@ def _widget_palette(p: Palette) -> QPalette:
                          (QPalette.ColorRole.ToolTipText, text), (QPalette.ColorRole.Highlight, QColor("#0072B2")),
                          (QPalette.ColorRole.HighlightedText, QColor("white"))):
         pal.setColor(role, colour)
+    hint = QColor(text)
+    hint.setAlpha(128)  # placeholders: the text colour, half seen (Qt's own default on its palettes)
+    pal.setColor(QPalette.ColorRole.PlaceholderText, hint)
     pal.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text, QColor(p.grid))
     pal.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.WindowText, QColor(p.grid))
     return pal
@@ -112,3 +115,17 @@ def apply_theme(name: str) -> None:
             app.setStyle(QStyleFactory.create("Fusion"))
             app.setPalette(_widget_palette(pal))
     pg.setConfigOptions(background=pal.background, foreground=pal.foreground)
+
+
+def restyle_plots(root: QWidget) -> None:
+    """Give the plots under ``root`` made before the theme changed its colours: background, axes
+    (lines, ticks, labels) and legend text. What they draw in run colours stays."""
+    pal = palette()
+    for view in root.findChildren(pg.GraphicsView):
+        view.setBackground(pal.background)
+        for item in view.scene().items():
+            if isinstance(item, pg.AxisItem):
+                item.setPen(pal.foreground)
+                item.setTextPen(pal.foreground)
+            elif isinstance(item, pg.LegendItem):
+                item.setLabelTextColor(pal.foreground)

@@ -19,6 +19,19 @@ ROW_ORDER = (HOST, *ENGINE_ORDER)  # the host's costs first: the device's work f
 
 
 @dataclass(frozen=True)
+class ReplayInfo:
+    """A step of a phase that ran but was not stored as events: drawn as a repeat of the
+    phase's first step (or, for a phase with none stored, of the first step of an identical one)."""
+
+    phase: str
+    step: int  # this one, counting from 1 in its phase
+    first: int  # the phase's steps ``first`` to ``last`` are not stored
+    last: int
+    twin_phase: str  # the phase whose first step they repeat
+    twin_start_ns: float
+
+
+@dataclass(frozen=True)
 class EventInfo:
     track: str
     op: str
@@ -69,20 +82,30 @@ class TraceView:
         found = np.flatnonzero(hit)
         return found[np.argsort(tr.layer_start_ns[found], kind="stable")]
 
-    def event_at(self, row: int, t_ns: float) -> EventInfo | None:
+    def event_at(self, row: int, t_ns: float, slack_ns: float = 0.0) -> EventInfo | None:
         """The event of ``row`` covering ``t_ns``: the latest to start, so the innermost of nested
-        slices (an imported trace); None when no event covers it."""
+        slices (an imported trace); else the nearest one within ``slack_ns`` of it (a pointer a
+        pixel or two off a thin event); None when there is none."""
         if not 0 <= row < len(self.rows):
             return None
-        ev, tr = self.trace.events, self.trace
+        ev = self.trace.events
         idx = self._idx[row]
         i = int(np.searchsorted(self._starts[row], t_ns, side="right")) - 1
         lo = max(-1, i - NESTED_LOOKBACK)
-        while i > lo and t_ns > ev["start_ns"][idx[i]] + ev["dur_ns"][idx[i]]:
-            i -= 1
-        if i <= lo:
-            return None
-        e = int(idx[i])
+        k = i
+        while k > lo and t_ns > ev["start_ns"][idx[k]] + ev["dur_ns"][idx[k]]:
+            k -= 1
+        if k > lo:
+            return self._info(int(idx[k]))
+        # none covers it: the events starting before it end before it, the next one starts after it
+        near = idx[lo + 1:i + 2]
+        start, end = ev["start_ns"][near], ev["start_ns"][near] + ev["dur_ns"][near]
+        gap = np.where(start > t_ns, start - t_ns, t_ns - end)
+        best = int(np.argmin(gap)) if len(gap) else -1
+        return self._info(int(near[best])) if best >= 0 and gap[best] <= slack_ns else None
+
+    def _info(self, e: int) -> EventInfo:
+        ev, tr = self.trace.events, self.trace
         layer = int(ev["layer"][e])
         return EventInfo(
             track=tr.tracks[int(ev["track"][e])].name, op=tr.op_names[int(ev["op"][e])],
@@ -90,6 +113,19 @@ class TraceView:
             start_ns=float(ev["start_ns"][e]), dur_ns=float(ev["dur_ns"][e]),
             flops=float(ev["flops"][e]), nbytes=float(ev["bytes"][e]),
         )
+
+    def replay_at(self, t_ns: float) -> ReplayInfo | None:
+        """The step not stored as events that ran at ``t_ns``, if one did."""
+        start, end, period, home = self.trace.replays
+        i = int(np.searchsorted(start, t_ns, side="right")) - 1
+        if i < 0 or t_ns >= end[i]:
+            return None
+        phases = self.trace.meta["phases"]
+        p = phases[int(self.trace.replay_phases[i])]
+        stored = p.get("stored", p["repeat"])
+        twin = phases[p["same_as"]] if not stored and "same_as" in p else p
+        return ReplayInfo(phase=p["name"], step=stored + int((t_ns - start[i]) // period[i]) + 1, first=stored + 1,
+                          last=int(p["repeat"]), twin_phase=twin["name"], twin_start_ns=float(home[i]))
 
     def activity(self, t_ns: float, window_ns: float) -> dict[str, float]:
         """Busy fraction of each engine kind (core 0) in a window centred on ``t_ns``."""

@@ -188,17 +188,27 @@ class Trace:
         ``(start_ns, end_ns, period_ns, home_ns)``, time-ordered, where ``home_ns`` starts the
         stored execution of the same program that stands for each of them (its phase's first,
         or for a phase with none stored, the first of the phase it names in ``same_as``)."""
+        a = self._replay_rows
+        return a[:, 0].copy(), a[:, 1].copy(), a[:, 2].copy(), a[:, 3].copy()
+
+    @cached_property
+    def replay_phases(self) -> np.ndarray:
+        """The index in ``meta["phases"]`` of the phase of each stretch of :attr:`replays`."""
+        return self._replay_rows[:, 4].astype(np.intp)
+
+    @cached_property
+    def _replay_rows(self) -> np.ndarray:
+        """:attr:`replays` as the rows ``(start_ns, end_ns, period_ns, home_ns, phase)``."""
         phases = self.meta.get("phases", ())
         rows = []
-        for p in phases:
+        for i, p in enumerate(phases):
             repeat, stored = p["repeat"], p.get("stored", p["repeat"])
             if stored >= repeat or p["end_ns"] <= p["start_ns"]:
                 continue
             period = (p["end_ns"] - p["start_ns"]) / repeat
             home = phases[p["same_as"]]["start_ns"] if not stored and "same_as" in p else p["start_ns"]
-            rows.append((p["start_ns"] + stored * period, p["end_ns"], period, home))
-        a = np.array(sorted(rows), np.float64).reshape(-1, 4)
-        return a[:, 0].copy(), a[:, 1].copy(), a[:, 2].copy(), a[:, 3].copy()
+            rows.append((p["start_ns"] + stored * period, p["end_ns"], period, home, i))
+        return np.array(sorted(rows), np.float64).reshape(-1, 5)
 
     @property
     def run_end_ns(self) -> float:

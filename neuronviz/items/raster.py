@@ -4,8 +4,13 @@ Each visible pixel column of an engine row is coloured by the fraction of that c
 the engine was busy (exact, from the busy-time integral, over the column's time or, zoomed out
 on a long track, a window within ``COLUMN_SNAP`` of a pixel of it), so one paint costs at most
 O(pixels x log events) whatever the number of events: a million-event trace repaints as fast
-as a small one, and below one pixel the bars merge into a utilisation shade instead of
-disappearing.
+as a small one, and below one pixel the bars merge into a shade instead of disappearing.
+
+The shade is linear in the busy fraction, on one scale for every row and pane: an idle column
+is the background itself, a column busy all its time the engine's full colour, a half-busy one
+halfway between. Zoomed in until an event spans whole columns, the events stand out as bars.
+Columns busy so little that their shade is hard to tell from the background (under
+``TICK_BELOW``) get a thin line of full colour at the bottom of the row: "some activity here".
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QColor, QFont, QImage, QPainter
+from PySide6.QtGui import QColor, QFont, QImage, QLinearGradient, QPainter
 from PySide6.QtWidgets import QGraphicsItem
 
 from neuronviz.items import reports_errors
@@ -32,7 +37,8 @@ PREMULTIPLIED = QImage.Format.Format_ARGB32_Premultiplied
 # static items (axes, legends): Qt keeps them as device pixmaps, so repainting them costs a blit
 CACHE = QGraphicsItem.CacheMode.DeviceCoordinateCache
 ROW_FILL = 0.8  # fraction of a row's height the bars fill
-MIN_ALPHA = 48  # opacity of a column where an engine was busy for a vanishing fraction of the time
+TICK_BELOW = 0.1  # busy fraction under which a column's shade is too faint to see: it gets a tick
+TICK_PX = 2.0  # the tick's height on screen
 MIN_LABEL_PX = 24  # layer spans narrower than this on screen get no name
 MATCH_COLOR = "#F0C808"  # layers matching the search: a yellow that reads on light and dark backgrounds
 
@@ -94,24 +100,25 @@ class TrackRows(RasterItem):
         super().__init__()
         self.rows = rows  # the busy integral of each row
         self.channels = np.array([[c.red(), c.green(), c.blue()] for c in colors] or np.zeros((0, 3)), np.float64)
+        self.opaque = np.array([argb(c) for c in colors], np.uint32) | np.uint32(0xFF000000)  # the ticks' colours
         self.duration_ns = duration_ns
 
     def boundingRect(self) -> QRectF:
         return QRectF(0.0, 0.0, self.duration_ns * self.x_scale, float(len(self.rows)))
 
-    def rasterise(self, x0: float, x1: float, columns: int) -> np.ndarray:
+    def rasterise(self, x0: float, x1: float, columns: int) -> tuple[np.ndarray, np.ndarray]:
         """Premultiplied ARGB pixels, one row per track, for ``columns`` columns between ``x0`` and
-        ``x1``: the engine's colour, more opaque the busier it was in that column. Any activity
-        stays visible (a floor of ``MIN_ALPHA``); the square root keeps a nearly idle engine
-        (a few tiny ops per column) clearly fainter than one busy a third of the time."""
+        ``x1``: the shades (the engine's colour at an opacity equal to its busy fraction there)
+        and the ticks (its full colour where it was busy, but less than ``TICK_BELOW``)."""
         edges_ns = np.linspace(x0, x1, columns + 1) / self.x_scale
         frac = np.clip(self.rows.means(edges_ns, COLUMN_SNAP), 0.0, 1.0)
-        alpha = np.where(frac > 0, MIN_ALPHA + (255 - MIN_ALPHA) * np.sqrt(frac), 0.0)
+        alpha = np.rint(255.0 * frac)
         scale = alpha / 255.0
-        px = alpha.astype(np.uint32) << 24
+        shades = alpha.astype(np.uint32) << 24
         for shift, channel in ((16, 0), (8, 1), (0, 2)):
-            px |= (scale * self.channels[:, channel, None]).astype(np.uint32) << shift
-        return px
+            shades |= (scale * self.channels[:, channel, None]).astype(np.uint32) << shift
+        ticks = np.where((frac > 0) & (frac < TICK_BELOW), self.opaque[:, None], np.uint32(0))
+        return shades, ticks
 
     @reports_errors
     def paint(self, p: QPainter, *args) -> None:
@@ -119,17 +126,64 @@ class TrackRows(RasterItem):
         if vis is None or not len(self.rows):
             return
         x0, x1, cols = vis
-        images = self.drawn(vis, lambda: self._row_images(x0, x1, cols))
+        shades, ticks = self.drawn(vis, lambda: self._row_images(x0, x1, cols))
         p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
         pad = (1.0 - ROW_FILL) / 2
-        for row, img in enumerate(images):
-            p.drawImage(QRectF(x0, row + pad, x1 - x0, ROW_FILL), img, QRectF(0, 0, cols, 1))
+        tick = min(ROW_FILL, TICK_PX / (abs(p.transform().m22()) or 1.0))
+        source = QRectF(0, 0, cols, 1)
+        for row, img in enumerate(shades):
+            p.drawImage(QRectF(x0, row + pad, x1 - x0, ROW_FILL), img, source)
+            if ticks[row] is not None:
+                p.drawImage(QRectF(x0, row + pad + ROW_FILL - tick, x1 - x0, tick), ticks[row], source)
 
-    def _row_images(self, x0: float, x1: float, cols: int) -> list[QImage]:
-        """An image per row (an SVG would draw all rows of one image in each); the images share
-        the rasterised array's memory, which they keep alive."""
-        px = np.ascontiguousarray(self.rasterise(x0, x1, cols))
-        return [pg.functions.ndarray_to_qimage(px[row:row + 1], PREMULTIPLIED) for row in range(len(px))]
+    def _row_images(self, x0: float, x1: float, cols: int) -> tuple[list[QImage], list[QImage | None]]:
+        """An image of shades per row (an SVG would draw all rows of one image in each) and one of
+        ticks per row that has any; the images share the rasterised arrays' memory, which they
+        keep alive."""
+        shades, ticks = (np.ascontiguousarray(a) for a in self.rasterise(x0, x1, cols))
+        return ([_image(shades[row]) for row in range(len(shades))],
+                [_image(ticks[row]) if ticks[row].any() else None for row in range(len(ticks))])
+
+
+def _image(row: np.ndarray) -> QImage:
+    return pg.functions.ndarray_to_qimage(row[None, :], PREMULTIPLIED)
+
+
+SHADE_HELP = ("A row's shade is the share of each pixel's time its engine was busy: the background when idle, "
+              "its full colour when busy all the time, halfway at 50%, on the same scale in every pane. "
+              f"A thin line at the bottom of a row marks pixels busy less than {TICK_BELOW:.0%} of the time, "
+              "too faint to see otherwise. Zoom in to see the events themselves.")
+
+
+class ShadeLegend(pg.GraphicsWidget):
+    """The rows' scale, for the corner under their names: ``idle [strip] busy``, the strip a row
+    in small going from the background (idle) to full colour (busy all the time), with the tick
+    of a pixel busy under ``TICK_BELOW`` under its first part."""
+
+    def __init__(self, background: QColor, full: QColor, text: QColor) -> None:
+        super().__init__()
+        self.background, self.full, self.text = background, full, text
+        self.setToolTip(SHADE_HELP)
+        self.setCacheMode(CACHE)
+
+    @reports_errors
+    def paint(self, p: QPainter, *args) -> None:
+        font = QFont()
+        font.setPointSizeF(7.0)
+        p.setFont(font)
+        metrics = p.fontMetrics()
+        r = self.boundingRect().adjusted(4, 2, -4, 0)
+        r.setHeight(metrics.height())
+        strip = QRectF(r.left() + metrics.horizontalAdvance("idle") + 3, r.top() + 2, 0.0, r.height() - 4)
+        strip.setRight(r.right() - metrics.horizontalAdvance("busy") - 3)
+        gradient = QLinearGradient(strip.topLeft(), strip.topRight())
+        gradient.setColorAt(0.0, self.background)
+        gradient.setColorAt(1.0, self.full)
+        p.fillRect(strip, gradient)
+        p.fillRect(QRectF(strip.left(), strip.bottom() - TICK_PX, strip.width() * TICK_BELOW, TICK_PX), self.full)
+        p.setPen(self.text)
+        p.drawText(r, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, "idle")
+        p.drawText(r, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, "busy")
 
 
 class LayerRow(RasterItem):

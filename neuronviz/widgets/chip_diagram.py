@@ -51,6 +51,7 @@ class ChipState:
     requests_total: int = 1
     request_items: int = 1  # inferences one request serves (its batch)
     tokens_done: int | None = None  # a serving run: the tokens its copy has generated
+    done: bool = False  # the run has ended before the playhead: the diagram holds its last moments
 
 
 def _pen(color: QColor, width: float = 1.0, style: Qt.PenStyle = Qt.PenStyle.SolidLine) -> QPen:
@@ -223,9 +224,9 @@ class ChipDiagram(QWidget):
             p.setPen(_pen(fg, 1.0, Qt.PenStyle.DashLine if idle else Qt.PenStyle.SolidLine))
             p.setBrush(Qt.BrushStyle.NoBrush)
             p.drawRoundedRect(r, 4, 4)
-            label = f"NC{c} idle" if idle else f"NC{c}"
+            label = f"NC{c} idle" if idle else f"NC{c} done" if st.done else f"NC{c}"
             if p.fontMetrics().horizontalAdvance(label) > r.width() - 6:
-                label = f"NC{c}"  # a narrow box: its dashed outline says idle
+                label = "done" if st.done and not idle else f"NC{c}"  # a narrow box: a dashed outline says idle
             p.drawText(r.adjusted(4, 1, 0, 0), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop, label)
             self._engines(p, r.adjusted(4, 14, -4, -4), fg, idle)
 

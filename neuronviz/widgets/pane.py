@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QGraphicsItem, QHBoxLayout, QLabel, QSizePolicy, Q
 from neuronviz.items.area import AreaViewBox, LinkedViewBox
 from neuronviz.items.bands import Band, BandAxis, BandRules, ViewLine, band_transform
 from neuronviz.items.curve import CurveRaster
-from neuronviz.items.raster import CACHE, LayerRow, TrackRows
+from neuronviz.items.raster import CACHE, SHADE_HELP, LayerRow, ShadeLegend, TrackRows
 from neuronviz.items.time_axis import TimeAxis
 from neuronviz.session import Run, Session
 from neuronviz.theme import ENGINE_COLORS, ENGINE_LABELS, engine_color, palette
@@ -30,7 +30,7 @@ from sim.trace import Counter
 COUNTER_BAND_HEIGHT = 70
 AREA_COLOR = (0, 114, 178, 40)  # the selected window: translucent blue over the tracks
 AREA_EDGE_COLOR = (0, 114, 178, 160)
-UNSTORED_COLOR = (128, 128, 128, 28)  # executions not stored as events, drawn from their twins: a light shade
+UNSTORED_COLOR = (128, 128, 128, 28)  # over the counters where steps are replayed (not stored as events)
 LEGEND_VEIL_ALPHA = 150  # counter legends sit on the background at this opacity, over the curves
 LEGEND_SAMPLE_PX = (14, 10)  # a legend entry's line sample: a band is 38-70 px, its legend one short row
 LEGEND_MARGIN_PX = 8  # a counter legend keeps this far inside its plot
@@ -45,6 +45,7 @@ OTHER_COUNTER_COLORS = tuple(ENGINE_COLORS[k] for k in ENGINE_ORDER)
 LEFT_AXIS_WIDTH = 88
 ROW_LABEL_CHARS = 10
 ACTIVITY_WINDOW = 0.01  # chip diagram activity: busy fraction over 1% of the run around the playhead
+HOVER_SLACK_PX = 4  # hover and click pick the nearest event this close to the pointer
 
 
 def _fmt_time(ns: float) -> str:
@@ -254,7 +255,9 @@ class ComparisonPane(QWidget):
         self._build_plots()
         self.graphics.installEventFilter(self)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-        self.customContextMenuRequested.connect(lambda pos: self.sig_context_menu.emit(self.mapToGlobal(pos), -1.0))
+        # a right click reaches the pane as a context menu event (on press or release, as the
+        # platform has it), which the plots leave to it
+        self.customContextMenuRequested.connect(self._context_menu)
         body = QHBoxLayout()
         body.setContentsMargins(0, 0, 0, 0)
         body.addWidget(self.diagram)
@@ -313,6 +316,9 @@ class ComparisonPane(QWidget):
         self.layers = LayerRow(tr.layer_names, tr.layer_start_ns, tr.layer_end_ns, -1.0,
                                (QColor(pal.layer_a), QColor(pal.layer_b)), QColor("#d1495b"), QColor(pal.foreground))
         self.timeline.addItem(self.layers)
+        # the rows' scale in the corner under their names, left of the time axis
+        self.timeline.layout.addItem(ShadeLegend(QColor(pal.background), QColor(pal.foreground),
+                                                 QColor(pal.foreground)), 3, 0)
         self.bands: list[Band] = []
         self.curves: list[CurveRaster] = []
         self.legends: list[pg.LegendItem] = []
@@ -350,46 +356,24 @@ class ComparisonPane(QWidget):
         scene.sigMouseClicked.connect(self._click)
 
     def _mark_unstored(self) -> None:
-        """Shade the stretches whose executions ran but were not kept as events (a long decode or
+        """Mark the stretches of steps that ran but were not kept as events (a long decode or
         serving run past the events a trace keeps): their rows, curves and chip diagram are drawn
-        from an identical stored execution, and hovering there names no event; the widest says so."""
+        from an identical stored step. The Layers row says so over each stretch (hover tells
+        which steps repeat which); the counter bands are lightly shaded there."""
+        pal = palette()
         spans = self.run.trace.unstored_spans
-        widest = max(range(len(spans)), key=lambda i: spans[i][1] - spans[i][0], default=-1)
-        total = sum(n for _, _, n in spans)
+        self.replayed = LayerRow(tuple(f"↻ replayed ×{n:,}" for _, _, n in spans),
+                                 np.array([a for a, _, _ in spans]), np.array([b for _, b, _ in spans]), -1.0,
+                                 (QColor(pal.grid), QColor(pal.grid)), QColor(pal.grid), QColor(pal.foreground))
+        self.timeline.addItem(self.replayed)
         self.unstored_items: list[tuple[pg.LinearRegionItem, float, float]] = []
-        self.unstored_label: tuple[pg.TextItem, float, float] | None = None
-        for i, (start, end, _) in enumerate(spans):
-            for plot in self.plots:
+        for start, end, _ in spans:
+            for plot in self.plots[1:]:
                 region = pg.LinearRegionItem((start, end), movable=False, brush=pg.mkBrush(UNSTORED_COLOR),
                                              pen=pg.mkPen(None))
                 region.setZValue(-6)
-                region.setToolTip(f"{total:,} program executions of this run are not stored as events (a trace "
-                                  "keeps a few million): they are drawn from an identical stored execution, and "
-                                  "their time and work count in every figure")
                 plot.addItem(region, ignoreBounds=True)
                 self.unstored_items.append((region, start, end))
-            if i == widest:
-                label = pg.TextItem(f"{total:,} executions drawn from stored twins", color=palette().foreground,
-                                    anchor=(0, 0.5))
-                self.timeline.addItem(label, ignoreBounds=True)
-                self.unstored_label = (label, start, end)
-        if self.unstored_label is not None:
-            vb = self.timeline.getViewBox()
-            vb.sigXRangeChanged.connect(self._place_unstored_label)
-            vb.sigResized.connect(self._place_unstored_label)
-
-    def _place_unstored_label(self, *_: object) -> None:
-        """Centre the label on the part of its span in view, moved inside the view where it would
-        stick out (a span at the end of a short run is narrower than the text); hidden while no
-        part of the span is in view."""
-        label, start, end = self.unstored_label
-        vb = self.timeline.getViewBox()
-        (x0, x1), _ = vb.viewRange()
-        lo, hi = max(start * self.x_scale(), x0), min(end * self.x_scale(), x1)
-        label.setVisible(lo < hi)
-        width = label.textItem.boundingRect().width() * vb.viewPixelSize()[0]
-        x = min(max((lo + hi - width) / 2, x0), x1 - width)
-        label.setPos(x, (len(self.view.rows) - 1) / 2)
 
     def _counter_bands(self) -> pg.PlotItem:
         """One plot for all counter plots, stacked as bands (see :mod:`neuronviz.items.bands`)."""
@@ -561,12 +545,11 @@ class ComparisonPane(QWidget):
         self.time_axis.set_normalised(normalised)
         self.rows_item.set_x_scale(scale)
         self.layers.set_x_scale(scale)
+        self.replayed.set_x_scale(scale)
         for item in self.curves:
             item.set_x_scale(scale)
         for region, start, end in self.unstored_items:
             region.setRegion((start * scale, end * scale))
-        if self.unstored_label is not None:
-            self._place_unstored_label()
         self.show_playhead()
         self.show_area()
         self.show_markers()
@@ -618,16 +601,19 @@ class ComparisonPane(QWidget):
         self.diagram.set_state(self.chip_state(t))
 
     def chip_state(self, t_ns: float) -> ChipState:
-        """The chip diagram at time ``t_ns`` of this run."""
+        """The chip diagram at time ``t_ns`` of this run; past its end (a longer run of the
+        comparison still playing), the run's last moments, said to be done."""
         chip = self.run.hardware  # what the run says it ran on
         window = ACTIVITY_WINDOW * self.run.duration_ns
-        activity = self.view.activity(t_ns, window)
+        done = t_ns >= self.run.duration_ns
+        at_ns = min(t_ns, self.run.duration_ns - window / 2)  # a window that ends with the run holds its last state
+        activity = self.view.activity(at_ns, window)
 
         def mean(name: str) -> float:
             """The counter's mean over the same window as the engines' activity (not its value at one
             instant, which flickers between a transfer and the gap after it)."""
             ci = self._counter_integrals.get(name)
-            return ci.window_mean(t_ns - window / 2, t_ns + window / 2) if ci is not None else 0.0
+            return ci.window_mean(at_ns - window / 2, at_ns + window / 2) if ci is not None else 0.0
 
         sbuf = mean("sbuf_bytes") / chip.sbuf_bytes if chip else 0.0
         psum = mean("psum_bytes") / chip.psum_bytes if chip else 0.0
@@ -643,7 +629,7 @@ class ComparisonPane(QWidget):
             memory_kind=chip.memory_kind if chip else "memory",
             read_bytes_per_s=on_chip * mean("hbm_read_bytes_per_s"),
             write_bytes_per_s=on_chip * mean("hbm_write_bytes_per_s"),
-            peak_bytes_per_s=peak, **self._topology_state(chip, mean), **self._requests_state(t_ns),
+            peak_bytes_per_s=peak, **self._topology_state(chip, mean), **self._requests_state(t_ns), done=done,
         )
 
     def _requests_state(self, t_ns: float) -> dict:
@@ -693,12 +679,33 @@ class ComparisonPane(QWidget):
                     efa_peak_bytes_per_s=chip.efa_bytes_per_s or 1.0)
 
     # --- mouse --------------------------------------------------------------------------
+    def _context_menu(self, pos: QPoint) -> None:
+        at = self._fraction_at(self.graphics.viewport().mapFrom(self, pos))
+        self.sig_context_menu.emit(self.mapToGlobal(pos), at)
+
+    def _fraction_at(self, viewport_pos: QPoint) -> float:
+        """The fraction of the shared axis at a point of the plots' viewport; -1 off the tracks."""
+        scene_pos = self.graphics.mapToScene(viewport_pos)
+        for plot in self.plots:
+            vb = plot.getViewBox()
+            if vb.sceneBoundingRect().contains(scene_pos):
+                t_ns = vb.mapSceneToView(scene_pos).x() / self.x_scale()
+                return min(1.0, max(0.0, t_ns * self._to_fraction()))
+        return -1.0
+
     def _data_point(self, scene_pos: QPointF) -> tuple[float, float] | None:
         vb = self.timeline.getViewBox()
         if not vb.sceneBoundingRect().contains(scene_pos):
             return None
         p = vb.mapSceneToView(scene_pos)
         return p.x() / self.x_scale(), p.y()
+
+    def _ns_per_px(self) -> float:
+        return self.timeline.getViewBox().viewPixelSize()[0] / self.x_scale()
+
+    def _event_near(self, row: int, t_ns: float):
+        """The event of ``row`` under the pointer at ``t_ns``, or the nearest a few pixels off it."""
+        return self.view.event_at(row, t_ns, HOVER_SLACK_PX * self._ns_per_px())
 
     def _hover(self, scene_pos: QPointF) -> None:
         hit = self._data_point(scene_pos)
@@ -713,24 +720,42 @@ class ComparisonPane(QWidget):
                 tr = self.run.trace
                 text = (f"<b>{tr.layer_names[i]}</b><br>start {_fmt_time(tr.layer_start_ns[i])}"
                         f"<br>duration {_fmt_time(tr.layer_end_ns[i] - tr.layer_start_ns[i])}<br>click to compare")
-        else:
-            info = self.view.event_at(int(np.floor(y)), t)
-            if info is not None:
-                text = (f"<b>{info.op}</b> ({info.track})<br>layer {info.layer}<br>start {_fmt_time(info.start_ns)}"
-                        f" · duration {_fmt_time(info.dur_ns)}<br>{_fmt_si(info.flops, 'FLOP')}"
-                        f" · {_fmt_si(info.nbytes, 'B')}")
+            else:
+                text = self._replay_text(t)
+        elif 0 <= int(np.floor(y)) < len(self.view.rows):
+            text = self._row_text(int(np.floor(y)), t)
         if text:
             QToolTip.showText(self.graphics.mapToGlobal(self.graphics.mapFromScene(scene_pos)), text, self.graphics)
         else:
             QToolTip.hideText()
 
+    def _row_text(self, row: int, t_ns: float) -> str:
+        """An engine row under the pointer: the event there (or nearest it), how busy the engine is
+        in the pixel under the pointer, and whether that step was replayed."""
+        info = self._event_near(row, t_ns)
+        text = "" if info is None else (
+            f"<b>{info.op}</b> ({info.track})<br>layer {info.layer}<br>start {_fmt_time(info.start_ns)}"
+            f" · duration {_fmt_time(info.dur_ns)}<br>{_fmt_si(info.flops, 'FLOP')} · {_fmt_si(info.nbytes, 'B')}<br>")
+        px = self._ns_per_px()
+        busy = min(1.0, max(0.0, self.view.integrals[row].window_mean(t_ns - px / 2, t_ns + px / 2)))
+        name = ENGINE_LABELS.get(self.view.row_kinds[row]) or _short(self.view.row_names[row])
+        text += (f"{name} busy {100 * busy:.3g}% of this pixel's {_fmt_time(px)}"
+                 f"<br><span style='color:gray'>{SHADE_HELP}</span>")
+        replay = self._replay_text(t_ns)
+        return text + (f"<br>{replay}" if replay else "")
+
+    def _replay_text(self, t_ns: float) -> str:
+        """What a newcomer needs to know about a step that was replayed, not stored, at ``t_ns``."""
+        r = self.view.replay_at(t_ns)
+        if r is None:
+            return ""
+        twin = ("its step 1" if r.twin_phase == r.phase and r.first > 1
+                else f"step 1 of “{r.twin_phase}” at {_fmt_time(r.twin_start_ns)}")
+        return (f"<b>Replayed</b>: steps {r.first:,}–{r.last:,} of “{r.phase}” repeat the events of {twin} "
+                f"(stored once, drawn again for each; not stored as events of their own). This is step {r.step:,}; "
+                "the time and work of every step count in every figure.")
+
     def _click(self, event) -> None:
-        if event.button() == Qt.MouseButton.RightButton:
-            event.accept()  # our menu, not pyqtgraph's
-            hit = self._data_point(event.scenePos())
-            fraction = -1.0 if hit is None else min(1.0, max(0.0, hit[0] * self._to_fraction()))
-            self.sig_context_menu.emit(event.screenPos().toPoint(), fraction)
-            return
         if event.button() != Qt.MouseButton.LeftButton:
             return
         hit = self._data_point(event.scenePos())
@@ -741,8 +766,7 @@ class ComparisonPane(QWidget):
             i = self.layers.span_at(t)
             name = self.run.trace.layer_names[i] if i >= 0 else ""
         else:  # an engine event selects the layer it belongs to
-            info = self.view.event_at(int(np.floor(y)), t)
+            info = self._event_near(int(np.floor(y)), t)
             name = info.layer if info is not None else ""
         self.session.select_layer(name)
         self.sig_layer_clicked.emit(name)
-

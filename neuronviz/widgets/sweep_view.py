@@ -241,6 +241,15 @@ class SweepView(QWidget):
             if problem:
                 self.status.setText(problem)
 
+    def clear(self) -> None:
+        """Forget the rows shown and stop a sweep still running (another comparison was opened);
+        a new sweep may start at once, the stopped one's rows being dropped."""
+        self.sweeper.cancel()
+        self.rows, self.source, self._sweep_total = [], "", 0
+        self.brush_button.setChecked(False)
+        self.sweep_button.setEnabled(bool(self.comparison_points()))
+        self._redraw()
+
     def _runs_changed(self, *_: object) -> None:
         self.sweep_button.setEnabled(not self.sweeper.busy and bool(self.comparison_points()))
 

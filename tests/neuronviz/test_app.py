@@ -6,7 +6,7 @@ import numpy as np
 import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QPointF, Qt
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QContextMenuEvent
 from PySide6.QtWidgets import QApplication, QDockWidget, QMessageBox
 
 from neuronviz.theme import ENGINE_COLORS, palette
@@ -424,11 +424,18 @@ def test_a_chrome_trace_of_another_tool_opens_as_a_generic_pane(demo_window, qtb
     assert row[table.column("latency_ms")] == "1.000"  # how long it ran, in ms
 
 
+def _right_click(pane, scene_pos: QPointF) -> None:
+    """What a right click sends the plots' viewport on every platform (on press on Linux and
+    macOS, on release on Windows): a context menu event."""
+    viewport = pane.graphics.viewport()
+    pos = pane.graphics.mapFromScene(scene_pos)
+    QApplication.sendEvent(viewport, QContextMenuEvent(QContextMenuEvent.Reason.Mouse, pos, viewport.mapToGlobal(pos)))
+
+
 def test_right_click_on_a_pane_offers_to_export_that_pane(demo_window, qtbot):
     pane = demo_window.panes[1]
     vb = pane.timeline.getViewBox()
-    pos = pane.graphics.mapFromScene(vb.sceneBoundingRect().center())
-    qtbot.mouseClick(pane.graphics.viewport(), Qt.MouseButton.RightButton, pos=pos)
+    _right_click(pane, vb.sceneBoundingRect().center())
     menu = demo_window.pane_menu
     assert menu is not None and menu.isVisible()
     texts = [a.text() for a in menu.actions() if a.text()]
@@ -480,6 +487,33 @@ def test_hovering_an_engine_bar_shows_the_event(demo_window, qtbot):
     assert "FLOP" in text and "duration" in text
     pane._hover(pane.timeline.getViewBox().mapViewToScene(QPointF(t, row + 0.5)) + QPointF(0, 10_000))
     qtbot.waitUntil(lambda: not QToolTip.isVisible(), timeout=2000)  # off the timeline: hidden
+
+
+def test_hovering_a_few_pixels_off_an_event_picks_the_nearest(demo_window, qtbot):
+    from PySide6.QtWidgets import QToolTip
+
+    pane = demo_window.panes[1]
+    view = pane.view
+    row = view.row_kinds.index("vector")
+    bi = view.integrals[row]  # the row's busy intervals: between two, the engine is idle
+    ends = bi.start + bi.dur
+    gap = int(np.argmax(bi.start[1:] - ends[:-1]))
+    a, b = ends[gap], bi.start[gap + 1]
+    pane.timeline.setXRange(a - (b - a), b + (b - a), padding=0)  # the gap a third of the view
+    qtbot.wait(10)
+    vb = pane.timeline.getViewBox()
+    px = vb.viewPixelSize()[0]
+    before, after = view.event_at(row, a - px / 100), view.event_at(row, b + px / 100)
+
+    def hover(t_ns: float) -> str:
+        pane._hover(vb.mapViewToScene(QPointF(t_ns, row + 0.5)))
+        return QToolTip.text()
+
+    assert view.event_at(row, a + 2 * px) is None  # not an exact hit
+    assert f"<b>{before.op}</b>" in hover(a + 2 * px)  # two pixels after the one before the gap
+    assert f"<b>{after.op}</b>" in hover(b - 3 * px)  # three pixels before the one after it
+    middle = hover((a + b) / 2)  # far from both: no event, how busy the engine is there
+    assert "<b>" not in middle and "Vector busy 0% of this pixel" in middle
 
 
 def test_dropping_a_file_on_the_window_opens_it(demo_window, tmp_path):
@@ -666,6 +700,28 @@ def test_closing_with_unsaved_simulated_runs_asks_first(demo_window, qtbot, monk
     assert not session.unsaved and not demo_window.windowTitle().endswith(" *")
     asked.clear()
     assert demo_window.close() and not asked  # saved: closes without a question
+
+
+@pytest.mark.parametrize("plot", [0, 1])  # the timeline, the counter bands under it
+def test_right_click_on_a_timeline_adds_a_marker_at_the_clicked_time(demo_window, qtbot, plot):
+    session = demo_window.session
+    pane = demo_window.panes[0]
+    vb = pane.plots[plot].getViewBox()
+    rect = vb.sceneBoundingRect()
+    click = QPointF(rect.left() + 0.3 * rect.width(), rect.center().y())
+    t_ns = vb.mapSceneToView(click).x()
+    _right_click(pane, click)
+    add = {a.text(): a for a in demo_window.pane_menu.actions()}["Add marker here"]
+    add.trigger()
+    demo_window.pane_menu.close()
+    ns_per_px = pane.timeline.getViewBox().viewPixelSize()[0]
+    assert len(session.markers) == 1
+    assert session.markers[0] * session.max_duration_ns == pytest.approx(t_ns, abs=1.5 * ns_per_px)
+    assert pane.marker_lines[0].value() == pytest.approx(t_ns, abs=1.5 * ns_per_px)
+    _right_click(pane, pane.timeline.getAxis("left").sceneBoundingRect().center())  # the row names: no time there
+    assert "Add marker here" not in [a.text() for a in demo_window.pane_menu.actions()]
+    assert "Clear markers" in [a.text() for a in demo_window.pane_menu.actions()]
+    demo_window.pane_menu.close()
 
 
 def test_two_markers_select_the_window_between_them(demo_window, qtbot):
@@ -1044,9 +1100,11 @@ def test_a_serving_pane_counts_requests_and_tokens_and_greys_the_steps_not_store
     assert state.activity["tensor"] > 0.05
 
 
-def test_the_stored_twins_label_stays_inside_the_timeline_and_over_its_span(demo_window, qtbot, tmp_path):
-    """The label of the unstored executions was anchored at its span's start: the span at the end
-    of a Trainium2 serving run, narrower than the text, pushed it past the plot's right edge."""
+def test_replayed_steps_are_named_in_the_layers_row_and_leave_the_rows_shades_alone(demo_window, qtbot, tmp_path):
+    """Steps not stored as events are marked in the Layers row, where hovering says which steps
+    repeat which; the engine rows there keep the background where the engines are idle."""
+    from PySide6.QtWidgets import QToolTip
+
     from sim.io import save_file
     from sim.run import RunConfig, simulate
 
@@ -1055,21 +1113,29 @@ def test_the_stored_twins_label_stays_inside_the_timeline_and_over_its_span(demo
     path = tmp_path / "serve.nvtrace"
     save_file(str(path), [trace])
     assert demo_window.open_files([str(path)])
-    demo_window.resize(1600, 900)
     pane = demo_window.panes[0]
-    label, start, end = pane.unstored_label
+    start, end, n = trace.unstored_spans[0]
+    assert pane.replayed.names[0] == f"↻ replayed ×{n:,}"
+    assert pane.replayed.span_at((start + end) / 2) == 0 and pane.layers.span_at((start + end) / 2) == -1
+    pane.timeline.setXRange(start, end, padding=0)
+    qtbot.wait(20)
     vb = pane.timeline.getViewBox()
-    span = end - start
-    for x0, x1 in ((start - 20 * span, end), (start, end), (start + 0.9 * span, end)):
-        pane.timeline.setXRange(max(0.0, x0), x1, padding=0)
-        qtbot.wait(20)
-        text, view = label.sceneBoundingRect(), vb.sceneBoundingRect()
-        assert label.isVisible()
-        assert view.left() - 1 <= text.left() and text.right() <= view.right() + 1, (x0, x1)
-    if start > 0:  # a view before the span shows no label over the stored events there
-        pane.timeline.setXRange(0, start / 2, padding=0)
-        qtbot.wait(20)
-        assert not label.isVisible()
+    t = start + 0.4 * (end - start)
+    pane._hover(vb.mapViewToScene(QPointF(t, -0.5)))
+    phase = trace.meta["phases"][int(trace.replay_phases[0])]
+    stored = phase["stored"]
+    step = stored + int((t - start) // ((phase["end_ns"] - phase["start_ns"]) / phase["repeat"])) + 1
+    assert (f"steps {stored + 1:,}–{phase['repeat']:,} of “{phase['name']}” repeat the events of its step 1"
+            in QToolTip.text()) and f"This is step {step:,}" in QToolTip.text()
+    # a pixel of the replayed stretch where an engine row is idle is the background, not a grey veil
+    img = pane.graphics.grab().toImage()
+    px = vb.viewPixelSize()[0]
+    idle = [(x, row) for row, bi in enumerate(pane.view.integrals) for x in np.linspace(start, end, 200)[1:-1]
+            if bi.window_mean(x - 2 * px, x + 2 * px) == 0]
+    assert idle
+    x, row = idle[len(idle) // 2]
+    p = pane.graphics.mapFromScene(vb.mapViewToScene(QPointF(x, row + 0.5)))
+    assert img.pixelColor(p).name() == palette().background
 
 
 def test_the_requests_tab_draws_every_request_of_a_serving_run_and_their_distributions(demo_window, tmp_path):
@@ -1146,3 +1212,23 @@ def test_a_panes_header_gives_the_cost_or_says_the_instance_has_no_published_pri
     assert unpriced.metrics.cost_per_million_usd is None
     text = header_html(unpriced, None)
     assert "no published price" in text and "per million" not in text and "n/a" not in text
+
+
+def test_a_run_that_has_ended_holds_its_last_state_in_the_diagram_and_says_done(demo_window, qtbot):
+    from neuronviz.widgets.pane import ACTIVITY_WINDOW
+
+    session = demo_window.session
+    panes = sorted(demo_window.panes, key=lambda p: p.run.duration_ns)
+    short, longest = panes[0], panes[-1]
+    assert short.run.duration_ns < longest.run.duration_ns  # the longest still plays when it ends
+    session.set_playhead((1.0 + short.run.duration_ns / longest.run.duration_ns) / 2)
+    end = short.run.duration_ns
+    held = short.view.activity(end - ACTIVITY_WINDOW * end / 2, ACTIVITY_WINDOW * end)
+    state = short.diagram.state
+    assert state.done and state.activity == held and max(state.activity.values()) > 0.05  # not all 0%
+    assert not longest.diagram.state.done
+    short.diagram.resize(230, 300)
+    lit = short.diagram.grab().toImage()
+    tensor = QColor(ENGINE_COLORS["tensor"])
+    assert any(abs(lit.pixelColor(x, y).blue() - tensor.blue()) + abs(lit.pixelColor(x, y).red() - tensor.red()) < 30
+               for x in range(10, 220, 3) for y in range(20, 120, 3))  # its Tensor cell still lit

@@ -103,3 +103,21 @@ def test_the_run_panels_sweep_keeps_its_quantization(demo_window):
     points = panel.sweep_points()
     assert {(p.instance, p.mode, p.quant) for p in points} == {("inf2.48xlarge", "decode", "int8-weights")}
     assert [p.batch for p in points] == [1, 2, 4, 8, 16, 32]
+
+
+def test_opening_another_comparison_resets_the_sweep_and_the_search(view, demo_window, tmp_path):
+    from sim.io import save_file
+    from sim.run import RunConfig, simulate
+
+    assert view.plotted and view.model.rowCount() == 24
+    demo_window.playback.search.setText("softmax")
+    assert demo_window.session.search == "softmax" and demo_window.playback.matches.text() != ""
+    path = tmp_path / "other.nvtrace"
+    save_file(str(path), [simulate(RunConfig(model="gpt2", chip="inf2"))])
+    assert demo_window.open_files([str(path)])
+    assert view.rows == [] and view.plotted == [] and len(view.scatter.data) == 0 and view.model.rowCount() == 0
+    assert view.status.text().startswith("Open a file of `neuronviz sweep`")
+    assert view.sweep_button.isEnabled()  # a sweep of the new comparison may start
+    assert demo_window.playback.search.text() == "" and demo_window.session.search == ""
+    assert demo_window.playback.matches.text() == ""
+    assert not demo_window.panes[0].layers.matches.any()  # nothing highlighted in the new panes

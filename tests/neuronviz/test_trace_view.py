@@ -76,4 +76,9 @@ def test_nested_slices_of_an_imported_trace_count_once(tmp_path):
     assert view.event_at(0, 2500.0).op == "inner"  # the innermost slice under the pointer
     assert view.event_at(0, 5000.0).op == "outer"  # the enclosing one once the inner has ended
     assert view.event_at(0, 11000.0) is None
+    # off every event: the nearest within the slack (the pointer a pixel or two away), else none
+    assert view.event_at(0, 11200.0, slack_ns=1000.0).op == "later"  # 800 ns before it, 1,200 after "outer"
+    assert view.event_at(0, 10300.0, slack_ns=1000.0).op == "outer"
+    assert view.event_at(0, 11200.0, slack_ns=500.0) is None
+    assert view.event_at(0, 20000.0, slack_ns=4000.0).op == "later"  # after the last event
     assert window_stats(view, 0.0, 16000.0).busy["tensor"] == pytest.approx(14 / 16)
