@@ -223,9 +223,9 @@ def _headless_window(files: list[str], theme: str = "system") -> Iterator[tuple]
     from PySide6.QtCore import QSettings
 
     from neuronviz.app import build_window, make_app
-    from neuronviz.files import check_comparison, files_label, open_runs
+    from neuronviz.files import check_comparison, files_label, on_one_clock, open_runs
 
-    runs = [run for path in files for run in open_runs(path)] if files else None
+    runs = on_one_clock([run for path in files for run in open_runs(path)]) if files else None
     if runs is not None:
         check_comparison(len(runs), files_label(files))
     make_app(theme)

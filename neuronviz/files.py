@@ -40,6 +40,17 @@ def open_runs(path: str, progress: Callable[[float], None] | None = None) -> lis
     return runs
 
 
+def on_one_clock(runs: list[Run]) -> list[Run]:
+    """``runs`` opened together, the device profiles among them on one clock (ranks of one job:
+    :func:`sim.ranks.on_one_clock`); the others as they are."""
+    from sim.ranks import on_one_clock as traces_on_one_clock
+
+    traces = traces_on_one_clock([r.trace for r in runs])
+    read = traces_on_one_clock([r.as_read or r.trace for r in runs])
+    return [r if t is r.trace else Run(t, source=r.source, as_read=a) for r, t, a in zip(runs, traces, read,
+                                                                                            strict=True)]
+
+
 def reading_bytes(path: str) -> int:
     """About how much reading ``path`` may take: its size, and for a compressed file what it may
     inflate to (a gzip file up to the ratio its reader allows, a zip what its members declare), so

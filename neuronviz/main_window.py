@@ -28,6 +28,7 @@ from neuronviz.files import (
     SAVE_FILTERS,
     check_comparison,
     files_label,
+    on_one_clock,
     open_problem,
     open_runs,
     opened_paths,
@@ -45,6 +46,7 @@ from neuronviz.widgets.layer_details import LayerDetails
 from neuronviz.widgets.operators import OperatorsView
 from neuronviz.widgets.pane import ComparisonPane
 from neuronviz.widgets.playback import PlaybackBar
+from neuronviz.widgets.ranks import RanksView
 from neuronviz.widgets.regions import RegionsView
 from neuronviz.widgets.requests import RequestsView
 from neuronviz.widgets.roofline import RooflineView
@@ -121,13 +123,16 @@ class MainWindow(QMainWindow):
         self.operators = OperatorsView(session)
         self.regions = RegionsView(session)
         self.requests = RequestsView(session)
+        self.ranks = RanksView(session)
         self.operators.sig_show_span.connect(self.show_span)
+        self.ranks.sig_show_span.connect(self.show_span)
         previous = selection
         for title, view, height in (("Scaling", self.scaling, SCALING_HEIGHT), ("Sweep", self.sweep, SCALING_HEIGHT),
                                     ("Roofline", self.roofline, ROOFLINE_HEIGHT),
                                     ("Operators", self.operators, SCALING_HEIGHT),
                                     ("Regions", self.regions, SCALING_HEIGHT),
-                                    ("Requests", self.requests, SCALING_HEIGHT)):
+                                    ("Requests", self.requests, SCALING_HEIGHT),
+                                    ("Ranks", self.ranks, SCALING_HEIGHT)):
             previous = self._tab(title, view, previous, height)
         sweep = self.findChild(QDockWidget, "Sweep")
         self.run_panel.sig_sweep.connect(lambda points: (sweep.raise_(), self.sweep.start_sweep(points, "Run panel")))
@@ -466,7 +471,7 @@ class MainWindow(QMainWindow):
             self._open_in_background(paths, replace)
             return True
         try:
-            runs = [run for path in paths for run in open_runs(path)]
+            runs = on_one_clock([run for path in paths for run in open_runs(path)])
             self._check_comparison(runs, paths, replace)
             for run in runs:  # what the panes draw from, made where a failure is a dialog, not an exception in Qt
                 run.view  # noqa: B018

@@ -9,10 +9,12 @@ from typing import Any
 
 # the settings a name may give, in that order: their key in a run's metadata and how each reads
 IMPORTED = "imported"  # a trace of what ran (a device profile, another tool's): named by its model and as measured
-KNOWN_OF_IMPORTED = ("model", "mode")  # what such a trace says of its settings: the rest are not known
+# what such a trace says of itself (its file: a rank's profile directory): its settings are not known
+KNOWN_OF_IMPORTED = ("model", "mode", "source_file")
 DESCRIBED: tuple[tuple[str, Callable[[Any], str]], ...] = (
     ("model", str),
     ("mode", lambda v: "measured" if v == IMPORTED else str(v)),
+    ("source_file", lambda v: str(v).removesuffix("@latest")),  # a profile's directory names it so
     ("cores_per_copy", lambda v: f"{v} core{'' if v == 1 else 's'}/copy"),
     ("copies", lambda v: f"{v} cop{'y' if v == 1 else 'ies'}"),
     ("nodes", lambda v: f"{v} instance{'' if v == 1 else 's'}"),

@@ -7,7 +7,7 @@ import threading
 
 from PySide6.QtCore import QObject, Signal
 
-from neuronviz.files import open_problem
+from neuronviz.files import on_one_clock, open_problem
 from neuronviz.session import SIMULATED, Run
 from sim.errors import SimError
 from sim.run import RunConfig, simulate
@@ -97,12 +97,13 @@ class FileLoader(_Worker):
 
         try:
             for i, path in enumerate(paths):
-                for run in self._open_runs(path, lambda share, i=i: progress(i, share)):
-                    if not self.current(gen):
-                        return
-                    run.view  # noqa: B018 - computed here, off the GUI thread
-                    run.metrics  # noqa: B018
-                    runs.append(run)
+                runs += self._open_runs(path, lambda share, i=i: progress(i, share))
+            runs = on_one_clock(runs)  # device profiles opened together: ranks on one clock
+            for run in runs:
+                if not self.current(gen):
+                    return
+                run.view  # noqa: B018 - computed here, off the GUI thread
+                run.metrics  # noqa: B018
         except _Cancelled:
             return
         except Exception as exc:  # noqa: BLE001 - a worker must always answer, or the window waits forever

@@ -129,3 +129,19 @@ def small_profile(directory: Path, metadata: Mapping[str, Any] | None = None,
             if name not in written:
                 write(directory, name, [{}])
     return directory
+
+
+def rank_profile(directory: Path, rank: int, started_us: int, arrivals: Sequence[int], duration: int = 100,
+                 first_hw: int = 5_000_000) -> Path:
+    """Rank ``rank`` of a job: its clock started ``started_us`` µs after 10:00:00 (its own hardware
+    timestamps from ``first_hw``), a MATMUL before each collective, and an AllReduce arriving at
+    each of ``arrivals`` (ns after its start) that ends when the last rank has arrived, ``duration``
+    ns later (the job's ranks give the same ``arrivals`` length)."""
+    write(directory, "Metadata", [{**METADATA, "first_hw_timestamp": first_hw, "neuroncore_idx": rank,
+                                   "first_ts": f"2026-11-30 10:00:00.{started_us:06d}+00:00"}])
+    write(directory, "Instruction", [instruction("Tensor", "MATMUL", first_hw + a - 50, first_hw + a, layer="layer_1")
+                                     for a in arrivals])
+    write(directory, "CcOp", [{"start_ts": first_hw + a, "end_ts": first_hw + a + duration, "duration_ns": duration,
+                               "operation": "AllReduce", "algorithm": "Ring", "num_elements": 1024, "dtype": "bf16",
+                               "trigger_engine": "Pool", "input_size": 2048, "output_size": 2048} for a in arrivals])
+    return directory

@@ -13,7 +13,7 @@ from neuronviz.session import SIMULATED, Run
 from sim.io import load_file
 from sim.run import RunConfig, simulate
 from tests.neuronviz.test_analysis_views import show
-from tests.profiles import small_profile
+from tests.profiles import rank_profile, small_profile
 
 
 @pytest.fixture
@@ -132,3 +132,25 @@ def analyse_block(profile_dir, sim, block):
 
     (profile,) = load_file(profile_dir)
     return block_times(profile)[block], block_times(sim)[block]
+
+
+def test_ranks_opened_together_share_a_clock_and_mark_each_collectives_straggler(demo_window, tmp_path):
+    # rank 1's clock started 2 µs after rank 0's; on the shared clock rank 1 reaches the first
+    # AllReduce last (11,300 ns against 11,000) and rank 0 the second (13,500 against 13,200)
+    dirs = [rank_profile(tmp_path / "r0", 0, 0, [11_000, 13_500]),
+            rank_profile(tmp_path / "r1", 1, 2, [9_300, 11_200])]
+    assert demo_window.open_files([str(d) for d in dirs])
+    runs = demo_window.session.runs
+    assert [r.trace.meta.get("clock_offset_ns", 0.0) for r in runs] == [0.0, 2000.0]
+    show(demo_window, "Ranks")
+    view = demo_window.ranks
+    assert view.overview.rowCount() == 2 and view.collectives.rowCount() == 2
+    last = [view.overview.item(r, view.overview.columnCount() - 1).text() for r in range(2)]
+    assert last == ["1", "1"]
+    arrivals = [[view.collectives.item(k, 3 + r).text() for r in range(2)] for k in range(2)]
+    assert arrivals == [["0", "0.3000"], ["0.3000", "0"]]
+    marked = [[view.collectives.item(k, 3 + r).background().style() != Qt.BrushStyle.NoBrush for r in range(2)]
+              for k in range(2)]
+    assert marked == [[False, True], [True, False]]
+    view._collective_clicked(0, 0)  # shows the first collective, first arrival to last end, in the panes
+    assert demo_window.session.area_of(runs[0]) == pytest.approx((11_000.0, 11_400.0))
