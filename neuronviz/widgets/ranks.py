@@ -53,7 +53,7 @@ class RanksView(LazyView):
         for table in (self.overview, self.collectives):
             table.verticalHeader().setVisible(False)
             compact_rows(table)
-        split = QSplitter(Qt.Orientation.Vertical)
+        split = QSplitter(Qt.Orientation.Horizontal)  # side by side: the tab is as short as the others
         split.addWidget(self.overview)
         split.addWidget(self.collectives)
         layout = QVBoxLayout(self)

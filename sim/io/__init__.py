@@ -1,11 +1,13 @@
-"""Trace files: the native ``.nvtrace`` format and Chrome/Perfetto JSON interchange, and the
-profiles a Neuron device measured (Neuron Explorer's directories of Parquet tables).
+"""Trace files: the native ``.nvtrace`` format, Chrome/Perfetto JSON and Perfetto's protobuf
+interchange, and the profiles a Neuron device measured (Neuron Explorer's directories of Parquet
+tables).
 
 :func:`load_file` recognises a file by its first bytes, not its name (a zip is native, JSON or gzip
-is Chrome trace JSON; a directory with a Metadata table, or one of its tables, is a profile);
-:func:`save_file` picks the format from the name (``.json`` or ``.json.gz`` writes Chrome JSON,
-anything else native) or is told it (``explorer``: the tables Neuron Explorer reads). Both raise
-one-line :class:`TraceFileError`.
+is Chrome trace JSON, a protobuf packet is a Perfetto trace; a directory with a Metadata table, or
+one of its tables, is a profile); :func:`save_file` picks the format from the name (``.json`` or
+``.json.gz`` writes Chrome JSON, ``.pftrace`` Perfetto's protobuf, anything else native) or is
+told it (``explorer``: the tables Neuron Explorer reads). Both raise one-line
+:class:`TraceFileError`.
 """
 
 from __future__ import annotations
@@ -22,14 +24,17 @@ from sim.trace import Trace
 NATIVE_SUFFIX = ".nvtrace"
 CHROME_SUFFIXES = (".json", ".json.gz")
 ZIP_MAGIC = b"PK"
-FORMATS = ("nvtrace", "chrome", "explorer")
+PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace")
+FORMATS = ("nvtrace", "chrome", "perfetto", "explorer")
 
 
 def format_for(path: str | os.PathLike) -> str:
-    """The format a file of this name is saved in: ``chrome`` for .json(.gz), ``explorer`` for a
-    Neuron Explorer profile directory that exists, else ``nvtrace``."""
+    """The format a file of this name is saved in: ``chrome`` for .json(.gz), ``perfetto`` for
+    .pftrace, ``explorer`` for a Neuron Explorer profile directory that exists, else ``nvtrace``."""
     if profile_of(path) == Path(path):
         return "explorer"
+    if str(path).lower().endswith(PERFETTO_SUFFIXES):
+        return "perfetto"
     return "chrome" if str(path).lower().endswith(CHROME_SUFFIXES) else "nvtrace"
 
 
@@ -53,12 +58,19 @@ def load_file(path: str | os.PathLike, progress: Callable[[float], None] | None 
         raise TraceFileError(f"{label}: {read_problem(exc)}") from None
     if head.startswith(ZIP_MAGIC):
         return load_traces(path)
+    from sim.io.perfetto import looks_like_perfetto
+
+    if looks_like_perfetto(head):
+        from sim.io.perfetto import load_pftrace
+
+        return load_pftrace(path, progress)
     text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
     if head.startswith(GZIP_MAGIC) or text[:1] in (b"{", b"["):
         return load_chrome(path, progress)
     if not head:
         raise TraceFileError(f"{label}: the file is empty")
-    raise TraceFileError(f"{label}: not a trace file (expected a {NATIVE_SUFFIX} file or Chrome trace JSON)")
+    raise TraceFileError(f"{label}: not a trace file (expected a {NATIVE_SUFFIX} file, Chrome trace JSON or a "
+                         "Perfetto .pftrace)")
 
 
 def save_file(path: str | os.PathLike, traces: Sequence[Trace], fmt: str | None = None) -> None:
@@ -70,6 +82,10 @@ def save_file(path: str | os.PathLike, traces: Sequence[Trace], fmt: str | None 
         save_chrome(path, traces)
     elif fmt == "nvtrace":
         save_traces(path, traces)
+    elif fmt == "perfetto":
+        from sim.io.perfetto import save_pftrace
+
+        save_pftrace(path, traces)
     elif fmt == "explorer":
         from sim.io.explorer import save_profile
 

@@ -1,0 +1,138 @@
+"""Perfetto's native trace format both ways: a simulation round trip, a file Perfetto's own trace
+builder writes, and bad files in one line."""
+
+import zlib
+
+import numpy as np
+import pytest
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+from sim.errors import TraceFileError
+from sim.io import load_file, perfetto, save_file
+from sim.run import RunConfig, simulate
+
+BEGIN, END, INSTANT, COUNTER = (pb.TrackEvent.Type.TYPE_SLICE_BEGIN, pb.TrackEvent.Type.TYPE_SLICE_END,
+                                pb.TrackEvent.Type.TYPE_INSTANT, pb.TrackEvent.Type.TYPE_COUNTER)
+
+
+def _rows(trace):
+    ev = trace.events
+    return sorted((trace.tracks[t].name.rsplit(" / ", 1)[-1], trace.op_names[o], round(s), round(s + d))
+                  for t, o, s, d in zip(ev["track"].tolist(), ev["op"].tolist(), ev["start_ns"].tolist(),
+                                        ev["dur_ns"].tolist(), strict=True))
+
+
+def test_a_simulation_written_as_a_pftrace_reads_back_as_the_same_events_and_counters(tmp_path):
+    sim = simulate(RunConfig(model="gpt2", chip="trn1", mode="decode", seq=64, new_tokens=4))
+    path = tmp_path / "run.pftrace"
+    save_file(path, [sim])
+    (back,) = load_file(path)
+    assert back.n_events == sim.n_events and _rows(back) == _rows(sim)
+    assert {t.kind for t in back.tracks} == {sim.tracks[i].kind for i in set(sim.events["track"].tolist())}
+    sbuf = next(c for name, c in back.counters.items() if name.endswith("sbuf_bytes"))
+    assert np.array_equal(sbuf.value, sim.counters["sbuf_bytes"].value)
+    layers = {back.layer_names[i] for i in back.events["layer"] if i >= 0}
+    assert layers == {sim.layer_names[i] for i in sim.events["layer"] if i >= 0}  # a layer is its slices' category
+
+
+def _builder_trace() -> bytes:
+    """A trace as Perfetto's Python trace builder makes one: a process and two threads, nested
+    slices, an instant, a counter, names interned, part of it in compressed packets."""
+    b = TraceProtoBuilder()
+    p = b.add_packet()
+    p.track_descriptor.uuid, p.track_descriptor.process.pid = 1, 42
+    p.track_descriptor.process.process_name = "python"
+    for uuid, tid, name in ((2, 1, "MainThread"), (3, 2, "Worker")):
+        p = b.add_packet()
+        p.track_descriptor.uuid, p.track_descriptor.parent_uuid = uuid, 1
+        p.track_descriptor.thread.pid, p.track_descriptor.thread.tid = 42, tid
+        p.track_descriptor.thread.thread_name = name
+    p = b.add_packet()
+    p.track_descriptor.uuid, p.track_descriptor.parent_uuid, p.track_descriptor.name = 4, 1, "queue depth"
+    p.track_descriptor.counter.SetInParent()
+    p = b.add_packet()
+    p.trusted_packet_sequence_id, p.sequence_flags = 7, 1
+    p.interned_data.event_names.add(iid=1, name="ProfilerStep#1")
+    p.interned_data.event_names.add(iid=2, name="aten::linear")
+
+    def event(ts, kind, track, name_iid=0, name="", value=None):
+        p = b.add_packet()
+        p.timestamp, p.trusted_packet_sequence_id, p.sequence_flags = ts, 7, 2
+        p.track_event.type, p.track_event.track_uuid = kind, track
+        if name_iid:
+            p.track_event.name_iid = name_iid
+        if name:
+            p.track_event.name = name
+            p.track_event.categories.append("cpu_op")
+        if value is not None:
+            p.track_event.double_counter_value = value
+
+    event(1000, BEGIN, 2, name_iid=1)
+    event(1100, BEGIN, 2, name_iid=2)
+    event(1400, END, 2)
+    event(2000, END, 2)
+    event(1500, INSTANT, 3, name="enqueue")
+    event(1000, COUNTER, 4, value=3.0)
+    event(1800, COUNTER, 4, value=1.0)
+    inner = TraceProtoBuilder()
+    q = inner.add_packet()
+    q.timestamp, q.trusted_packet_sequence_id = 2500, 7
+    q.track_event.type, q.track_event.track_uuid, q.track_event.name = INSTANT, 3, "compressed"
+    p = b.add_packet()
+    p.compressed_packets = zlib.compress(inner.serialize())
+    return b.serialize()
+
+
+def test_a_trace_perfettos_own_builder_writes_opens_on_its_threads(tmp_path):
+    path = tmp_path / "py.pftrace"
+    path.write_bytes(_builder_trace())
+    (trace,) = load_file(path)
+    assert [t.name for t in trace.tracks] == ["python / MainThread", "python / Worker"]
+    assert _rows(trace) == [("MainThread", "ProfilerStep#1", 0, 1000), ("MainThread", "aten::linear", 100, 400),
+                            ("Worker", "compressed", 1500, 1500), ("Worker", "enqueue", 500, 500)]
+    (name, counter), = trace.counters.items()
+    assert name == "python / queue depth" and list(counter.t_ns) == [0.0, 800.0] and list(counter.value) == [3.0, 1.0]
+    assert trace.layer_names == ("cpu_op",)
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda data: data[:-7], "is not a Perfetto trace, or is truncated (a packet runs past the end of the file)"),
+    (lambda data: b"\x0a\x05garbage and more", "is not a Perfetto trace, or is damaged (a packet does not parse)"),
+    (lambda data: b"\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",
+     "is not a Perfetto trace (a packet's length runs past the end of the file)"),
+])
+def test_a_damaged_trace_is_one_line(tmp_path, damage, message):
+    path = tmp_path / "bad.pftrace"
+    path.write_bytes(damage(_builder_trace()))
+    with pytest.raises(TraceFileError) as err:
+        load_file(path)
+    assert str(err.value) == f"{path}: {message}"
+
+
+def test_compressed_packets_are_inflated_only_within_a_ratio(tmp_path):
+    bomb = pb.TracePacket(compressed_packets=zlib.compress(b"\x0a\x00" * (50 << 20), 9))
+    path = tmp_path / "bomb.pftrace"
+    path.write_bytes(b"\x0a" + perfetto._varint_bytes(bomb.ByteSize()) + bomb.SerializeToString())
+    with pytest.raises(TraceFileError, match=r"compressed packets inflate to more than 100 times their size$"):
+        load_file(path)
+
+
+def test_a_slice_ending_before_it_begins_and_too_many_counters_are_refused(tmp_path, monkeypatch):
+    b = TraceProtoBuilder()
+    for ts, kind in ((500, BEGIN), (100, END)):
+        p = b.add_packet()
+        p.timestamp, p.track_event.type, p.track_event.track_uuid, p.track_event.name = ts, kind, 9, "x"
+    path = tmp_path / "backwards.pftrace"
+    path.write_bytes(b.serialize())
+    with pytest.raises(TraceFileError, match="a slice ends before it begins$"):
+        load_file(path)
+    b = TraceProtoBuilder()
+    for uuid in range(5):
+        p = b.add_packet()
+        p.timestamp, p.track_event.type, p.track_event.track_uuid = 10, COUNTER, uuid + 1
+        p.track_event.counter_value = 1
+    path.write_bytes(b.serialize())
+    monkeypatch.setattr(perfetto, "MAX_COUNTERS", 3)
+    with pytest.raises(TraceFileError, match="has more than 3 counter tracks; at most 3 can be shown$"):
+        load_file(path)
