@@ -22,7 +22,7 @@ from sim import options
 from sim.errors import SimError
 from sim.hardware.chip import all_chips
 from sim.hardware.instances import instances_of
-from sim.io.inputs import profile_of
+from sim.io.inputs import csv_export_of, profile_of
 from sim.run import RunConfig, simulate
 from sim.trace import Trace
 from sim.workloads import get_model, preset_names
@@ -760,7 +760,7 @@ def _not_files(words: Sequence[str]) -> str | None:
     for word in words:
         if not word:
             return "'' is not a file name"
-        if Path(word).is_dir() and profile_of(word) is None:
+        if Path(word).is_dir() and profile_of(word) is None and csv_export_of(word) is None:
             return f"{word}: is a directory, not a trace file or a Neuron Explorer profile (no Metadata.parquet in it)"
     return None
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sim.errors import TraceFileError
-from sim.io.inputs import open_regular, profile_of
+from sim.io.inputs import csv_export_of, open_regular, profile_of
 from sim.io.native import load_traces, read_problem, save_traces
 from sim.trace import Trace
 
@@ -48,6 +48,10 @@ def load_file(path: str | os.PathLike, progress: Callable[[float], None] | None 
         from sim.io.explorer import load_profile  # pyarrow loads when a profile is opened
 
         return load_profile(path, progress)
+    if csv_export_of(path) is not None:  # the CSV files Neuron Explorer's UI exports
+        from sim.io.explorer import load_csv_export
+
+        return load_csv_export(path, progress)
     if os.path.isdir(path):
         raise TraceFileError(f"{label}: is a directory, not a trace file or a Neuron Explorer profile "
                              "(no Metadata.parquet in it)")
@@ -65,6 +69,11 @@ def load_file(path: str | os.PathLike, progress: Callable[[float], None] | None 
 
         return load_pftrace(path, progress)
     text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    if text[:1] == b"{":
+        from sim.io.explorer import is_legacy_json, load_legacy_json
+
+        if is_legacy_json(head):  # neuron-profile's JSON of a device profile (before Neuron Explorer)
+            return load_legacy_json(path, progress)
     if head.startswith(GZIP_MAGIC) or text[:1] in (b"{", b"["):
         return load_chrome(path, progress)
     if not head:

@@ -47,12 +47,13 @@ from typing import Any, NoReturn
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sim.description import hardware
 from sim.errors import SimError, TraceFileError
 from sim.hardware.instances import get_instance
-from sim.io.inputs import is_profile, name_text, profile_of, table_files
+from sim.io.inputs import csv_export_of, is_profile, name_text, open_regular, profile_of, table_files
 from sim.trace import Counter, Trace, Track
 
 SCHEMA_MAJOR = 7
@@ -90,7 +91,56 @@ class _Fail:
 # tables
 
 
-class _Table:
+class _Columns:
+    """What the readers ask of a table: its columns' types, its rows in batches."""
+
+    name: str
+    fail: _Fail
+    rows: int
+    schema: dict[str, pa.DataType]
+
+    def batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        raise NotImplementedError
+
+    def has(self, column: str) -> bool:
+        return column in self.schema
+
+    def check(self, column: str, kind: str) -> None:
+        """Fail unless ``column`` (when present) holds ``kind`` values: int, number, text or bool."""
+        t = self.schema.get(column)
+        if t is None or pa.types.is_null(t):  # absent, or empty in every row (a CSV's column without values)
+            return
+        if pa.types.is_dictionary(t):
+            t = t.value_type
+        ok = {"int": pa.types.is_integer(t), "number": pa.types.is_integer(t) or pa.types.is_floating(t),
+              "text": pa.types.is_string(t) or pa.types.is_large_string(t), "bool": pa.types.is_boolean(t)}[kind]
+        if not ok:
+            self.fail(f"table {self.name} column '{column}' holds {t} values, not {kind}s")
+
+    def first_row(self, columns: list[str] | None = None) -> dict[str, Any]:
+        for batch in self.batches(columns or list(self.schema)):
+            if batch.num_rows:
+                return {k: v[0] for k, v in batch.slice(0, 1).to_pydict().items()}
+        return {}
+
+
+class _Rows(_Columns):
+    """A table read whole (a CSV export's, a legacy JSON's), its text columns dictionary-encoded."""
+
+    def __init__(self, name: str, table: pa.Table, fail: _Fail) -> None:
+        self.name, self.fail, self.rows = name, fail, table.num_rows
+        if self.rows > MAX_ROWS:
+            fail(f"table {name} has {self.rows:,} rows; at most {MAX_ROWS:,} can be read")
+        columns = {c: table[c].dictionary_encode() if c in TEXT_COLUMNS and pa.types.is_string(table[c].type)
+                   else table[c] for c in table.column_names}
+        self.table = pa.table(columns)
+        self.schema = {f.name: f.type for f in self.table.schema}
+
+    def batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        yield from self.table.select([c for c in columns if c in self.schema]).to_batches(BATCH_ROWS)
+
+
+class _Table(_Columns):
     """One table of the profile, over its files: the columns it has, read in batches."""
 
     def __init__(self, name: str, files: list[Path], fail: _Fail) -> None:
@@ -120,21 +170,6 @@ class _Table:
         if declared > MIN_RATIO_CHECK_BYTES and declared > MAX_RATIO * on_disk:
             fail(f"table {name} declares {declared:,} bytes in {on_disk:,} on disk: implausibly large")
 
-    def has(self, column: str) -> bool:
-        return column in self.schema
-
-    def check(self, column: str, kind: str) -> None:
-        """Fail unless ``column`` (when present) holds ``kind`` values: int, number, text or bool."""
-        t = self.schema.get(column)
-        if t is None:
-            return
-        if pa.types.is_dictionary(t):
-            t = t.value_type
-        ok = {"int": pa.types.is_integer(t), "number": pa.types.is_integer(t) or pa.types.is_floating(t),
-              "text": pa.types.is_string(t) or pa.types.is_large_string(t), "bool": pa.types.is_boolean(t)}[kind]
-        if not ok:
-            self.fail(f"table {self.name} column '{column}' holds {t} values, not {kind}s")
-
     def batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
         """The table's rows, a batch at a time, in only ``columns`` (those it has)."""
         wanted = [c for c in columns if c in self.schema]
@@ -143,12 +178,6 @@ class _Table:
                 yield from f.iter_batches(batch_size=BATCH_ROWS, columns=wanted)
             except (pa.ArrowException, OSError, ValueError) as exc:
                 self.fail(f"table {self.name} cannot be read ({_first_line(exc)})")
-
-    def first_row(self, columns: list[str] | None = None) -> dict[str, Any]:
-        for batch in self.batches(columns or list(self.schema)):
-            if batch.num_rows:
-                return {k: v[0] for k, v in batch.slice(0, 1).to_pydict().items()}
-        return {}
 
 
 def _first_line(exc: BaseException) -> str:
@@ -183,7 +212,7 @@ class _Names:
     def codes(self, batch: pa.RecordBatch, name: str, missing: str | None = "") -> np.ndarray:
         """Each row's text as an index; a null or absent one is ``missing`` (None: -1)."""
         i = batch.schema.get_field_index(name)
-        if i < 0:
+        if i < 0 or pa.types.is_null(batch.column(i).type):
             return np.full(batch.num_rows, -1 if missing is None else self.of(missing), np.int64)
         col = batch.column(i)
         encoded = col if pa.types.is_dictionary(col.type) else col.dictionary_encode()
@@ -284,7 +313,7 @@ def _engine_track(b: _Builder, engine: str, core: int) -> int:
     return b.track(f"NC{core} {label}", kind, core)
 
 
-def _instructions(t: _Table, b: _Builder) -> None:
+def _instructions(t: _Columns, b: _Builder) -> None:
     for column, kind in (("start_ts", "int"), ("end_ts", "int"), ("engine", "text"), ("opcode", "text"),
                          ("pcore_idx", "int"), ("layer", "text"), ("hlo_name", "text"), ("raw_flops", "number"),
                          ("adjusted_flops", "number"), ("hbm_read_bytes", "number"), ("hbm_write_bytes", "number"),
@@ -337,7 +366,7 @@ def _core(batch: pa.RecordBatch, fail: _Fail) -> np.ndarray:
     return core
 
 
-def _dma(t: _Table, b: _Builder) -> None:
+def _dma(t: _Columns, b: _Builder) -> None:
     for column, kind in (("start_ts", "int"), ("end_ts", "int"), ("queue_type", "text"), ("queue_name", "text"),
                          ("pcore_idx", "int"), ("transfer_bytes", "number")):
         t.check(column, kind)
@@ -359,7 +388,7 @@ def _dma(t: _Table, b: _Builder) -> None:
         b.add(track, start, end, op, np.full(len(start), -1), None, _numbers(batch, "transfer_bytes"))
 
 
-def _collectives(t: _Table, b: _Builder) -> None:
+def _collectives(t: _Columns, b: _Builder) -> None:
     for column, kind in (("start_ts", "int"), ("end_ts", "int"), ("operation", "text"), ("input_size", "number"),
                          ("output_size", "number")):
         t.check(column, kind)
@@ -371,7 +400,7 @@ def _collectives(t: _Table, b: _Builder) -> None:
               np.full(len(start), -1), None, nbytes)
 
 
-def _cc_instructions(t: _Table, b: _Builder) -> None:
+def _cc_instructions(t: _Columns, b: _Builder) -> None:
     for column, kind in (("start_ts", "int"), ("end_ts", "int"), ("description", "text"), ("core_idx", "int")):
         t.check(column, kind)
     for batch in t.batches(["start_ts", "end_ts", "description", "core_idx"]):
@@ -384,7 +413,7 @@ def _cc_instructions(t: _Table, b: _Builder) -> None:
         b.add(track, start, end, b.ops.codes(batch, "description", missing="CC instruction"), np.full(len(start), -1))
 
 
-def _system_events(t: _Table, b: _Builder) -> None:
+def _system_events(t: _Columns, b: _Builder) -> None:
     """A system profile's runtime and framework events, a row per source. Not the Host track's
     kind: they overlap the device's work they wait on (``nc_exec_running`` spans an execution),
     where the Host track holds costs the device waits on, which would make every layer host-bound."""
@@ -400,7 +429,7 @@ def _system_events(t: _Table, b: _Builder) -> None:
         b.add(track, start, end, b.ops.codes(batch, "name", missing="host"), np.full(len(start), -1))
 
 
-def _throttles(t: _Table, b: _Builder) -> None:
+def _throttles(t: _Columns, b: _Builder) -> None:
     for column, kind in (("timestamp", "int"), ("duration", "int"), ("type", "text"), ("k", "int"), ("n", "int")):
         t.check(column, kind)
     track = b.track("Throttle", "other", 0)
@@ -414,7 +443,7 @@ def _throttles(t: _Table, b: _Builder) -> None:
         b.add(np.int64(track), at, at + dur, op[:len(at)], np.full(len(at), -1))
 
 
-def _usage(tables: dict[str, _Table], b: _Builder, sizes: dict[str, float]) -> None:
+def _usage(tables: dict[str, _Columns], b: _Builder, sizes: dict[str, float]) -> None:
     """The time series: SBUF and PSUM fill (of the first core: as bytes of the chip's, else as
     %), HBM and DMA throughput."""
     for table, column, name, size in (("SbufUsage", "avg_util_percent", "sbuf_bytes", sizes.get("sbuf")),
@@ -476,8 +505,6 @@ def load_profile(path: str | os.PathLike, progress: Callable[[float], None] | No
     """The run a Neuron Explorer profile directory holds (its own directory, or that of one of its
     tables). ``progress`` hears the share of its events read, a batch at a time; an exception it
     raises stops the load."""
-    from sim.catalogue import from_explorer  # the catalogue measures traces: it imports this package's users
-
     directory = profile_of(path)
     fail = _Fail(name_text(str(path)))
     if directory is None:
@@ -488,7 +515,14 @@ def load_profile(path: str | os.PathLike, progress: Callable[[float], None] | No
         fail(f"cannot list the profile's tables ({exc.strerror or exc})")
     tables = {name: _Table(name, parts, fail) for name, parts in files.items()}
     metadata = {k: _plain(v) for k, v in tables["Metadata"].first_row().items()}
-    version = _version(metadata, fail)
+    return [_run(tables, metadata, _version(metadata, fail), directory.name, fail, progress)]
+
+
+def _run(tables: dict[str, _Columns], metadata: dict[str, Any], version: str, name: str, fail: _Fail,
+         progress: Callable[[float], None] | None) -> Trace:
+    """The run the tables of a profile hold (of Parquet, a CSV export or a legacy JSON)."""
+    from sim.catalogue import from_explorer  # the catalogue measures traces: it imports this package's users
+
     origin = metadata.get("first_hw_timestamp")
     if not isinstance(origin, int) or isinstance(origin, bool):
         origin = _earliest(tables)
@@ -503,6 +537,8 @@ def load_profile(path: str | os.PathLike, progress: Callable[[float], None] | No
     facts = hardware(chip, instance, lnc) if chip is not None else None
     sizes = {"sbuf": facts.sbuf_bytes, "psum": facts.psum_bytes} if facts else {}  # a core's
 
+    if "DmaPacket" not in tables and "DmaPacketAggregated" in tables:  # a queue's packets summed: its transfers
+        tables = {**tables, "DmaPacket": tables["DmaPacketAggregated"]}
     total = sum(t.rows for n, t in tables.items() if n in _READERS)
     b = _Builder(fail, origin, total, progress)
     for name, reader in _READERS.items():
@@ -511,10 +547,83 @@ def load_profile(path: str | os.PathLike, progress: Callable[[float], None] | No
     _usage(tables, b, sizes)
     summary = {k: _plain(v) for k, v in tables["Summary"].first_row().items()} if "Summary" in tables else {}
     events = b.events()
-    return [_trace(b, events, metadata, version, summary, from_explorer(summary), directory, instance, facts, lnc)]
+    return _trace(b, events, metadata, version, summary, from_explorer(summary), name, instance, facts, lnc)
 
 
-def _earliest(tables: dict[str, _Table]) -> int:
+MAX_TEXT_FILE_BYTES = 4 << 30  # a CSV export or legacy JSON: read whole
+
+
+def _text_file(path: Path, fail: _Fail) -> bytes:
+    try:
+        with open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_TEXT_FILE_BYTES:
+                fail(f"{path.name} is {size:,} bytes; at most {MAX_TEXT_FILE_BYTES:,} can be read")
+            return f.read()
+    except OSError as exc:
+        fail(f"cannot read {path.name} ({exc.strerror or exc})")
+
+
+def load_csv_export(path: str | os.PathLike, progress: Callable[[float], None] | None = None) -> list[Trace]:
+    """The run a Neuron Explorer CSV export holds (a directory of ``Instruction.csv``,
+    ``DmaPacket.csv``... or one of them): each file the fields of its Parquet table after a
+    ``timeline_track`` column, for the time range that was visible. It names no instance."""
+    import pyarrow.csv as pcsv
+
+    fail = _Fail(name_text(str(path)))
+    files = csv_export_of(path) or fail("not a Neuron Explorer CSV export")
+    tables = {}
+    for file in files:
+        try:
+            table = pcsv.read_csv(pa.BufferReader(_text_file(file, fail)))
+        except pa.ArrowException as exc:
+            fail(f"{file.name} is not a readable CSV table ({_first_line(exc)})")
+        tables[file.stem] = _Rows(file.stem, table, fail)
+    return [_run(tables, {}, "CSV export", Path(path).name, fail, progress)]
+
+
+LEGACY_KEYS = ("summary", "instruction")  # the sections of neuron-profile's --output-format json
+
+
+def is_legacy_json(head: bytes) -> bool:
+    """Whether a JSON file's first bytes are those of a legacy ``neuron-profile`` JSON: an object
+    whose first key is its summary or its instructions."""
+    return re.match(rb'\s*\{\s*"(?:summary|instruction)"\s*:', head.removeprefix(b"\xef\xbb\xbf")) is not None
+
+
+def load_legacy_json(path: str | os.PathLike, progress: Callable[[float], None] | None = None) -> list[Trace]:
+    """The run of a ``neuron-profile view --output-format json`` file (Neuron SDK before 2.30):
+    its ``summary`` (the figures, under Explorer's names) and its ``instruction`` events
+    (``timestamp`` and ``duration`` in ns, ``label`` the engine's row, ``opcode``, ``hlo_name``)."""
+    import orjson
+
+    fail = _Fail(name_text(str(path)))
+    try:
+        doc = orjson.loads(_text_file(Path(path), fail))
+    except orjson.JSONDecodeError as exc:
+        fail(f"is not valid JSON ({_first_line(exc)})")
+    if not isinstance(doc, dict) or not isinstance(doc.get("instruction", []), list):
+        fail("is not a neuron-profile JSON (no list of instructions)")
+    rows = [r for r in doc.get("instruction", []) if isinstance(r, dict)]
+    try:
+        start = pa.array([r.get("timestamp") for r in rows], pa.int64())
+        duration = pa.array([r.get("duration", 0) for r in rows], pa.int64())
+    except (pa.ArrowException, OverflowError, TypeError):
+        fail("an instruction's timestamp or duration is not a whole number of ns")
+    texts = {k: pa.array([r.get(k) if isinstance(r.get(k), str) else None for r in rows], pa.string())
+             for k in ("label", "opcode", "hlo_name")}
+    table = pa.table({"start_ts": start, "end_ts": pc.add(start, duration), "engine": texts["label"],
+                      "opcode": texts["opcode"], "hlo_name": texts["hlo_name"]})
+    tables: dict[str, _Columns] = {"Instruction": _Rows("Instruction", table, fail)}
+    summary = doc.get("summary")
+    summary = summary[0] if isinstance(summary, list) and summary and isinstance(summary[0], dict) else {}
+    if summary:
+        tables["Summary"] = _Rows("Summary", pa.Table.from_pylist(
+            [{k: v for k, v in summary.items() if type(v) in (int, float, str, bool)}]), fail)
+    return [_run(tables, {}, "neuron-profile JSON", Path(path).name, fail, progress)]
+
+
+def _earliest(tables: dict[str, _Columns]) -> int:
     """The first timestamp of the event tables (a profile whose Metadata does not give it)."""
     first = []
     for name in _READERS:
@@ -540,7 +649,7 @@ def _layer_spans(events: dict[str, np.ndarray], n: int) -> tuple[np.ndarray, np.
 
 
 def _trace(b: _Builder, events: dict[str, np.ndarray], metadata: dict, version: str, summary: dict,
-           measured: dict, directory: Path, instance, facts, lnc: int) -> Trace:
+           measured: dict, source: str, instance, facts, lnc: int) -> Trace:
     from sim.io.native import _validate_trace
 
     n_layers = len(b.layers.names)
@@ -551,9 +660,9 @@ def _trace(b: _Builder, events: dict[str, np.ndarray], metadata: dict, version: 
     seen = first < len(events["op"])
     op_layer[seen] = events["layer"][first[seen]]
     end = float((events["start_ns"] + events["dur_ns"]).max()) if len(events["start_ns"]) else 0.0
-    name = metadata.get("profile_name") or directory.name.split("@")[0]
+    name = metadata.get("profile_name") or Path(source).stem.split("@")[0]
     meta = {
-        "model": name_text(str(name)), "mode": "imported", "source": SOURCE, "source_file": name_text(directory.name),
+        "model": name_text(str(name)), "mode": "imported", "source": SOURCE, "source_file": name_text(source),
         "chip": facts.chip if facts else "", "chip_name": facts.name if facts else "Neuron device",
         "instance": instance.name if instance is not None else "", "batch": 1, "seq": 1, "dtype": "",
         "cores_per_copy": 1, "copies": 1, "lnc": lnc, "cores_active": lnc, "total_ns": end,
@@ -573,7 +682,7 @@ def _trace(b: _Builder, events: dict[str, np.ndarray], metadata: dict, version: 
     return trace
 
 
-_READERS: dict[str, Callable[[_Table, _Builder], None]] = {
+_READERS: dict[str, Callable[[_Columns, _Builder], None]] = {
     "Instruction": _instructions, "DmaPacket": _dma, "CcOp": _collectives, "CcInstruction": _cc_instructions,
     "Throttle": _throttles, "SystemProfileEvents": _system_events,
 }

@@ -85,3 +85,20 @@ def profile_of(path: str | os.PathLike) -> Path | None:
     if p.suffix.lower() == ".parquet" and is_profile(p.parent):
         return p.parent
     return p if is_profile(p) else None
+
+
+# the tables Neuron Explorer's UI exports as CSV (its Device Trace Viewer's Export to CSV)
+CSV_TABLES = ("Instruction", "DmaPacket", "DmaPacketAggregated", "CcInstruction", "SemaphoreUpdate")
+
+
+def csv_export_of(path: str | os.PathLike) -> list[Path] | None:
+    """The CSV files of a Neuron Explorer CSV export ``path`` names: a directory holding some of
+    them, or one of them (named after its table); None for anything else."""
+    p = Path(path)
+    try:
+        if p.is_dir():
+            found = [p / f"{t}.csv" for t in CSV_TABLES if (p / f"{t}.csv").is_file()]
+            return found or None
+    except OSError:
+        return None
+    return [p] if p.suffix.lower() == ".csv" and p.stem in CSV_TABLES else None

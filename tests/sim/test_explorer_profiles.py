@@ -3,6 +3,7 @@ tracks a simulation has; bad ones get one line."""
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import pytest
 
@@ -266,3 +267,52 @@ def test_progress_is_heard_a_batch_at_a_time_and_can_stop_the_load(tmp_path, mon
 
     with pytest.raises(KeyboardInterrupt):
         load_file(d, stop)
+
+
+def _csv_export(profile, out):
+    """What Explorer's Export to CSV writes of ``profile``: each table's rows after a
+    ``timeline_track`` column."""
+    out.mkdir()
+    for name, track in (("Instruction", "TensorMatrix"), ("DmaPacket", "qSyncIO0"), ("CcInstruction", "CC-core 1")):
+        table = pq.read_table(profile / f"{name}.parquet")
+        if "timeline_track" in table.column_names:  # a field of some tables too: the export's first column
+            table = table.drop_columns(["timeline_track"])
+        table = table.add_column(0, "timeline_track", pa.array([track] * table.num_rows))
+        pa_csv.write_csv(table, out / f"{name}.csv")
+    return out
+
+
+def test_a_csv_export_opens_as_its_tables_do(profile, tmp_path):
+    out = _csv_export(profile, tmp_path / "export")
+    (trace,) = load_file(out)
+    assert _events(trace, "NC0 Tensor") == [("MATMUL", "layer_1", 500.0, 600.0, 2 * 128 * 128 * 512, 4096.0)]
+    assert _events(trace, "CC-core 1") == [("DMA_ADVANCE", None, 2500.0, 200.0, 0.0, 0.0)]  # from the first event
+    assert trace.meta["profile"]["schema_version"] == "CSV export" and trace.run.hardware is None
+    (one,) = load_file(out / "Instruction.csv")  # one table alone
+    assert {t.name for t in one.tracks} == {"NC0 Tensor", "NC0 Vector", "NC0 Scalar", "NC0 Sync", "NC0 waits"}
+    (out / "DmaPacket.csv").write_text('timeline_track,start_ts\n"unclosed,1\n')
+    with pytest.raises(TraceFileError, match=r": DmaPacket.csv is not a readable CSV table \(.+\)$"):
+        load_file(out)
+
+
+LEGACY = b"""{
+    "summary": [{"total_time": 0.017, "event_count": 11215, "mfu_estimated_percent": 31.5}],
+    "instruction": [
+        {"timestamp": 10261883214, "duration": 148, "label": "TensorMatrix",
+         "hlo_name": "%add.1 = add(%dot, %custom-call.44)", "opcode": "MATMUL",
+         "operands": "S[5] (Tensor)++@complete acc_flags=3 row_grp=q0"},
+        {"timestamp": 10261883400, "duration": 52, "label": "Vector", "hlo_name": "%add.1", "opcode": "TENSOR_TENSOR"}
+    ]
+}"""
+
+
+def test_a_legacy_neuron_profile_json_opens_with_its_summary(tmp_path):
+    path = tmp_path / "profile.json"  # the archived neuron-profile user guide's example
+    path.write_bytes(LEGACY)
+    (trace,) = load_file(path)
+    assert _events(trace, "NC0 Tensor") == [("MATMUL", "%add.1 = add(%dot, %custom-call.44)", 0.0, 148.0, 0.0, 0.0)]
+    assert _events(trace, "NC0 Vector") == [("TENSOR_TENSOR", "%add.1", 186.0, 52.0, 0.0, 0.0)]
+    assert measure(trace)["mfu_percent"] == 31.5 and measure(trace)["total_time_ms"] == pytest.approx(17.0)
+    path.write_bytes(b'{"summary": [], "instruction": [{"timestamp": "soon", "duration": 1}]}')
+    with pytest.raises(TraceFileError, match="an instruction's timestamp or duration is not a whole number of ns$"):
+        load_file(path)
