@@ -1,8 +1,9 @@
 """The fuzz harness at scale, and every hostile input of issue 49 through every command that reads it.
 
 1. tests/sim/test_fuzz.py with CASES per format (damaged and hostile .nvtrace bytes, zip headers and
-   run metadata, Chrome JSON damaged and heavy in processes, counters and series, config.json), in
-   this process: each case opened and used, or refused in one line, timed.
+   run metadata, Chrome JSON damaged and heavy in processes, counters and series, config.json,
+   damaged .pftrace files, Neuron Explorer profiles with a damaged table or odd Metadata), in this
+   process: each case opened and used, or refused in one line, timed.
 2. Each hostile input of tests/fuzz_corpus.py (HOSTILE) through ``info``, ``export``, ``screenshot``
    and the app's File > Open (a model config through ``simulate``), each in a process of its own,
    timed and its peak memory taken.

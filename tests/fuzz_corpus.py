@@ -75,6 +75,33 @@ def nvtrace_cases(native: bytes, seed: int, count: int) -> Iterator[bytes]:
             yield _mutated_manifest(rng, native)
 
 
+def damaged_bytes(data: bytes, seed: int, count: int) -> Iterator[bytes]:
+    """``data`` damaged: bytes flipped anywhere, cut short, or with garbage appended (a .pftrace,
+    a Parquet table)."""
+    rng = random.Random(20261202 + seed)
+    for case in range(count):
+        if case % 2 == 0:
+            out = bytearray(data)
+            for _ in range(rng.randint(1, 8)):
+                out[rng.randrange(len(out))] ^= 1 << rng.randrange(8)
+            yield bytes(out)
+        else:
+            yield data[:rng.randrange(len(data))] if rng.random() < 0.7 else data + rng.randbytes(100)
+
+
+def metadata_cases(row: dict, seed: int, count: int) -> Iterator[dict]:
+    """A profile's Metadata row with fields of other types and ranges (each as a Parquet column
+    can hold it: a number, a text, a flag or nothing)."""
+    rng = random.Random(20261203 + seed)
+    values = (None, "", "x", "9.9.9", "7", "7.x", True, -1, 0, 2**62, -(2**62), 1e308, 0.5, float("nan"))
+    for _ in range(count):
+        out = dict(row)
+        for _ in range(rng.randint(1, 3)):
+            key = rng.choice(sorted(out))
+            out[key] = rng.choice(values)
+        yield out
+
+
 def chrome_cases(doc: dict, seed: int, count: int) -> Iterator[str]:
     """Damaged versions of the Chrome trace document ``doc``: the run metadata neuronviz writes, or
     some events, with fields of other types and ranges; every fifth cut short."""

@@ -1,6 +1,7 @@
 """Seeded fuzzing of every file a user hands the tool: damaged and hostile .nvtrace files (bytes,
 zip headers, run metadata), Chrome trace JSON (damaged, and heavy in processes, counters and
-series) and model config.json. Whatever the damage, loading either gives traces that every consumer
+series), Perfetto .pftrace files, Neuron Explorer profiles (a damaged table, odd Metadata) and model
+config.json. Whatever the damage, loading either gives traces that every consumer
 (metrics, records, analysis, export) handles, or a one-line error of the tool's own; never a
 traceback. Each case's outcome is counted (opened, refused, over time, over memory, traceback);
 ``bench/bench_fuzz.py`` runs many more cases and prints the counts, the slowest and the largest."""
@@ -27,6 +28,8 @@ from tests.fuzz_corpus import (
     LIMIT_SECONDS,
     chrome_cases,
     chrome_storm_cases,
+    damaged_bytes,
+    metadata_cases,
     mutate_value,
     nvtrace_cases,
     nvtrace_meta_cases,
@@ -197,3 +200,44 @@ def test_non_finite_numbers_in_event_columns_are_refused(native, tmp_path):
         with pytest.raises(SimError) as info:
             load_file(path)
         assert "\n" not in str(info.value)
+
+
+def test_damaged_pftrace_files_open_or_give_one_line_errors(seed_file, tmp_path):
+    seed = tmp_path / "seed.pftrace"
+    save_file(seed, load_file(seed_file))
+    outcomes = _outcomes("pftrace")
+    for case, data in enumerate(damaged_bytes(seed.read_bytes(), SEED, CASES)):
+        path = tmp_path / f"case{case}.pftrace"
+        path.write_bytes(data)
+        _check("pftrace", path.name, _open_and_use(path))
+    _no_tracebacks("pftrace")
+    assert outcomes["refused"] > 0
+
+
+def test_damaged_explorer_tables_open_or_give_one_line_errors(tmp_path):
+    """Each case damages one table of a profile (its bytes), or gives its Metadata odd values."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.profiles import METADATA, small_profile
+
+    seed = small_profile(tmp_path / "seed", every_table=False)
+    tables = sorted(p.name for p in seed.iterdir())
+    rng = random.Random(7 + SEED)
+    outcomes = _outcomes("explorer")
+    metadata = metadata_cases(METADATA, SEED, CASES)
+    for case, data in enumerate(damaged_bytes((seed / "Instruction.parquet").read_bytes(), SEED, CASES)):
+        path = tmp_path / f"case{case}"
+        path.mkdir()
+        for name in tables:
+            (path / name).write_bytes((seed / name).read_bytes())
+        if case % 3 == 2:  # each column typed by its odd value, as another writer might have typed it
+            pq.write_table(pa.Table.from_pylist([next(metadata)]), path / "Metadata.parquet")
+        else:
+            victim = rng.choice(tables)
+            (path / victim).write_bytes(data if victim == "Instruction.parquet" else
+                                        next(damaged_bytes((seed / victim).read_bytes(), SEED + case, 1)))
+        _check("explorer", path.name, _open_and_use(path))
+    _no_tracebacks("explorer")
+    assert outcomes["refused"] > 0 and outcomes["opened"] > 0
+
