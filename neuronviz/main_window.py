@@ -226,6 +226,7 @@ class MainWindow(QMainWindow):
         file = self.menuBar().addMenu("&File")
         self._action(file, "&Open…", self.open_dialog, QKeySequence.StandardKey.Open)
         self._action(file, "Open &profile directory…", self.open_profile_dialog, "Ctrl+Shift+O")
+        self._action(file, "&Add to comparison…", self.add_dialog, "Ctrl+Shift+A")
         self.recent_menu = file.addMenu("Open &recent")
         self._refresh_recent()
         self._action(file, "&Save as…", self.save_dialog, QKeySequence.StandardKey.Save)
@@ -451,6 +452,13 @@ class MainWindow(QMainWindow):
         paths, _ = QFileDialog.getOpenFileNames(self, "Open traces", self._last_dir(), ";;".join(OPEN_FILTERS))
         if paths:
             self.open_files(paths)
+
+    def add_dialog(self) -> None:
+        """Open traces or profiles beside the runs already open (the comparison keeps them)."""
+        paths, _ = QFileDialog.getOpenFileNames(self, "Add to the comparison", self._last_dir(),
+                                                ";;".join(OPEN_FILTERS))
+        if paths:
+            self.open_files(paths, replace=False)
 
     def open_profile_dialog(self) -> None:
         path = QFileDialog.getExistingDirectory(self, "Open a Neuron Explorer profile (its directory of Parquet "

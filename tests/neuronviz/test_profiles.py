@@ -154,3 +154,16 @@ def test_ranks_opened_together_share_a_clock_and_mark_each_collectives_straggler
     assert marked == [[False, True], [True, False]]
     view._collective_clicked(0, 0)  # shows the first collective, first arrival to last end, in the panes
     assert demo_window.session.area_of(runs[0]) == pytest.approx((11_000.0, 11_400.0))
+
+
+def test_add_to_comparison_keeps_the_open_runs(demo_window, profile, monkeypatch):
+    before = [r.trace for r in demo_window.session.runs]
+    monkeypatch.setattr("neuronviz.main_window.QFileDialog.getOpenFileNames",
+                        lambda *args: ([str(profile / "Metadata.parquet")], ""))
+    add = next(a for a in demo_window.menuBar().actions()[0].menu().actions() if a.text() == "&Add to comparison…")
+    assert add.shortcut().toString() == "Ctrl+Shift+A"
+    add.trigger()
+    runs = demo_window.session.runs
+    assert [r.trace for r in runs[:len(before)]] == before and runs[-1].trace.run.workload.model == "mlp_nki_mm"
+    assert runs[2].title == "Trainium1 · trn1.2xlarge · bert-large · inference"  # told from the profile beside it
+    assert len(demo_window.panes) == len(before) + 1
