@@ -98,7 +98,8 @@ class ScalingView(QWidget):
         for col, (key, title) in enumerate((("step", "step ms"), ("efficiency", "efficiency %"), ("cost", "$ / step"))):
             plot = self.graphics.addPlot(row=0, col=col)
             plot.setLogMode(x=True, y=key == "cost")  # the cost of a step grows with the cluster it runs on
-            plot.setLabel("left", title)  # the x axis (instances) is named by the button and the status line
+            plot.setLabel("left", title)
+            plot.setLabel("bottom", "instances")
             plot.getAxis("left").enableAutoSIPrefix(False)  # dollars as dollars, not "x0.001"
             plot.showGrid(x=True, y=True, alpha=0.3)
             plot.getAxis("bottom").setTicks([[(math.log10(n), str(n)) for n in NODES]])

@@ -50,6 +50,19 @@ def point_of(row: dict) -> Point:
     return Point(**{k: row[k] for k in names if k in row and row[k] is not None})
 
 
+# what the cost column counts in each mode (sim.sweep.costs): an inference, a generation request, a sample
+COSTED = {"inference": "inferences", "decode": "requests", "serve": "requests", "training": "samples"}
+
+
+def cost_label(modes: set) -> str:
+    """The cost axis's title: per million of what the column costs in the runs' mode, or of each
+    mode's when the sweep mixes them."""
+    counted = {COSTED.get(m, "runs") for m in modes}
+    if len(counted) == 1:
+        return f"$ per million {counted.pop()}"
+    return "$ per million inferences, requests or samples (by mode)" if counted else "$ per million"
+
+
 class SweepRunner(_Worker):
     """A small sweep in a worker thread, its rows reported as they come."""
 
@@ -149,7 +162,7 @@ class SweepView(QWidget):
         self.plot = pg.PlotWidget(background=palette().background)
         self.plot.setLogMode(x=True, y=True)
         self.plot.setLabel("bottom", "latency ms")
-        self.plot.setLabel("left", "$ per million inferences")
+        self.plot.setLabel("left", cost_label(set()))
         for axis in ("left", "bottom"):
             self.plot.getAxis(axis).enableAutoSIPrefix(False)
         self.plot.showGrid(x=True, y=True, alpha=0.3)
@@ -286,6 +299,7 @@ class SweepView(QWidget):
         for axis, column, prefix in (("bottom", X_COLUMN, ""), ("left", Y_COLUMN, "$")):
             values = [r[column] for r in self.plotted]
             self.plot.getAxis(axis).setTicks([log_ticks(min(values), max(values), prefix)] if values else None)
+        self.plot.setLabel("left", cost_label({r.get("mode") for r in self.plotted}))
         failed = len(self.rows) - len(ok)
         unpriced = sorted({r["instance"] for r in ok if r.get(Y_COLUMN) is None})
         parts = [f"{self.source}: {len(self.rows)} configurations" if self.source else

@@ -121,3 +121,13 @@ def test_opening_another_comparison_resets_the_sweep_and_the_search(view, demo_w
     assert demo_window.playback.search.text() == "" and demo_window.session.search == ""
     assert demo_window.playback.matches.text() == ""
     assert not demo_window.panes[0].layers.matches.any()  # nothing highlighted in the new panes
+
+
+def test_the_cost_axis_says_what_the_mode_costs(view):
+    assert view.plot.getAxis("left").labelText == "$ per million inferences"
+    view.rows = [{**r, "mode": "training"} for r in view.rows]
+    view._redraw()
+    assert view.plot.getAxis("left").labelText == "$ per million samples"
+    view.rows = [{**r, "mode": m} for r, m in zip(view.rows, ["decode", "inference"] * 12, strict=True)]
+    view._redraw()
+    assert view.plot.getAxis("left").labelText == "$ per million inferences, requests or samples (by mode)"
