@@ -518,9 +518,10 @@ def load_profile(path: str | os.PathLike, progress: Callable[[float], None] | No
     return [_run(tables, metadata, _version(metadata, fail), directory.name, fail, progress)]
 
 
-def _run(tables: dict[str, _Columns], metadata: dict[str, Any], version: str, name: str, fail: _Fail,
+def _run(tables: dict[str, _Columns], metadata: dict[str, Any], version: str, source: str, fail: _Fail,
          progress: Callable[[float], None] | None) -> Trace:
-    """The run the tables of a profile hold (of Parquet, a CSV export or a legacy JSON)."""
+    """The run the tables of a profile hold (of Parquet, a CSV export or a legacy JSON), read
+    from ``source`` (the profile's directory or file name)."""
     from sim.catalogue import from_explorer  # the catalogue measures traces: it imports this package's users
 
     origin = metadata.get("first_hw_timestamp")
@@ -547,7 +548,7 @@ def _run(tables: dict[str, _Columns], metadata: dict[str, Any], version: str, na
     _usage(tables, b, sizes)
     summary = {k: _plain(v) for k, v in tables["Summary"].first_row().items()} if "Summary" in tables else {}
     events = b.events()
-    return _trace(b, events, metadata, version, summary, from_explorer(summary), name, instance, facts, lnc)
+    return _trace(b, events, metadata, version, summary, from_explorer(summary), source, instance, facts, lnc)
 
 
 MAX_TEXT_FILE_BYTES = 4 << 30  # a CSV export or legacy JSON: read whole

@@ -142,6 +142,7 @@ def test_ranks_opened_together_share_a_clock_and_mark_each_collectives_straggler
     assert demo_window.open_files([str(d) for d in dirs])
     runs = demo_window.session.runs
     assert [r.trace.meta.get("clock_offset_ns", 0.0) for r in runs] == [0.0, 2000.0]
+    assert [r.title for r in runs] == ["Trainium1 · trn1.2xlarge · r0", "Trainium1 · trn1.2xlarge · r1"]
     show(demo_window, "Ranks")
     view = demo_window.ranks
     assert view.overview.rowCount() == 2 and view.collectives.rowCount() == 2

@@ -71,7 +71,7 @@ def test_the_run_description_says_where_it_was_measured(profile):
     d = trace.run
     assert (d.workload.model, d.workload.mode) == ("mlp_nki_mm", "imported")
     assert (d.deployment.instance, d.deployment.chip, d.hardware.name) == ("trn1.2xlarge", "trn1", "Trainium1")
-    assert trace.meta["profile"]["schema_version"] == "7.4.0"
+    assert trace.meta["profile"]["schema_version"] == "7.4.0" and trace.meta["source_file"] == "mlp@latest"
     assert trace.meta["profile"]["metadata"]["runtime_version"] == "2.19.1"
 
 
