@@ -44,7 +44,7 @@ from neuronviz.widgets.area_stats import AreaStats
 from neuronviz.widgets.export_actions import ExportActions
 from neuronviz.widgets.layer_details import LayerDetails
 from neuronviz.widgets.operators import OperatorsView
-from neuronviz.widgets.pane import ComparisonPane
+from neuronviz.widgets.pane import ComparisonPane, comparison_bands
 from neuronviz.widgets.playback import PlaybackBar
 from neuronviz.widgets.ranks import RanksView
 from neuronviz.widgets.regions import RegionsView
@@ -195,7 +195,8 @@ class MainWindow(QMainWindow):
         self.grid.removeWidget(self.empty)
         self.empty.setParent(None)
         runs = self.session.runs
-        self.panes = [ComparisonPane(self.session, run) for run in runs]
+        bands = comparison_bands(runs)  # every pane the same bands, so that they line up
+        self.panes = [ComparisonPane(self.session, run, bands=bands) for run in runs]
         for pane in self.panes:
             pane.sig_context_menu.connect(lambda pos, at, pane=pane: self._pane_menu(pane, pos, at))
         cols = 1 if len(runs) <= 1 else (2 if len(runs) <= 4 else 3)

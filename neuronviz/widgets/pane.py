@@ -224,6 +224,53 @@ class LineSample(ItemSample):
         p.drawLine(QPointF(0, h / 2), QPointF(w, h / 2))
 
 
+BUSY, SRAM, BANDWIDTH, LINKS, OTHERS = "busy %", "SRAM %", "GB/s", "link GB/s", "% of peak"
+BAND_ORDER = (BUSY, SRAM, BANDWIDTH, LINKS, OTHERS)
+SRAM_COUNTERS = (("sbuf_bytes", "dma_read", "SBUF"), ("psum_bytes", "dma_write", "PSUM"))
+BANDWIDTH_COUNTERS = (("hbm_read_bytes_per_s", "dma_read", "read"), ("hbm_write_bytes_per_s", "dma_write", "write"),
+                      ("hbm_bytes_per_s", "dma_read", "HBM"), ("dma_bytes_per_s", "dma_write", "DMA"))
+LINK_COUNTERS = (("neuronlink_bytes_per_s", "neuronlink", "NeuronLink"), ("efa_bytes_per_s", "efa", "EFA"))
+NOT_IN_RUN = "none in this run"  # the legend of a band a run of the comparison has and this one not
+
+
+def _engine_rows(run: Run) -> list[tuple[int, str]]:
+    """Each compute engine's first row on the run's first core (a foreign trace may name many alike)."""
+    view = run.view
+    first_core = run.trace.tracks[view.rows[0]].core if view.rows else 0
+    rows_of: dict[str, int] = {}
+    for r, (track, kind) in enumerate(zip(view.rows, view.row_kinds, strict=True)):
+        if kind in CORE_ENGINES and run.trace.tracks[track].core == first_core:
+            rows_of.setdefault(kind, r)
+    return [(r, k) for k, r in rows_of.items()]
+
+
+def _others(run: Run) -> list[Counter]:
+    return [c for name, c in run.trace.counters.items()
+            if name not in SIMULATOR_COUNTERS and len(c.value)][:MAX_OTHER_COUNTERS]
+
+
+def _sram(run: Run) -> list[tuple[str, str, str]]:
+    c, chip = run.trace.counters, run.hardware
+    sizes = {"sbuf_bytes": getattr(chip, "sbuf_bytes", None), "psum_bytes": getattr(chip, "psum_bytes", None)}
+    return [(n, k, label) for n, k, label in SRAM_COUNTERS if n in c and sizes[n]]
+
+
+def bands_of(run: Run) -> list[str]:
+    """The counter bands a run's pane draws, in their order: what its trace has data for."""
+    c = run.trace.counters
+    has = {BUSY: bool(_engine_rows(run)), SRAM: bool(_sram(run)),
+           BANDWIDTH: any(n in c for n, _, _ in BANDWIDTH_COUNTERS),
+           LINKS: any(n in c and len(c[n].value) for n, _, _ in LINK_COUNTERS), OTHERS: bool(_others(run))}
+    return [b for b in BAND_ORDER if has[b]]
+
+
+def comparison_bands(runs: list[Run]) -> tuple[str, ...]:
+    """The bands every pane of a comparison draws: each that any of its runs has, so that the
+    panes' bands line up (a band a run has no data for says so)."""
+    have = {b for run in runs for b in bands_of(run)}
+    return tuple(b for b in BAND_ORDER if b in have)
+
+
 class ComparisonPane(QWidget):
     """Draws one run; reads the session, never other panes."""
 
@@ -232,9 +279,12 @@ class ComparisonPane(QWidget):
     # the pointer (-1 outside the tracks)
     sig_context_menu = Signal(QPoint, float)
 
-    def __init__(self, session: Session, run: Run, parent: QWidget | None = None) -> None:
+    def __init__(self, session: Session, run: Run, parent: QWidget | None = None,
+                 bands: tuple[str, ...] | None = None) -> None:
         super().__init__(parent)
         self.session, self.run = session, run
+        # the comparison's bands (comparison_bands), this run's own when it is shown alone
+        self.band_titles = tuple(bands_of(run)) if bands is None else bands
         self.view = run.view
         self.marker_lines: list[pg.InfiniteLine] = []
         counters = run.trace.counters
@@ -430,59 +480,58 @@ class ComparisonPane(QWidget):
                                       or replayed(CounterIntegral(counter.t_ns, counter.value), self.run.trace))
         return lambda e, tol: scale * self._counter_stack.means(e, tol)[k]
 
+    def _wanted(self, title: str, data: bool) -> int | None:
+        """The band ``title`` when the comparison draws it (its index), else None; one this run
+        has no data for is drawn empty and says so."""
+        if title not in self.band_titles:
+            return None
+        band = self._band(title, 105.0 if title in (BUSY, SRAM, OTHERS) or not data else self._peak_gbps(title))
+        if not data:
+            legend = self.legends[band]
+            legend.addItem(pg.PlotDataItem(pen=pg.mkPen(None)), NOT_IN_RUN)
+            legend.updateSize()
+        return band
+
+    def _peak_gbps(self, title: str) -> float:
+        c = self.run.trace.counters
+        names = [n for n, _, _ in (BANDWIDTH_COUNTERS if title == BANDWIDTH else LINK_COUNTERS)
+                 if n in c and len(c[n].value)]
+        return max(1.0, 1.1 * max((float(c[n].value.max()) for n in names), default=0.0) / 1e9)
+
     def _engine_band(self) -> None:
         """Busy % of each compute engine (the first core's, like the chip diagram); the rows'
         integrals answer it, with the same columns the rows were just drawn with."""
         rows = self.view.row_stack
-        first_core = self.run.trace.tracks[self.view.rows[0]].core if self.view.rows else 0
-        rows_of = {}  # each engine's first row on the first core (a foreign trace may name many alike)
-        for r, (track, kind) in enumerate(zip(self.view.rows, self.view.row_kinds, strict=True)):
-            if kind in CORE_ENGINES and self.run.trace.tracks[track].core == first_core:
-                rows_of.setdefault(kind, r)
-        engines = [(r, k) for k, r in rows_of.items()]
-        if engines:
-            band = self._band("busy %", 105.0)
-            for r, kind in engines:
-                self._curve(band, lambda e, tol, r=r: 100 * np.clip(rows.means(e, tol)[r], 0.0, 1.0), kind,
-                            ENGINE_LABELS[kind])
+        engines = _engine_rows(self.run)
+        band = self._wanted(BUSY, bool(engines))
+        for r, kind in engines if band is not None else ():
+            self._curve(band, lambda e, tol, r=r: 100 * np.clip(rows.means(e, tol)[r], 0.0, 1.0), kind,
+                        ENGINE_LABELS[kind])
 
     def _memory_bands(self) -> None:
         """SBUF/PSUM fill as % of their size, HBM/DDR read and write bandwidth, and the
         collectives' NeuronLink and EFA traffic."""
         c = self.run.trace.counters
         chip = self.run.hardware
-        sizes = {"sbuf_bytes": getattr(chip, "sbuf_bytes", None), "psum_bytes": getattr(chip, "psum_bytes", None)}
-        sram = [(n, k, label) for n, k, label in (("sbuf_bytes", "dma_read", "SBUF"),
-                                                  ("psum_bytes", "dma_write", "PSUM")) if n in c and sizes[n]]
-        if sram:
-            band = self._band("SRAM %", 105.0)
-            for name, kind, label in sram:
-                self._curve(band, self._counter_series(c[name], 100 / sizes[name]), kind, label)
-        bandwidth = [(n, k, label) for n, k, label in (("hbm_read_bytes_per_s", "dma_read", "read"),
-                                                       ("hbm_write_bytes_per_s", "dma_write", "write"),
-                                                       ("hbm_bytes_per_s", "dma_read", "HBM"),
-                                                       ("dma_bytes_per_s", "dma_write", "DMA")) if n in c]
-        if bandwidth:
-            peak = max((float(c[n].value.max()) for n, _, _ in bandwidth if len(c[n].value)), default=0.0)
-            band = self._band("GB/s", max(1.0, 1.1 * peak / 1e9))
-            for name, kind, label in bandwidth:
-                self._curve(band, self._counter_series(c[name], 1e-9), kind, label)
-        links = [(n, k, label) for n, k, label in (("neuronlink_bytes_per_s", "neuronlink", "NeuronLink"),
-                                                   ("efa_bytes_per_s", "efa", "EFA")) if n in c and len(c[n].value)]
-        if links:  # collective traffic leaving the chip and the instance
-            peak = max(float(c[n].value.max()) for n, _, _ in links)
-            band = self._band("link GB/s", max(1.0, 1.1 * peak / 1e9))
-            for name, kind, label in links:
-                self._curve(band, self._counter_series(c[name], 1e-9), kind, label)
+        sram = _sram(self.run)
+        band = self._wanted(SRAM, bool(sram))
+        for name, kind, shown in sram if band is not None else ():
+            size = chip.sbuf_bytes if name == "sbuf_bytes" else chip.psum_bytes
+            self._curve(band, self._counter_series(c[name], 100 / size), kind, shown)
+        bandwidth = [(n, k, shown) for n, k, shown in BANDWIDTH_COUNTERS if n in c]
+        band = self._wanted(BANDWIDTH, bool(bandwidth))
+        for name, kind, shown in bandwidth if band is not None else ():
+            self._curve(band, self._counter_series(c[name], 1e-9), kind, shown)
+        links = [(n, k, shown) for n, k, shown in LINK_COUNTERS if n in c and len(c[n].value)]
+        band = self._wanted(LINKS, bool(links))  # collective traffic leaving the chip and the instance
+        for name, kind, shown in links if band is not None else ():
+            self._curve(band, self._counter_series(c[name], 1e-9), kind, shown)
 
     def _other_counters_band(self) -> None:
         """Counters of other tools (a trace imported from Chrome JSON), each as % of its own peak."""
-        others = [ctr for name, ctr in self.run.trace.counters.items()
-                  if name not in SIMULATOR_COUNTERS and len(ctr.value)][:MAX_OTHER_COUNTERS]
-        if not others:
-            return
-        band = self._band("% of peak", 105.0)
-        for i, ctr in enumerate(others):
+        others = _others(self.run)
+        band = self._wanted(OTHERS, bool(others))
+        for i, ctr in enumerate(others if band is not None else ()):
             peak = float(np.max(np.abs(ctr.value))) or 1.0
             self._curve(band, self._counter_series(ctr, 100 / peak), "other", _short(ctr.name, 24),
                         QColor(OTHER_COUNTER_COLORS[i % len(OTHER_COUNTER_COLORS)]))

@@ -1232,3 +1232,19 @@ def test_a_run_that_has_ended_holds_its_last_state_in_the_diagram_and_says_done(
     tensor = QColor(ENGINE_COLORS["tensor"])
     assert any(abs(lit.pixelColor(x, y).blue() - tensor.blue()) + abs(lit.pixelColor(x, y).red() - tensor.red()) < 30
                for x in range(10, 220, 3) for y in range(20, 120, 3))  # its Tensor cell still lit
+
+
+def test_every_pane_of_a_comparison_draws_the_same_counter_bands(demo_window):
+    from neuronviz.session import SIMULATED, Run
+    from neuronviz.widgets.pane import NOT_IN_RUN
+    from sim.run import RunConfig, simulate
+
+    alone = simulate(RunConfig(model="bert-base", chip="trn1"))  # one core: no NeuronLink traffic
+    spread = simulate(RunConfig(model="gpt2", instance="inf2.24xlarge", cores=4, mode="decode", seq=64,
+                                new_tokens=2))  # over two chips: the ring's traffic
+    demo_window.session.set_runs([Run(alone, source=SIMULATED), Run(spread, source=SIMULATED)])
+    titles = [[b.title for b in pane.bands] for pane in demo_window.panes]
+    assert titles == [["busy %", "SRAM %", "GB/s", "link GB/s"]] * 2
+    legend = demo_window.panes[0].legends[3]
+    assert [label.text for _, label in legend.items] == [NOT_IN_RUN]
+    assert [label.text for _, label in demo_window.panes[1].legends[3].items] == ["NeuronLink"]
