@@ -61,6 +61,8 @@ def memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int) 
         positions = compiled_length(cfg, seq)
         kv_bytes = DTYPE_BYTES[cfg.kv_cache] if cfg.kv_cache else dt
         cache = float(spec.kv_cache_elems(positions)) * cfg.batch * kv_bytes
+        # Gated DeltaNet layers keep a state of their own instead, split by heads like the layer
+        state += float(spec.recurrent_state_bytes(dt)) * cfg.batch
         if spec.mla:  # the latent cache, shared by the heads, is whole on every core
             head_bytes, heads_of = cache, _one_latent_cache
         else:

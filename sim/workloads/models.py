@@ -15,6 +15,7 @@ from typing import Any
 
 from sim.errors import ConfigError, UnknownNameError
 from sim.io.inputs import name_text, open_regular
+from sim.workloads.mixers import STATE_DTYPE_BYTES, LinearAttention, SparseAttention
 
 PRESET_DIR = Path(__file__).with_name("presets")
 MAX_CONFIG_BYTES = 4 << 20  # a config.json is a few kB; the largest (with tokenizer tables inlined) under 4 MiB
@@ -95,10 +96,18 @@ class ModelSpec:
     moe_intermediate: int = 0
     moe_layers: tuple[bool, ...] = ()
     shared_experts: int = 0
+    shared_intermediate: int = 0  # the shared experts' MLP width when a config gives it (0: theirs x moe width)
     # positions a query attends, per layer (0: all of them): gpt-oss's sliding windows, Llama 4's
     # chunks; ``window_kind`` is "sliding" or "chunked"
     layer_windows: tuple[int, ...] = ()
     window_kind: str = ""
+    nope_global: bool = False  # the layers without a window have no positions (Llama 4's, Trinity's NoPE)
+    attn_output_gate: bool = False  # attention's output times a sigmoid gate projected per head (Qwen3.5, Trinity)
+    # Gated DeltaNet in the ``linear_layers`` (Qwen3.5's linear_attention), softmax attention in the others
+    linear_attention: LinearAttention | None = None
+    linear_layers: tuple[bool, ...] = ()
+    # a lightning indexer choosing the keys of attention (GLM-5's DSA, MiniMax-M3's block-sparse attention)
+    sparse_attention: SparseAttention | None = None
     # multi-head latent attention (DeepSeek-V3): queries and keys/values through low-rank
     # projections, the cache holding one compressed latent and one shared rotary key per token
     q_lora_rank: int = 0
@@ -157,17 +166,46 @@ class ModelSpec:
         return self.layer_windows[layer] if self.layer_windows else 0
 
     def rotary(self, layer: int) -> bool:
-        """``layer`` turns its queries and keys by their positions (Llama 4's full-attention layers
-        are the ones without positions, NoPE)."""
+        """``layer`` turns its queries and keys by their positions (Llama 4's and Trinity's
+        full-attention layers are the ones without positions, NoPE)."""
         return (self.family == DECODER and not self.learned_positions
-                and not (self.window_kind == "chunked" and not self.window(layer)))
+                and not (self.nope_global and not self.window(layer)))
+
+    def is_linear_layer(self, layer: int) -> bool:
+        """``layer`` mixes tokens by Gated DeltaNet's recurrence, not softmax attention."""
+        return bool(self.linear_layers) and self.linear_layers[layer]
+
+    def is_sparse_layer(self, layer: int) -> bool:
+        """``layer`` attends the keys a lightning indexer chose."""
+        return self.sparse_attention is not None and self.sparse_attention.sparse_layers[layer]
+
+    def runs_indexer(self, layer: int) -> bool:
+        """``layer`` runs a lightning indexer of its own (and caches its keys)."""
+        return self.is_sparse_layer(layer) and self.sparse_attention.indexer_layers[layer]
+
+    @property
+    def shared_expert_width(self) -> int:
+        """The MLP width of the shared experts together."""
+        return self.shared_intermediate or self.shared_experts * (self.moe_intermediate or self.intermediate)
 
     def kv_elems_per_position(self, layer: int) -> int:
         """Elements ``layer`` caches per token: keys and values of each KV head, or MLA's latent
-        and rotary key (shared by all heads)."""
+        and rotary key (shared by all heads), and an indexer's key; none in a Gated DeltaNet
+        layer, whose state does not grow (:meth:`recurrent_state_bytes`)."""
+        if self.is_linear_layer(layer):
+            return 0
+        index = self.sparse_attention.index_dim if self.runs_indexer(layer) else 0
         if self.mla:
-            return self.kv_lora_rank + self.qk_rope_dim
-        return 2 * self.kv_heads * self.head_dim
+            return self.kv_lora_rank + self.qk_rope_dim + index
+        return 2 * self.kv_heads * self.head_dim + index
+
+    def recurrent_state_bytes(self, dtype_bytes: int) -> int:
+        """Bytes one sequence keeps in its Gated DeltaNet layers, whatever its length (convolution
+        windows of ``dtype_bytes`` elements)."""
+        if not self.linear_attention:
+            return 0
+        per_layer = self.linear_attention.state_bytes_per_sequence(dtype_bytes)
+        return per_layer * sum(self.linear_layers)
 
     def kv_cache_elems(self, positions: int, encoder_positions: int = 0) -> int:
         """Elements the KV cache of one sequence of ``positions`` tokens holds over all layers (a
@@ -443,7 +481,159 @@ def _llama4(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
     return replace(spec, intermediate=text.get("intermediate_size_mlp", 16384),
                    moe_intermediate=text.get("intermediate_size", 8192), shared_experts=1,
                    moe_layers=tuple(i in moe for i in range(layers)), qk_norm=bool(text.get("use_qk_norm", True)),
-                   layer_windows=tuple(chunk if r else 0 for r in rope), window_kind="chunked")
+                   layer_windows=tuple(chunk if r else 0 for r in rope), window_kind="chunked", nope_global=True)
+
+
+def _text_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The text model of a vision-language checkpoint's config.json (its ``text_config``, the vision
+    tower left out), or the config itself, under the checkpoint's ``model_type``."""
+    text = cfg.get("text_config", cfg)
+    if not isinstance(text, dict):
+        raise ConfigError("config.json: text_config must be a JSON object")
+    return {**text, "model_type": cfg["model_type"]}
+
+
+def _layer_flags(cfg: Mapping[str, Any], key: str, value: str, layers: int, default: list[Any]) -> tuple[bool, ...]:
+    """Which layers ``cfg[key]`` (one entry a layer; ``default`` when absent) marks ``value``."""
+    types = cfg.get(key) or default
+    if not isinstance(types, list) or len(types) != layers:
+        raise ConfigError(f"config.json: {key} must list one entry per layer ({layers})")
+    return tuple(t == value for t in types)
+
+
+def _qwen3_5(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    """Qwen3.5 (transformers' Qwen3_5 and Qwen3_5Moe text models; a checkpoint's config nests it in
+    ``text_config``): Gated DeltaNet (``linear_*`` sizes) in the ``linear_attention`` layers of
+    ``layer_types`` (or all but every ``full_attention_interval``-th), and in the others grouped-query
+    attention with per-head query/key norms, rotary positions on ``partial_rotary_factor`` of each
+    head and an output gate (``q_proj`` twice as wide). The MoE model's every layer has
+    ``num_experts`` experts and a shared one (``shared_expert_intermediate_size``; its one-column
+    sigmoid gate is left out); the multi-token-prediction layer is a speculation aid, left out."""
+    text = _text_config(cfg)
+    moe = cfg["model_type"].startswith("qwen3_5_moe")
+    if moe:  # Qwen3_5MoeTextConfig has no dense MLP: every layer's is the experts'
+        text["intermediate_size"] = _need(text, "moe_intermediate_size")[0]
+    spec = _rotary_decoder(name, text, act=text.get("hidden_act", "silu"), max_positions=262144)
+    layers = spec.layers
+    kh, vh, kd, vd, kernel = _need(text, "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                                   "linear_value_head_dim", "linear_conv_kernel_dim")
+    interval = text.get("full_attention_interval")
+    if "layer_types" not in text and not _positive_int(interval):
+        raise ConfigError("config.json: Qwen3.5 needs layer_types or a positive full_attention_interval")
+    default = [] if "layer_types" in text else [
+        "full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)]
+    state = text.get("mamba_ssm_dtype", "float32")  # the recurrence runs in FP32 (torch_chunk_gated_delta_rule)
+    if state not in STATE_DTYPE_BYTES:
+        raise ConfigError(f"config.json: mamba_ssm_dtype must be one of {', '.join(STATE_DTYPE_BYTES)}")
+    rope = text.get("rope_parameters") or {}
+    fraction = rope.get("partial_rotary_factor", text.get("partial_rotary_factor", 1.0)) if isinstance(
+        rope, dict) else 1.0
+    spec = replace(spec, qk_norm=True, attn_output_gate=True, rotary_fraction=fraction,
+                   linear_attention=LinearAttention(kh, vh, kd, vd, kernel, STATE_DTYPE_BYTES[state]),
+                   linear_layers=_layer_flags(text, "layer_types", "linear_attention", layers, default))
+    if not moe:
+        return spec
+    shared = _need(text, "shared_expert_intermediate_size")[0]
+    return replace(spec, experts=text.get("num_experts", 256), experts_per_token=text.get("num_experts_per_tok", 8),
+                   moe_intermediate=spec.intermediate, shared_experts=1, shared_intermediate=shared)
+
+
+def _glm_moe_dsa(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    """GLM-5 (transformers' GlmMoeDsa): DeepSeek-V3's latent attention and experts (dense MLPs in the
+    ``dense`` layers of ``mlp_layer_types``) with DeepSeek sparse attention in every layer: a
+    lightning indexer of ``index_n_heads`` heads of ``index_head_dim`` chooses the ``index_topk``
+    keys of each query, in the ``full`` layers of ``indexer_types`` (IndexShare: the ``shared`` ones
+    reuse the last full layer's choice; without the list, every ``index_topk_freq``-th layer after
+    ``index_skip_topk_offset``, as GlmMoeDsaConfig derives it). Defaults are GlmMoeDsaConfig's."""
+    spec = _deepseek_v3(name, cfg)
+    layers = spec.layers
+    if "mlp_layer_types" in cfg:
+        spec = replace(spec, moe_layers=_layer_flags(cfg, "mlp_layer_types", "sparse", layers, []))
+    freq, offset = cfg.get("index_topk_freq", 1), cfg.get("index_skip_topk_offset", 2)
+    pattern = cfg.get("index_topk_pattern")
+    if isinstance(pattern, str):
+        pattern = ["full" if c == "F" else "shared" for c in pattern]
+    if not _positive_int(freq) or not isinstance(offset, int):
+        raise ConfigError("config.json: index_topk_freq must be a positive integer and index_skip_topk_offset one")
+    default = pattern or ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(layers)]
+    topk, heads, dim = (cfg.get(k, d) for k, d in (("index_topk", 2048), ("index_n_heads", 32),
+                                                     ("index_head_dim", 128)))
+    if not all(_positive_int(v) for v in (topk, heads, dim)):
+        raise ConfigError("config.json: index_topk, index_n_heads and index_head_dim must be positive integers")
+    return replace(spec, max_positions=cfg.get("max_position_embeddings", 202752), sparse_attention=SparseAttention(
+        heads, dim, topk, 1, (True,) * layers, _layer_flags(cfg, "indexer_types", "full", layers, default)))
+
+
+def _minimax_m3(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    """MiniMax-M3 (transformers' MiniMaxM3VL text model; the checkpoint's ``minimax_m3_vl`` config
+    nests it in ``text_config``, NxD Inference's contrib reads it flat as ``minimax_m3``):
+    grouped-query attention with per-head query/key norms and ``rotary_dim`` of each head turned;
+    dense MLPs ``dense_intermediate_size`` wide in the layers ``moe_layer_freq`` marks 0, and
+    elsewhere ``num_local_experts`` experts ``intermediate_size`` wide with one shared expert
+    (``shared_intermediate_size``); block-sparse attention in the layers ``sparse_attention_freq``
+    marks (``sparse_attention_config``: ``sparse_num_index_heads`` index heads, one per KV head, of
+    ``sparse_index_dim`` choose each query's ``sparse_topk_blocks`` blocks of ``sparse_block_size``
+    keys, the local block among them). Defaults are MiniMaxM3VLTextConfig's."""
+    text = _text_config(cfg)
+    spec = _rotary_decoder(name, text, act=text.get("hidden_act", "silu"), max_positions=524288, kv_heads=4,
+                           head_dim=128, experts=text.get("num_local_experts", 128),
+                           experts_per_token=text.get("num_experts_per_tok", 4))
+    layers = spec.layers
+    sparse = text.get("sparse_attention_config") or {}
+    if not isinstance(sparse, dict):
+        raise ConfigError("config.json: sparse_attention_config must be an object")
+    # the checkpoint's keys, or the flat ones MiniMaxM3VLTextConfig turns them into
+    moe = _minimax_flags(text, "moe_layer_freq", "mlp_layer_types", "sparse", layers, [1] * layers)
+    chosen = _minimax_flags(sparse, "sparse_attention_freq", "", "", layers, []) if sparse.get(
+        "sparse_attention_freq") else _minimax_flags(text, "", "layer_types", "minimax_m3_sparse", layers, [0] * layers)
+    heads, dim, block, top = (sparse.get(legacy, text.get(flat, d)) for legacy, flat, d in (
+        ("sparse_num_index_heads", "index_n_heads", 4), ("sparse_index_dim", "index_head_dim", 128),
+        ("sparse_block_size", "index_block_size", 128), ("sparse_topk_blocks", "index_topk_blocks", 16)))
+    rotary = text.get("rotary_dim", 64)
+    if not all(_positive_int(v) for v in (heads, dim, block, top, rotary)):
+        raise ConfigError("config.json: the sparse attention's sizes and rotary_dim must be positive integers")
+    return replace(spec, intermediate=text.get("dense_intermediate_size", 12288), moe_intermediate=spec.intermediate,
+                   moe_layers=moe, shared_experts=1,
+                   shared_intermediate=text.get("shared_intermediate_size", 3072), qk_norm=True,
+                   rotary_fraction=min(1.0, rotary / spec.head_dim),
+                   sparse_attention=SparseAttention(heads, dim, top * block, block, chosen, chosen))
+
+
+def _minimax_flags(cfg: Mapping[str, Any], freq_key: str, types_key: str, value: str, layers: int,
+                   default: list[Any]) -> tuple[bool, ...]:
+    """A MiniMax-M3 per-layer pattern: ``cfg[freq_key]``'s 0/1 a layer, else the ``value`` entries of
+    ``cfg[types_key]``, else ``default``'s 0/1."""
+    if freq_key and freq_key in cfg:
+        flags = cfg[freq_key]
+        if not isinstance(flags, list) or len(flags) != layers:
+            raise ConfigError(f"config.json: {freq_key} must list one entry per layer ({layers})")
+        return tuple(bool(f) for f in flags)
+    if types_key and types_key in cfg:
+        return _layer_flags(cfg, types_key, value, layers, [])
+    return tuple(bool(f) for f in default)
+
+
+def _afmoe(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
+    """Trinity (transformers' Afmoe): grouped-query attention with per-head query/key norms and an
+    output gate (``gate_proj``), sliding windows (``sliding_window``) with rotary positions in the
+    ``sliding_attention`` layers of ``layer_types`` (or all but every ``global_attn_every_n_layers``-th)
+    and full attention without positions in the others; dense MLPs in the first
+    ``num_dense_layers``, then ``num_experts`` experts ``moe_intermediate_size`` wide and
+    ``num_shared_experts`` shared ones. Its extra norms after attention and the MLP (four RMS norms
+    a layer) are left out. Defaults are AfmoeConfig's."""
+    spec = _rotary_decoder(name, cfg, act=cfg.get("hidden_act", "silu"), max_positions=16384, head_dim=128,
+                           experts=cfg.get("num_experts", 64), experts_per_token=cfg.get("num_experts_per_tok", 6))
+    layers, every = spec.layers, cfg.get("global_attn_every_n_layers", 4)
+    window, dense = cfg.get("sliding_window", 1024), cfg.get("num_dense_layers", 1)
+    if not (_positive_int(every) and _positive_int(window) and isinstance(dense, int)):
+        raise ConfigError("config.json: global_attn_every_n_layers and sliding_window must be positive integers, "
+                          "num_dense_layers a whole number")
+    default = ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(layers)]
+    sliding = _layer_flags(cfg, "layer_types", "sliding_attention", layers, default)
+    return replace(spec, moe_intermediate=cfg.get("moe_intermediate_size", 1408),
+                   shared_experts=cfg.get("num_shared_experts", 2), moe_layers=tuple(i >= dense for i in range(layers)),
+                   qk_norm=True, attn_output_gate=True, layer_windows=tuple(window if s else 0 for s in sliding),
+                   window_kind="sliding", nope_global=True)
 
 
 def _vit(name: str, cfg: Mapping[str, Any]) -> ModelSpec:
@@ -569,7 +759,9 @@ PARSERS: Mapping[str, Callable[[str, Mapping[str, Any]], ModelSpec]] = {
     "albert": _bert, "encoder-mlp": _bert, "distilbert": _distilbert, "gpt2": _gpt2, "gptj": _gptj,
     "opt": _opt, "gpt_neox": _gpt_neox, "llama": _llama, "mistral": _mistral, "qwen2": _qwen2, "qwen3": _qwen3,
     "phi3": _phi3, "gemma": _gemma, "mixtral": _mixtral, "qwen3_moe": _qwen3_moe, "gpt_oss": _gpt_oss,
-    "deepseek_v3": _deepseek_v3, "llama4": _llama4, "llama4_text": _llama4, "vit": _vit, "clip": _clip,
+    "deepseek_v3": _deepseek_v3, "llama4": _llama4, "llama4_text": _llama4, "qwen3_5": _qwen3_5,
+    "qwen3_5_text": _qwen3_5, "qwen3_5_moe": _qwen3_5, "qwen3_5_moe_text": _qwen3_5, "glm_moe_dsa": _glm_moe_dsa,
+    "minimax_m3": _minimax_m3, "minimax_m3_vl": _minimax_m3, "afmoe": _afmoe, "vit": _vit, "clip": _clip,
     "resnet": _resnet, "vgg": _vgg, "unet": _unet, "t5": _t5,
 }
 
@@ -629,7 +821,10 @@ def _check_positive(spec: ModelSpec) -> None:
     bad += [k for k, v in counts.items() if not (isinstance(v, int) and 0 <= v <= MAX_CONFIG_SIZE)]
     if bad or not (isinstance(spec.rotary_fraction, int | float) and 0 < spec.rotary_fraction <= 1):
         raise ConfigError(f"{spec.name}: {', '.join(bad) or 'rotary fraction'} has a value of the wrong type or range")
-    if spec.family not in (CNN, ENCODER_DECODER) and spec.hidden % spec.heads:  # T5's heads have their own width
+    # a head width derived from a hidden size the heads do not divide (T5's heads, and decoders that
+    # give head_dim, as Qwen3.5-27B's 24 of 256 over 5120, have their own width)
+    if (spec.family not in (CNN, ENCODER_DECODER) and spec.hidden % spec.heads
+            and spec.head_dim == spec.hidden // spec.heads):
         raise ConfigError(f"{spec.name}: hidden size {spec.hidden} is not divisible by {spec.heads} heads")
     if spec.family != CNN and (not isinstance(spec.kv_heads, int) or spec.kv_heads <= 0 or spec.heads % spec.kv_heads):
         raise ConfigError(f"{spec.name}: {spec.heads} attention heads cannot share {spec.kv_heads} key-value heads")

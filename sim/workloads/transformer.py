@@ -10,6 +10,7 @@ import numpy as np
 from sim.hardware.chip import kernel_settings
 from sim.workloads.builder import ProgramBuilder
 from sim.workloads.builder import share as _shard
+from sim.workloads.mixers import gated_deltanet, indexer
 from sim.workloads.models import CLIP, DECODER, ENCODER_DECODER, VISION_TRANSFORMER, ModelSpec
 
 # pretrained with a classifier of sentence pairs besides the masked LM (BERT: is the second
@@ -86,8 +87,17 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool, layer
 
     A query of a windowed layer (a sliding window, or Llama 4's chunks) attends its window's
     positions at most: the kernels skip the blocks outside it and a decode step reads that much
-    of the cache. DeepSeek's latent attention has its own projections (:func:`_latent_attention`).
+    of the cache. A sparse layer's query attends the keys its indexer chose
+    (:func:`sim.workloads.mixers.indexer`; a decode step reads only those from the cache), and an
+    output gate multiplies the context by the sigmoid of a projection of the block input, per
+    head. DeepSeek's latent attention has its own projections (:func:`_latent_attention`), and a
+    Gated DeltaNet layer mixes tokens by its recurrence instead (:func:`sim.workloads.mixers.gated_deltanet`).
     """
+    if spec.is_linear_layer(layer):
+        _block_input(b, spec, ph, "attn")
+        gated_deltanet(b, spec, ph)
+        _block_output(b, spec, ph, "attn")
+        return
     if spec.mla:
         _latent_attention(b, spec, ph, layer)
         return
@@ -96,8 +106,16 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool, layer
     tokens, window = ph.batch * ph.seq, spec.window(layer)
     ctx = min(ph.context, window) if window else ph.context
     _block_input(b, spec, ph, "attn")
+    normalised = b.last
+    gate = heads * hd if spec.attn_output_gate else 0
     with b.fused(ph.qkv_kernel):
-        qkv = b.matmul("qkv", tokens, spec.hidden, (heads + 2 * kv) * hd, weight_run_rows=_kernel_rows(ph.qkv_kernel))
+        qkv = b.matmul("qkv", tokens, spec.hidden, (heads + 2 * kv) * hd + gate,
+                       weight_run_rows=_kernel_rows(ph.qkv_kernel))
+    chosen, selected = -1, 0
+    if spec.is_sparse_layer(layer):
+        selected = spec.sparse_attention.selected_keys(ph.seq, ctx, ph.decode_step)
+        if ph.decode_step and selected:
+            ctx = selected
     # a decode step reads its whole context bucket of keys and values from the cache; a prompt
     # chunk reads those of the chunks before it (a prompt encoded in one pass reads none)
     cached = ctx if ph.decode_step else max(0, ctx - ph.seq)
@@ -110,6 +128,9 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool, layer
             ready = b.vector("rope", elems=round(tokens * (heads + kv) * hd * spec.rotary_fraction), rows=tokens,
                              passes=1)
         b.copy_out("kv_append", elems=2 * tokens * kv * hd, rows=tokens)
+    if spec.runs_indexer(layer):  # MiniMax-M3's index heads, one per KV head, split over the cores as they are
+        chosen = indexer(b, spec, ph, _shard(spec.sparse_attention.index_heads, ph.tp), (normalised, spec.hidden),
+                         normalised, round(hd * spec.rotary_fraction))
     # grouped-query attention: the query heads that share a KV head are stacked on the matmul's
     # free axis against that head's keys and values, which are loaded once, not once per query head
     group = -(-heads // kv)
@@ -120,7 +141,12 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool, layer
     # (cache_layout SBH)
     row = hd if ph.flash or ph.static_chunk else ph.batch * kv * hd
     _scores_softmax_context(b, ph, causal, ph.seq * group, hd, hd, ctx, ph.batch * kv, cache_elems, heads, ready, row,
-                            window, spec.window_kind == "chunked", dropout=spec.attention_dropout)
+                            window, spec.window_kind == "chunked", dropout=spec.attention_dropout,
+                            selected=0 if ph.decode_step else selected, chosen=chosen)
+    if gate:
+        context = b.last
+        b.scalar("output_gate", elems=tokens * gate, rows=tokens, act="sigmoid", deps=(qkv,))
+        b.vector("output_gate_mul", elems=tokens * gate, rows=tokens, deps=(context, b.last))
     b.matmul("out_proj", tokens, heads * hd, spec.hidden)
     _block_output(b, spec, ph, "attn")
 
@@ -146,7 +172,8 @@ def kv_heads_per_core(heads: int, kv_heads: int, tp: int, gqa: str = REPLICATE_T
 
 def _scores_softmax_context(b: ProgramBuilder, ph: Phase, causal: bool, rows: int, qk_dim: int, v_dim: int,
                             ctx: int, count: int, cache_elems: int, heads: int, ready: int, kv_row: int,
-                            window: int = 0, chunked: bool = False, bias: bool = False, dropout: float = 0.0) -> None:
+                            window: int = 0, chunked: bool = False, bias: bool = False, dropout: float = 0.0,
+                            selected: int = 0, chosen: int = -1) -> None:
     """Scores of ``rows`` queries against the keys they meet (``count`` times), the softmax, and
     the context: as one fused kernel with flash attention. A decode step meets the ``ctx`` keys it
     reads (a windowed layer's window); a prompt meets all ``ph.context`` positions in the
@@ -156,16 +183,21 @@ def _scores_softmax_context(b: ProgramBuilder, ph: Phase, causal: bool, rows: in
     With ``bias`` a bias per head and position pair is added to the scores (T5's relative positions).
     A training step drops the probabilities with probability ``dropout`` (:func:`_dropout`): in the
     compiler's ops, or inside a flash kernel (its ``dropout_p``: each tile of probabilities drawn
-    and scaled in SBUF, the NKI kernel's ``nl.dropout`` and ``nl.multiply``)."""
+    and scaled in SBUF, the NKI kernel's ``nl.dropout`` and ``nl.multiply``).
+    A prompt's queries of a sparse layer meet the ``selected`` keys an indexer chose for each (on
+    average; 0: not sparse), as a sparse kernel multiplies them, and the scores' reads of the cache
+    wait for the op that ``chosen`` them (-1: none)."""
     if ph.decode_step:
         scored = weighed = ctx
+    elif selected:
+        scored = weighed = selected
     elif ph.flash and causal:
         scored, weighed = causal_keys(ph.seq, ph.context, window, chunked)
     else:
         scored = weighed = ph.context
     with b.fused(ph.flash):
-        b.matmul("scores", rows, qk_dim, scored, count=count, weights=False, hbm_elems=cache_elems, deps=(ready,),
-                 kv_row_elems=kv_row)
+        b.matmul("scores", rows, qk_dim, scored, count=count, weights=False, hbm_elems=cache_elems,
+                 deps=(ready, chosen), kv_row_elems=kv_row, read_after=chosen)
         score_elems = ph.batch * heads * ph.seq * weighed
         if bias:
             b.vector("position_bias", elems=score_elems, rows=ph.batch * heads * ph.seq)
@@ -231,33 +263,45 @@ def _latent_attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, layer: int)
     the latents directly, one shared "head" of ``kv_lora_rank + qk_rope_dim`` for all query heads.
     The low-rank down-projections are replicated on every tensor-parallel core; the
     up-projections and the output are split by heads. The cache is replicated likewise.
+
+    With DeepSeek sparse attention (GLM-5) a query attends only the keys the indexer chose: a
+    decode step reads only those latents from the cache, a prompt's query meets only those.
     """
     heads, tokens = _shard(spec.heads, ph.tp), ph.batch * ph.seq
     rope, lora, nope, v = spec.qk_rope_dim, spec.kv_lora_rank, spec.head_dim - spec.qk_rope_dim, spec.v_head_dim
     latent = lora + rope
-    cached = ph.context if ph.decode_step else max(0, ph.context - ph.seq)
+    selected = spec.sparse_attention.selected_keys(ph.seq, ph.context, ph.decode_step) if spec.is_sparse_layer(
+        layer) else 0
+    attended = selected if ph.decode_step and selected else ph.context
+    cached = attended if ph.decode_step else max(0, ph.context - ph.seq)
     cache_elems = ph.batch * cached * latent
     _block_input(b, spec, ph, "attn")
     normalised = b.last
     b.matmul("q_down", tokens, spec.hidden, spec.q_lora_rank)
-    b.vector("q_norm", elems=tokens * spec.q_lora_rank, rows=tokens, passes=2)
+    q_latent = b.vector("q_norm", elems=tokens * spec.q_lora_rank, rows=tokens, passes=2)
     b.matmul("q_up", tokens, spec.q_lora_rank, heads * spec.head_dim)
     b.matmul("kv_down", tokens, spec.hidden, latent, deps=(normalised,))
     b.vector("kv_norm", elems=tokens * lora, rows=tokens, passes=2)
     ready = b.vector("rope", elems=tokens * (heads + 1) * rope, rows=tokens, passes=1)
-    b.copy_out("kv_append", elems=tokens * latent, rows=tokens)
+    appended = b.copy_out("kv_append", elems=tokens * latent, rows=tokens)
+    chosen = -1
+    if spec.runs_indexer(layer):  # DeepSeek sparse attention's indexer, whole on every core (as vLLM runs it)
+        chosen = indexer(b, spec, ph, spec.sparse_attention.index_heads, (q_latent, spec.q_lora_rank), normalised,
+                         rope)
     if ph.decode_step:
         # W_uk folded into the query: each head's non-rotary query turned into the latent space;
         # the up-projections' weights are the kv_up parameters of the prompt's form
         b.matmul("q_absorb", tokens, nope, lora, count=heads, params=0, deps=(ready,))
-        _scores_softmax_context(b, ph, True, ph.seq * heads, latent, lora, ph.context, ph.batch, cache_elems, heads,
-                                b.last, latent)
+        _scores_softmax_context(b, ph, True, ph.seq * heads, latent, lora, attended, ph.batch, cache_elems, heads,
+                                b.last, latent, chosen=chosen)
         b.matmul("v_absorb", tokens, lora, v, count=heads, params=0)
     else:
         positions = ph.context  # the prompt's latents (and the chunks' before it) decompressed
-        b.matmul("kv_up", ph.batch * positions, lora, heads * (nope + v), hbm_elems=lora * heads * (nope + v))
+        b.matmul("kv_up", ph.batch * positions, lora, heads * (nope + v), hbm_elems=lora * heads * (nope + v),
+                 deps=(appended,))
         _scores_softmax_context(b, ph, True, ph.seq, spec.head_dim, v, ph.context, ph.batch * heads,
-                                ph.batch * cached * lora if cached else 0, heads, b.last, lora)
+                                ph.batch * cached * lora if cached else 0, heads, b.last, lora, selected=selected,
+                                chosen=chosen)
     b.matmul("out_proj", tokens, heads * v, spec.hidden)
     _block_output(b, spec, ph, "attn")
 
@@ -320,7 +364,7 @@ def mlp(b: ProgramBuilder, spec: ModelSpec, ph: Phase, layer: int = 0) -> None:
         width = spec.moe_intermediate or spec.intermediate
         _experts(b, spec, ph, tokens, width)
         if spec.shared_experts:
-            _gated(b, "shared_", tokens, spec.hidden, _shard(spec.shared_experts * width, ph.tp), spec.act)
+            _gated(b, "shared_", tokens, spec.hidden, _shard(spec.shared_expert_width, ph.tp), spec.act)
     else:
         rows = _kernel_rows(ph.mlp_kernel)
         with b.fused(ph.mlp_kernel):

@@ -25,7 +25,8 @@ PUBLISHED_PARAMS = {  # model cards: parameters including embeddings, +-5% for h
 }
 MIXTRAL_ACTIVE_PARAMS = 12.9e9  # model card: parameters one token runs through
 ROTARY_MODEL_TYPES = {"qwen3", "llama", "mistral", "qwen2", "gemma", "phi3", "gpt_neox", "gptj", "mixtral", "qwen3_moe",
-                      "gpt_oss", "deepseek_v3", "llama4"}
+                      "gpt_oss", "deepseek_v3", "llama4", "qwen3_5", "qwen3_5_moe", "glm_moe_dsa", "minimax_m3_vl",
+                      "afmoe"}
 
 
 def params(name):
@@ -262,7 +263,9 @@ def test_rope_is_applied_exactly_to_rotary_decoders(name):
     spec = get_model(name)
     ops = [op.name for op in build_program(spec, Phase(1, 16, 16), 2).ops]
     rotary = spec.model_type in ROTARY_MODEL_TYPES
-    no_positions = spec.layers // 4 if spec.model_type == "llama4" else 0  # Llama 4's NoPE layers
+    # Llama 4's and Trinity's NoPE layers (every fourth); Qwen3.5's Gated DeltaNet layers (three of four)
+    no_positions = {"llama4": spec.layers // 4, "afmoe": spec.layers // 4, "qwen3_5": spec.layers * 3 // 4,
+                    "qwen3_5_moe": spec.layers * 3 // 4}.get(spec.model_type, 0)
     assert ops.count("rope") == (spec.layers - no_positions if rotary else 0)
     if spec.family == "encoder-decoder":  # T5's relative position buckets, looked up once for every layer
         assert (ops.count("position_gather"), ops.count("relative_bias")) == (0, 1)
