@@ -283,7 +283,7 @@ def _manifest_bomb(seed: Path, path: Path) -> None:
 @hostile("column deflating to 2 GiB past its declared end", ".nvtrace", None, heavy=True)
 def _column_bomb(seed: Path, path: Path) -> None:
     members = members_of(seed)
-    i = next(k for k, m in enumerate(members) if m.name.endswith("events/start_ns.npy"))
+    i = next(k for k, m in enumerate(members) if m.name.endswith("events/start_ns.zst"))
     column = members[i].data  # the column inflates from the stream's start; the rest is never read
     members[i] = Member(members[i].name, deflate_repeated((column, 1), (b"\0" * (64 << 20), 32)),
                         ZIP_DEFLATED, len(column), zlib.crc32(column))
@@ -291,17 +291,44 @@ def _column_bomb(seed: Path, path: Path) -> None:
 
 
 @hostile("column of 1 GiB at a ratio under the limit", ".nvtrace",
-         "{path}: array 'run0/events/start_ns.npy' does not match the manifest (dtype float64, shape (134217728,))",
-         heavy=True)
+         "{path}: member 'run0/events/start_ns.zst' holds more bytes than its column needs", heavy=True)
 def _gib_column(seed: Path, path: Path) -> None:
     members = members_of(seed)
-    i = next(k for k, m in enumerate(members) if m.name.endswith("events/start_ns.npy"))
-    header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": (1 << 27,)})
+    i = next(k for k, m in enumerate(members) if m.name.endswith("events/start_ns.zst"))
     unit = random.Random(49).randbytes(256) + bytes(32_512)  # about 120 times smaller deflated
-    members[i] = Member(members[i].name, deflate_repeated((header.getvalue(), 1), (unit, (1 << 30) // len(unit))),
-                        ZIP_DEFLATED, len(header.getvalue()) + (1 << 30) // len(unit) * len(unit), 0)
+    members[i] = Member(members[i].name, deflate_repeated((unit, (1 << 30) // len(unit))), ZIP_DEFLATED,
+                        (1 << 30) // len(unit) * len(unit), 0)
     write_zip(path, members)
+
+
+def _zstd(data: bytes) -> bytes:
+    import pyarrow as pa
+
+    return pa.Codec("zstd").compress(data, asbytes=True)
+
+
+def _with_column(seed: Path, path: Path, name: str, frame: bytes, **spec) -> None:
+    """The seed with the member ``name`` holding ``frame`` (its checksum right: a crafted file) and
+    its manifest entry changed by ``spec``."""
+    import xxhash
+
+    def edit(manifest: dict) -> None:
+        manifest["runs"][0]["arrays"][name].update(spec, xxh3=xxhash.xxh3_64_hexdigest(frame))
+
+    members = [m if m.name != name else Member(name, frame) for m in with_manifest(seed, edit)]
+    write_zip(path, members)
+
+
+@hostile("a frame of a few bytes declaring 2^26 events", ".nvtrace",
+         "{path}: member 'run0/events/start_ns.zst' is implausibly large (more than its bytes inflate to)")
+def _declared_gigabytes(seed: Path, path: Path) -> None:
+    _with_column(seed, path, "run0/events/start_ns.zst", _zstd(bytes(1 << 20)), length=1 << 26)
+
+
+@hostile("a frame inflating to 192 MiB, declaring its column's size", ".nvtrace",
+         "{path}: member 'run0/events/start_ns.zst' does not inflate to its declared size")
+def _frame_bomb(seed: Path, path: Path) -> None:
+    _with_column(seed, path, "run0/events/start_ns.zst", _zstd(bytes(64 << 20)) * 3)  # three frames, inflated as one
 
 
 # .nvtrace: the run's description --------------------------------------------------------------
@@ -464,6 +491,41 @@ def nvtrace_zip_cases(seed: Path, rng_seed: int, count: int) -> Iterator[list[Me
                 out[i] = Member(m.name, deflate_repeated((m.data, 1), (tail, 1)), ZIP_DEFLATED, len(m.data),
                                 zlib.crc32(m.data))
         yield out
+
+
+# what a column's manifest entry may declare instead of its own (format 4: sim/io/columns.py)
+ODD_COLUMN = (*ODD_VALUES, "<f8", "<f4", "|i1", "<i2", "<i8", "<u8", "|O", ">i8", "<U1", 1 << 26, 1 << 40, 2**63)
+
+
+def nvtrace_column_cases(seed: Path, rng_seed: int, count: int) -> Iterator[list[Member]]:
+    """The seed's columns crafted as a hostile writer would, their checksums made right: entries
+    declaring other dtypes, stored widths and lengths; frames cut short, swapped with another
+    column's, or inflating far beyond their column."""
+    import xxhash
+
+    rng = random.Random(48 + rng_seed)
+    members = members_of(seed)
+    manifest = json.loads(members[0].data)
+    columns = [(r, name) for r, run in enumerate(manifest["runs"]) for name in run["arrays"]]
+    frames = {m.name: m.data for m in members[1:]}
+    for _ in range(count):
+        edited, out = copy.deepcopy(manifest), dict(frames)
+        for _ in range(rng.randint(1, 3)):
+            r, name = rng.choice(columns)
+            spec = edited["runs"][r]["arrays"][name]
+            kind = rng.randrange(4)
+            if kind == 0:
+                spec[rng.choice(("dtype", "stored", "length"))] = rng.choice(ODD_COLUMN)
+            elif kind == 1:
+                out[name] = out[name][:rng.randrange(len(out[name]))]
+            elif kind == 2:
+                other = rng.choice(columns)[1]
+                out[name] = frames[other]
+                spec.update({k: v for k, v in edited["runs"][r]["arrays"].get(other, {}).items() if k != "xxh3"})
+            else:
+                out[name] = _zstd(bytes(rng.choice((1 << 16, 1 << 22))))
+            spec["xxh3"] = xxhash.xxh3_64_hexdigest(out[name])
+        yield [Member(MANIFEST, json.dumps(edited).encode()), *(Member(n, d) for n, d in out.items())]
 
 
 def nvtrace_meta_cases(seed: Path, rng_seed: int, count: int) -> Iterator[list[Member]]:

@@ -1,10 +1,12 @@
-"""The native ``.nvtrace`` file: a zip of a JSON manifest and ``.npy`` columns, no pickle.
+"""The native ``.nvtrace`` file: a zip of a JSON manifest and compressed columns, no pickle.
 
-One file holds one or more runs (a whole side-by-side comparison). Saving writes a temporary
-file beside the target and renames it into place, so an interrupted save never damages an
-existing file. Loading trusts nothing: member names, sizes, the format version, every array's
-dtype and length, and the values (finite times, non-negative durations, valid references) are
-checked, and any problem becomes a one-line :class:`TraceFileError`.
+One file holds one or more runs (a whole side-by-side comparison). Since format 4 each column is
+one zstd frame of the differences between its values (:mod:`sim.io.columns`), about a byte an
+event; before, each was an uncompressed ``.npy`` array, which still loads. Saving writes a
+temporary file beside the target and renames it into place, so an interrupted save never damages
+an existing file. Loading trusts nothing: member names, sizes, the format version, every column's
+checksum, dtype and length, and the values (finite times, non-negative durations, valid
+references) are checked, and any problem becomes a one-line :class:`TraceFileError`.
 """
 
 from __future__ import annotations
@@ -32,19 +34,20 @@ from sim.description import hardware_of
 from sim.errors import TraceFileError, UnknownNameError
 from sim.hardware.chip import all_chips, get_chip
 from sim.hardware.instances import get_instance
+from sim.io import columns
 from sim.io.atomic import atomic_file
 from sim.io.inputs import NotRegularFileError, open_regular, valid_texts
 from sim.trace import EVENT_COLUMNS, TRACE_FORMAT_VERSION, Counter, Trace, Track
 
 FORMAT_NAME = "nvtrace"
-ALIGN = 64  # array data of stored columns starts on this boundary
-_ALIGN_FIELD = 0xD935
-_LOCAL_HEADER_SIZE = 30
+SUFFIX = ".zst"  # a column's member since format 4: one zstd frame (sim.io.columns); before, a .npy array
 MANIFEST = "manifest.json"
 MAX_MEMBER_BYTES = 4 << 30  # one column of a billion-event trace still fits
 MAX_TOTAL_BYTES = 16 << 30
 MAX_MANIFEST_BYTES = 256 << 20
-MAX_RATIO = 200  # uncompressed/compressed above this is treated as a zip bomb
+# a column deflated more than this is treated as a zip bomb (the manifest, which neuronviz deflates
+# and a run's repeated names shrink far more, is bounded by MAX_MANIFEST_BYTES instead)
+MAX_RATIO = 200
 READ_CHUNK = 1 << 20  # a compressed member is inflated this much at a time, never all at once
 ENCRYPTED = 0x1  # the zip's general-purpose flag of an encrypted member (APPNOTE.TXT 4.4.4)
 # what a member may be: neuronviz stores its columns, and another zip tool deflates them; any
@@ -62,39 +65,33 @@ MAX_TIME_NS = 1e20
 MAX_VALUE = 1e30  # any other number (FLOPs, bytes, a counter's value): far beyond any run's, far below overflow
 
 
-def _npy_bytes(array: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(array), allow_pickle=False)
-    return buf.getvalue()
-
-
-def _run_manifest(trace: Trace, prefix: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    arrays = {f"{prefix}/events/{k}.npy": v for k, v in trace.events.items()}
-    arrays[f"{prefix}/op_layer.npy"] = trace.op_layer
-    arrays[f"{prefix}/layer_start_ns.npy"] = trace.layer_start_ns
-    arrays[f"{prefix}/layer_end_ns.npy"] = trace.layer_end_ns
+def _run_columns(trace: Trace, prefix: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """A run's manifest entry (without its columns' entries) and its columns by member name."""
+    arrays = {f"{prefix}/events/{k}{SUFFIX}": v for k, v in trace.events.items()}
+    arrays[f"{prefix}/op_layer{SUFFIX}"] = trace.op_layer
+    arrays[f"{prefix}/layer_start_ns{SUFFIX}"] = trace.layer_start_ns
+    arrays[f"{prefix}/layer_end_ns{SUFFIX}"] = trace.layer_end_ns
     counters = []
     for i, c in enumerate(trace.counters.values()):
-        arrays[f"{prefix}/counters/{i}/t_ns.npy"] = c.t_ns
-        arrays[f"{prefix}/counters/{i}/value.npy"] = c.value
+        arrays[f"{prefix}/counters/{i}/t_ns{SUFFIX}"] = c.t_ns
+        arrays[f"{prefix}/counters/{i}/value{SUFFIX}"] = c.value
         counters.append({"name": c.name, "unit": c.unit})
     # an op's name is an index into the run's distinct names (a decoder's tens of thousands of ops
     # have a few dozen names, which JSON would spell out again for every op)
     table = list(dict.fromkeys(trace.op_names))
     index = {name: i for i, name in enumerate(table)}
-    arrays[f"{prefix}/op_name.npy"] = np.array([index[n] for n in trace.op_names], np.int32)
+    arrays[f"{prefix}/op_name{SUFFIX}"] = np.array([index[n] for n in trace.op_names], np.int32)
     # the per-layer counts of the metadata are columns too
     meta = valid_texts(dict(trace.meta))
     stats = meta.pop("layer_stats", None) or {}
     for key, values in stats.items():
-        arrays[f"{prefix}/layer_stats/{key}.npy"] = np.asarray(values, np.float64)
-    manifest = {
+        arrays[f"{prefix}/layer_stats/{key}{SUFFIX}"] = np.asarray(values, np.float64)
+    run = {
         "path": prefix, "meta": meta, "tracks": [[t.name, t.kind, t.core] for t in trace.tracks],
         "op_name_table": table, "layer_stats": list(stats), "layer_names": list(trace.layer_names),
         "layer_kinds": list(trace.layer_kinds), "counters": counters,
-        "arrays": {name: {"dtype": a.dtype.str, "length": len(a)} for name, a in arrays.items()},
     }
-    return manifest, arrays
+    return run, arrays
 
 
 def read_problem(exc: OSError) -> str:
@@ -114,35 +111,25 @@ def read_problem(exc: OSError) -> str:
 MEMBER_TIME = (1980, 1, 1, 0, 0, 0)
 
 
-def _write_aligned(zf: zipfile.ZipFile, name: str, npy: bytes) -> None:
-    """Store ``npy`` so that its array data starts on an ``ALIGN``-byte boundary of the file: the
-    loader's zero-copy views are then aligned, which NumPy needs to run at full speed. The local
-    header's extra field is padded (as Android's zipalign does, with its 0xD935 field id)."""
-    info = zipfile.ZipInfo(name, date_time=MEMBER_TIME)
-    info.compress_type = zipfile.ZIP_STORED
-    header = np.lib.format.MAGIC_LEN + 2 + int.from_bytes(npy[8:10], "little")  # .npy 1.0 header
-    if npy[6] != 1:  # version 2.0/3.0 headers have a 4-byte length
-        header = np.lib.format.MAGIC_LEN + 4 + int.from_bytes(npy[8:12], "little")
-    data_at = zf.fp.tell() + _LOCAL_HEADER_SIZE + len(name.encode()) + 4 + header
-    info.extra = struct.pack("<HH", _ALIGN_FIELD, (-data_at) % ALIGN) + bytes((-data_at) % ALIGN)
-    zf.writestr(info, npy)
-
-
 def save_traces(path: str | os.PathLike, traces: Sequence[Trace]) -> None:
-    """Write ``traces`` to ``path`` atomically (temporary file, then rename). Each column's
-    manifest entry carries the XXH3-64 checksum of its member, which loading verifies."""
+    """Write ``traces`` to ``path`` atomically (temporary file, then rename). Each column is a
+    zstd frame of its differences (:mod:`sim.io.columns`) whose manifest entry carries its XXH3-64
+    checksum, which loading verifies before inflating it."""
     with atomic_file(Path(path)) as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as zf:
         runs, members = [], {}
         for i, trace in enumerate(traces):
-            manifest, arrays = _run_manifest(trace, f"run{i}")
+            run, arrays = _run_columns(trace, f"run{i}")
+            run["arrays"] = {}
             for name, array in arrays.items():
-                members[name] = npy = _npy_bytes(array)
-                manifest["arrays"][name]["xxh3"] = xxhash.xxh3_64_hexdigest(npy)
-            runs.append(manifest)
+                spec, members[name] = columns.encode(array)
+                run["arrays"][name] = {**spec, "xxh3": xxhash.xxh3_64_hexdigest(members[name])}
+            runs.append(run)
         manifest = {"format": FORMAT_NAME, "version": TRACE_FORMAT_VERSION, "runs": runs}
-        zf.writestr(zipfile.ZipInfo(MANIFEST, date_time=MEMBER_TIME), json.dumps(manifest, allow_nan=False))
-        for name, npy in members.items():
-            _write_aligned(zf, name, npy)
+        # the manifest spells out every layer's name: deflated, a decoder's takes a fifteenth of the bytes
+        zf.writestr(zipfile.ZipInfo(MANIFEST, date_time=MEMBER_TIME), json.dumps(manifest, allow_nan=False),
+                    zipfile.ZIP_DEFLATED)
+        for name, frame in members.items():
+            zf.writestr(zipfile.ZipInfo(name, date_time=MEMBER_TIME), frame)
 
 
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, then the name and extra field lengths at offset 26
@@ -169,10 +156,13 @@ def _npy_header(head: bytes) -> tuple[tuple[int, ...], bool, np.dtype, int]:
 class _Reader:
     """Validated access to the members of one file.
 
-    Columns are stored uncompressed, so each array is read straight from the file into an array
-    of its own, as ``numpy.load`` reads a .npy file: loading costs one read of each column plus
-    the checks on the values. Every member is checked against its checksum: the XXH3-64 its manifest entry gives (format
-    1.1), else the zip's CRC-32 (older files); a damaged byte is an error, never different data.
+    A column of format 4 is a zstd frame, checked against the XXH3-64 of its manifest entry before
+    it is inflated, and only when its size is one its declared column can have (a frame inflates
+    at most :data:`columns.ZSTD_MAX_RATIO` times): what inflating holds is the declared column,
+    exactly, or an error. A column of the formats before is an uncompressed .npy array, read
+    straight from the file into an array of its own, as ``numpy.load`` reads a .npy file, and
+    checked against its checksum: the XXH3-64 its manifest entry gives (format 1.1), else the
+    zip's CRC-32 (older files). Either way a damaged byte is an error, never different data.
     Compressed members (a file re-zipped by another tool) are decompressed, with their CRC
     checked, by :mod:`zipfile`. Each member serves one array of one run: a manifest pointing
     several runs at the same columns cannot multiply the work.
@@ -183,6 +173,7 @@ class _Reader:
         self.zf = zipfile.ZipFile(f)
         self.fd = f.fileno()
         total = 0
+        self.inflated = 0  # bytes the columns read so far inflated to
         self.used: set[str] = set()
         self.infos: dict[str, zipfile.ZipInfo] = {}
         for info in self.zf.infolist():
@@ -196,7 +187,8 @@ class _Reader:
                 self.fail(f"member '{name}' is compressed with {method}, which a trace file never is "
                           f"(only {' or '.join(COMPRESSION_METHODS.values())})")
             ratio = info.file_size / info.compress_size if info.compress_size else 1.0
-            if info.file_size > MAX_MEMBER_BYTES or (ratio > MAX_RATIO and info.file_size > 1 << 20):
+            bomb = ratio > MAX_RATIO and info.file_size > 1 << 20 and name != MANIFEST
+            if info.file_size > MAX_MEMBER_BYTES or bomb:
                 self.fail(f"member '{name}' is implausibly large")
             total += info.file_size
             self.infos[name] = info
@@ -248,11 +240,43 @@ class _Reader:
             self.fail(f"member '{info.filename}' is damaged or truncated")
         return info.header_offset + _LOCAL_HEADER.size + name_len + extra_len
 
-    def array(self, name: str, spec: dict) -> np.ndarray:
+    def _claim(self, name: str) -> zipfile.ZipInfo:
         info = self._info(name)
         if name in self.used:
             self.fail(f"member '{name}' is used twice (each column belongs to one run)")
         self.used.add(name)
+        return info
+
+    def column(self, name: str, spec: dict) -> np.ndarray:
+        """A column of format 4: its frame's size checked against the column its manifest entry
+        declares, its checksum, then the column it inflates to."""
+        info = self._claim(name)
+        try:
+            size = columns.inflated_size(spec)
+        except columns.ColumnError as exc:
+            self.fail(f"array '{name}' {exc}")
+        fewest, most = columns.frame_bounds(size)
+        self.inflated += size
+        if size > MAX_MEMBER_BYTES or self.inflated > MAX_TOTAL_BYTES or info.file_size < fewest:
+            self.fail(f"member '{name}' is implausibly large (more than its bytes inflate to)")
+        if info.file_size > most:
+            self.fail(f"member '{name}' holds more bytes than its column needs")
+        if info.compress_type == zipfile.ZIP_STORED:
+            frame = os.pread(self.fd, info.file_size, self._stored_start(info))
+        else:
+            frame = self.read(name, info.file_size)
+        if len(frame) != info.file_size:
+            self.fail(f"member '{name}' is truncated")
+        if spec.get("xxh3") != xxhash.xxh3_64_hexdigest(frame):
+            self.fail(f"member '{name}' is damaged (its checksum does not match)")
+        try:
+            return columns.decode(spec, frame)
+        except columns.ColumnError as exc:
+            self.fail(f"member '{name}' {exc}")
+
+    def array(self, name: str, spec: dict) -> np.ndarray:
+        """A column of the formats before 4: a .npy array."""
+        info = self._claim(name)
         digest = spec.get("xxh3")
         if digest is not None and not isinstance(digest, str):
             self.fail(f"member '{name}' is damaged (its checksum does not match)")
@@ -600,10 +624,10 @@ def _run(reader: _Reader, run: Any, major: int) -> Trace:
         fail("a run entry has no path")
 
     def arr(name: str) -> np.ndarray:
-        full = f"{prefix}/{name}.npy"
+        full = f"{prefix}/{name}{SUFFIX if major >= 4 else '.npy'}"
         if not isinstance(specs.get(full), dict):
             fail(f"the manifest does not describe '{full}'")
-        return reader.array(full, specs[full])
+        return reader.column(full, specs[full]) if major >= 4 else reader.array(full, specs[full])
 
     tracks_raw = run.get("tracks")
     if isinstance(tracks_raw, list) and len(tracks_raw) > MAX_TRACKS:
@@ -681,7 +705,7 @@ def load_traces(path: str | os.PathLike) -> list[Trace]:
             if len(runs) > MAX_RUNS:
                 reader.fail(f"the file holds {len(runs):,} runs (at most {MAX_RUNS:,})")
             return [_run(reader, r, major) for r in runs]
-    except (zipfile.BadZipFile, EOFError):
+    except (zipfile.BadZipFile, EOFError, NotImplementedError):  # the last: a damaged "version needed to extract"
         raise TraceFileError(f"{label}: not a neuronviz trace file (damaged or truncated zip)") from None
     except (TypeError, ValueError, KeyError, OverflowError) as exc:
         # a safety net: every problem found above has its own message; this keeps the promise of

@@ -177,9 +177,9 @@ def test_an_output_name_at_the_file_systems_limit_is_written(seed, tmp_path, cap
 # a save that is slow enough to be interrupted: each column is written a twentieth of a second apart
 _SLOW_SAVE = """\
 import sys, time
-import sim.io.native as native
-write = native._write_aligned
-native._write_aligned = lambda *args: (time.sleep(0.05), write(*args))
+import sim.io.columns as columns
+encode = columns.encode
+columns.encode = lambda *args: (time.sleep(0.05), encode(*args))[1]
 from neuronviz.cli import main
 sys.exit(main(sys.argv[1:]))
 """

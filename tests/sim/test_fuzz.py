@@ -1,10 +1,11 @@
 """Seeded fuzzing of every file a user hands the tool: damaged and hostile .nvtrace files (bytes,
-zip headers, run metadata), Chrome trace JSON (damaged, and heavy in processes, counters and
-series), Perfetto .pftrace files, Neuron Explorer profiles (a damaged table, odd Metadata) and model
-config.json. Whatever the damage, loading either gives traces that every consumer
-(metrics, records, analysis, export) handles, or a one-line error of the tool's own; never a
-traceback. Each case's outcome is counted (opened, refused, over time, over memory, traceback);
-``bench/bench_fuzz.py`` runs many more cases and prints the counts, the slowest and the largest."""
+zip headers, run metadata, columns crafted with their checksums right), Chrome trace JSON
+(damaged, and heavy in processes, counters and series), Perfetto .pftrace files, Neuron Explorer
+profiles (a damaged table, odd Metadata) and model config.json. Whatever the damage, loading either
+gives traces that every consumer (metrics, records, analysis, export) handles, or a one-line error
+of the tool's own; never a traceback. Each case's outcome is counted (opened, refused, over time,
+over memory, traceback); ``bench/bench_fuzz.py`` runs many more cases and prints the counts, the
+slowest and the largest."""
 
 import json
 import os
@@ -32,6 +33,7 @@ from tests.fuzz_corpus import (
     metadata_cases,
     mutate_value,
     nvtrace_cases,
+    nvtrace_column_cases,
     nvtrace_meta_cases,
     nvtrace_zip_cases,
     use_traces,
@@ -131,6 +133,16 @@ def test_nvtrace_files_with_odd_run_metadata_open_or_give_one_line_errors(seed_f
         _check("nvtrace meta", path.name, _open_and_use(path))
     _no_tracebacks("nvtrace meta")
     assert outcomes["refused"] > 0 and outcomes["opened"] > 0
+
+
+def test_nvtrace_files_whose_columns_are_crafted_open_or_give_one_line_errors(seed_file, tmp_path):
+    outcomes = _outcomes("nvtrace columns")
+    for case, members in enumerate(nvtrace_column_cases(seed_file, SEED, CASES)):
+        path = tmp_path / f"columns{case}.nvtrace"
+        write_zip(path, members)
+        _check("nvtrace columns", path.name, _open_and_use(path))
+    _no_tracebacks("nvtrace columns")
+    assert outcomes["refused"] > CASES // 2
 
 
 @pytest.fixture(scope="module")
