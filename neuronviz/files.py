@@ -11,6 +11,7 @@ from neuronviz.session import Run
 from sim.errors import SimError, TraceFileError
 from sim.io import load_file, save_file
 from sim.io.inputs import open_regular, profile_of, table_files
+from sim.io.native import decoded_bytes
 from sim.run import RunConfig, simulate
 from sim.trace import Trace
 
@@ -53,7 +54,8 @@ def on_one_clock(runs: list[Run]) -> list[Run]:
 
 def reading_bytes(path: str) -> int:
     """About how much reading ``path`` may take: its size, and for a compressed file what it may
-    inflate to (a gzip file up to the ratio its reader allows, a zip what its members declare), so
+    inflate to (a gzip file up to the ratio its reader allows, a zip what its members declare and
+    a trace file's columns decode to), so
     that a small file that is slow to read opens off the GUI thread too. 0 for a file that cannot
     be looked at (its open fails at once, with its reason)."""
     from sim.io.chrome import GZIP_MAGIC, MAX_GZIP_RATIO
@@ -71,8 +73,8 @@ def reading_bytes(path: str) -> int:
             if head == GZIP_MAGIC:
                 return size * MAX_GZIP_RATIO
             if zipfile.is_zipfile(f):
-                with zipfile.ZipFile(f) as zf:
-                    return max(size, sum(i.file_size for i in zf.infolist()))
+                with zipfile.ZipFile(f) as zf:  # what the members inflate to, and the columns decode to
+                    return max(size, sum(i.file_size for i in zf.infolist()), decoded_bytes(zf))
     except (OSError, zipfile.BadZipFile, ValueError):
         return 0
     return size

@@ -132,6 +132,20 @@ def save_traces(path: str | os.PathLike, traces: Sequence[Trace]) -> None:
             zf.writestr(zipfile.ZipInfo(name, date_time=MEMBER_TIME), frame)
 
 
+def decoded_bytes(zf: zipfile.ZipFile) -> int:
+    """What a trace file's columns take once decoded, by its manifest (format 4 stores them
+    compressed: the members' sizes say far less); 0 when its manifest does not say."""
+    try:
+        info = zf.getinfo(MANIFEST)
+        if info.file_size > MAX_MANIFEST_BYTES:
+            return 0
+        manifest = orjson.loads(zf.read(MANIFEST))
+        return sum(int(spec["length"]) * np.dtype(spec["dtype"]).itemsize for run in manifest["runs"]
+                   for spec in run["arrays"].values())
+    except (KeyError, TypeError, ValueError, AttributeError, OSError, zipfile.BadZipFile, RuntimeError):
+        return 0
+
+
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, then the name and extra field lengths at offset 26
 _NPY_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 # the header numpy writes for a one-dimensional array of plain numbers (.npy format 1.0): read with

@@ -107,3 +107,16 @@ def test_traces_without_slices_or_length_still_open(tmp_path, capsys, events, du
     assert float(out.splitlines()[2].split()[-2]) == pytest.approx(duration_ms, abs=1e-3)
     png = tmp_path / "odd.png"
     assert run_cli(capsys, "screenshot", path, "-o", png, "--size", "600x400")[0] == 0 and png.exists()
+
+
+def test_a_compact_trace_file_is_read_by_what_its_columns_decode_to(tmp_path):
+    from neuronviz.files import reading_bytes
+    from sim.io import save_file
+    from sim.run import RunConfig, simulate
+
+    trace = simulate(RunConfig(model="gpt2", chip="inf2", mode="decode", seq=64, new_tokens=16))
+    path = tmp_path / "run.nvtrace"
+    save_file(path, [trace])
+    columns = sum(a.nbytes for a in trace.events.values())
+    assert path.stat().st_size < columns / 10  # stored compressed
+    assert reading_bytes(str(path)) >= columns  # so a big one opens off the GUI thread
