@@ -9,12 +9,23 @@ back into the same runs, one Trace per run; times come back within float roundin
 
 Import also reads files of other tools (PyTorch profiler / Kineto, Neuron profiler JSON exports):
 plain or gzip JSON, an object with ``traceEvents`` or a bare array (an array without its closing
-bracket is accepted, as the format allows). Phases X, B/E, i/I, C and M are understood; the rest
-(flows, async, samples, object snapshots) are skipped and counted in the meta. Decisions:
+bracket is accepted, as the format allows). Phases X, B/E, i/I, b/e/n, s/t/f, C and M are
+understood; the rest (legacy async S/T/F, which Perfetto skips too, samples, object snapshots)
+are skipped and counted in the meta. Slices are laid out as Perfetto lays them out:
 
-* every (pid, tid) with slices becomes a generic :class:`Track` named ``"process / thread"``; its
-  kind is the engine its thread name (or else its events' categories) names, otherwise ``other``;
-  ``core`` is the index of the process. Overlapping (nested) slices are kept as they are.
+* every (pid, tid) with slices becomes generic :class:`Track` s, one per depth of its nested
+  slices (:mod:`sim.io.slices`), named ``"process / thread"``, ``"process / thread ·1"``...; at
+  most :data:`MAX_DEPTH_ROWS` a thread (fewer when all would not fit :data:`MAX_TRACKS`), deeper
+  slices in its last row, counted in ``meta["slices_beyond_depth"]``; ``meta["track_depth"]``
+  gives each track's depth. A track's kind is the engine its thread name (or else its events'
+  categories) names, otherwise ``other``; ``core`` is the index of the process. Processes follow
+  their sort index, then first appearance; in each, async tracks come first, then threads by sort
+  index, then first appearance.
+* async slices (b/e matched by name, category and ``id`` or ``id2``, innermost first; n of no
+  length) go on a track per process and name, overlapping ones packed in rows below it.
+* flows (s/t/f by category, name and id; ``bind_id`` with ``flow_out``/``flow_in`` on a slice)
+  become ``meta["flows"]``: event indices ``from``/``to`` and each arrow's name, bound as Perfetto
+  binds them (:func:`_bind_flows`); points bound to no slice are counted.
 * B/E pairs are matched per thread, innermost first, in time order; an E without an open B is
   skipped and a B that never ends is closed at the last timestamp of the file, as chrome://tracing
   draws it. Both are counted in the meta (``unmatched_end_events``, ``unclosed_slices``).
