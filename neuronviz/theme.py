@@ -4,6 +4,8 @@ one (View > Theme, or ``--theme`` for the headless exports)."""
 
 from __future__ import annotations
 
+import re
+import zlib
 from dataclasses import dataclass
 
 import pyqtgraph as pg
@@ -39,6 +41,28 @@ ENGINE_LABELS = {
 
 def engine_color(kind: str) -> QColor:
     return QColor(ENGINE_COLORS.get(kind, ENGINE_COLORS["other"]))
+
+
+# slices of another tool's trace, coloured by name as Perfetto colours them: Tableau's 20 without
+# its greys (a grey slice would read as "no colour"), mid and light tones that carry dark text
+SLICE_COLORS = ("#4E79A7", "#F28E2B", "#E15759", "#76B7B2", "#59A14F", "#EDC948", "#B07AA1", "#FF9DA7",
+                "#9C755F", "#A0CBE8", "#FFBE7D", "#8CD17D", "#B6992D", "#499894", "#86BCB6", "#D37295",
+                "#FABFD2", "#D4A6C8")
+_DIGITS = re.compile(r"\d+")
+
+
+def name_color(name: str) -> QColor:
+    """The colour of a slice named ``name``: the same for the same name in every run and session
+    (a CRC of it, not Python's salted hash), digits left out as Perfetto does, so that
+    ``ProfilerStep#1`` and ``ProfilerStep#2`` look alike."""
+    key = _DIGITS.sub("", name).encode("utf-8", "surrogatepass")
+    return QColor(SLICE_COLORS[zlib.crc32(key) % len(SLICE_COLORS)])
+
+
+def text_on(color: QColor) -> QColor:
+    """Black or white, whichever reads better on ``color`` (by its luminance)."""
+    luminance = 0.299 * color.redF() + 0.587 * color.greenF() + 0.114 * color.blueF()
+    return QColor("#101010") if luminance > 0.5 else QColor("white")
 
 
 @dataclass(frozen=True)

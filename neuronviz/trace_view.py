@@ -5,6 +5,7 @@ Built once per open run; everything a pane needs at 60 frames per second is a lo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,6 +15,7 @@ from sim.integrals import BusyIntegral, CounterIntegral, IntegralStack, replayed
 from sim.trace import Trace, union_intervals
 
 NESTED_LOOKBACK = 64  # events checked backwards for an enclosing slice under the pointer
+MAX_ANCESTORS = 3  # the slices holding a slice that its hover names, innermost first
 ENGINE_ORDER = ("tensor", "vector", "scalar", "gpsimd", "dma_read", "dma_write", "collective")
 ROW_ORDER = (HOST, *ENGINE_ORDER)  # the host's costs first: the device's work follows them
 
@@ -40,6 +42,43 @@ class EventInfo:
     dur_ns: float
     flops: float
     nbytes: float
+    event: int = -1  # its index among the trace's events
+
+
+@dataclass(frozen=True)
+class FlowInfo:
+    """A flow arrow at an event: the event at its other end, and whether it leaves this one."""
+
+    name: str
+    outgoing: bool
+    other: EventInfo
+
+
+def slice_layout(trace: Trace) -> tuple[list[int] | None, tuple[np.ndarray, np.ndarray, list[str], np.ndarray]]:
+    """What the importer of a trace of another tool says of its slices (``sim.io.chrome``): each
+    track's depth under its thread's first track (None when the trace does not say, as for a
+    simulation, or says it wrongly), and its flows as (from, to, names, name of each), event
+    indices; a damaged description is ignored rather than trusted."""
+    meta, n_tracks, n_events = trace.meta, len(trace.tracks), trace.n_events
+    depth = meta.get("track_depth")
+    if not (isinstance(depth, list | tuple) and len(depth) == n_tracks
+            and all(type(d) is int and 0 <= d <= k for k, d in enumerate(depth))
+            and all(d == 0 or depth[k - 1] == d - 1 for k, d in enumerate(depth))):
+        depth = None
+    none = (np.zeros(0, np.int64), np.zeros(0, np.int64), [], np.zeros(0, np.int64))
+    flows = meta.get("flows")
+    if depth is None or not isinstance(flows, Mapping):
+        return depth, none
+    try:
+        a, b, which = (np.asarray(flows.get(k, ()), np.int64).reshape(-1) for k in ("from", "to", "name"))
+    except (TypeError, ValueError, OverflowError):
+        return depth, none
+    names = flows.get("names")
+    if not (isinstance(names, list | tuple) and all(type(n) is str for n in names) and len(a) == len(b) == len(which)
+            and (not len(a) or (min(a.min(), b.min()) >= 0 and max(a.max(), b.max()) < n_events
+                                and which.min() >= 0 and which.max() < len(names)))):
+        return depth, none
+    return depth, (a, b, list(names), which)
 
 
 class TraceView:
@@ -53,9 +92,21 @@ class TraceView:
         bounds = np.searchsorted(ev["track"][order], np.arange(len(trace.tracks) + 1))
         present = [i for i in range(len(trace.tracks)) if bounds[i + 1] > bounds[i]]
         rank = {k: n for n, k in enumerate(ROW_ORDER)}
-        self.rows = sorted(present, key=lambda i: (trace.tracks[i].core, rank.get(trace.tracks[i].kind, 99), i))
+        track_depth, (self.flow_from, self.flow_to, self.flow_names, self.flow_name) = slice_layout(trace)
+        # slices of another tool come in the importer's order (its processes' and threads' sort
+        # order, a thread's depths under it); engine rows by core and engine
+        self.rows = present if track_depth is not None else sorted(
+            present, key=lambda i: (trace.tracks[i].core, rank.get(trace.tracks[i].kind, 99), i))
         self.row_names = [trace.tracks[i].name for i in self.rows]
         self.row_kinds = [trace.tracks[i].kind for i in self.rows]
+        # per row: its depth under its thread's first row (-1: an engine row, shaded by busy fraction)
+        self.row_depth = [track_depth[i] if track_depth is not None else -1 for i in self.rows]
+        self.row_of_track = np.full(len(trace.tracks) + 1, -1, np.int64)
+        self.row_of_track[self.rows] = np.arange(len(self.rows))
+        out_order = np.argsort(self.flow_from, kind="stable")
+        in_order = np.argsort(self.flow_to, kind="stable")
+        self._flows_out = (self.flow_from[out_order], out_order)  # flows by the event they leave
+        self._flows_in = (self.flow_to[in_order], in_order)
         self._idx = []  # per row: its events, by start
         self._starts = []
         self.integrals = []  # per row: busy time over the union of its events (nested slices once)
@@ -67,6 +118,38 @@ class TraceView:
             self.integrals.append(replayed(BusyIntegral(*union_intervals(ev["start_ns"][idx], ev["dur_ns"][idx])),
                                            trace))
         self.row_stack = IntegralStack(self.integrals)  # all rows at once, for drawing
+
+    @property
+    def slice_rows(self) -> list[int]:
+        """The rows of another tool's slices, drawn as slices coloured by name."""
+        return [r for r, d in enumerate(self.row_depth) if d >= 0]
+
+    def row_events(self, row: int) -> np.ndarray:
+        """The events of ``row`` (indices into the trace's), by start."""
+        return self._idx[row]
+
+    def ancestors(self, row: int, info: EventInfo) -> list[EventInfo]:
+        """The slices holding ``info`` (an event of ``row``) on the rows above it in its thread,
+        innermost first, at most :data:`MAX_ANCESTORS`."""
+        out: list[EventInfo] = []
+        while 0 < row < len(self.rows) and self.row_depth[row] > 0 and len(out) < MAX_ANCESTORS:
+            row -= 1
+            parent = self.event_at(row, info.start_ns)
+            if parent is None:
+                break
+            out.append(parent)
+            info = parent
+        return out
+
+    def flows_at(self, event: int) -> list[FlowInfo]:
+        """The flows leaving and entering ``event``."""
+        out = []
+        for (ends, order), outgoing in ((self._flows_out, True), (self._flows_in, False)):
+            lo, hi = np.searchsorted(ends, event), np.searchsorted(ends, event, side="right")
+            for f in order[lo:hi].tolist():
+                other = int(self.flow_to[f] if outgoing else self.flow_from[f])
+                out.append(FlowInfo(self.flow_names[int(self.flow_name[f])], outgoing, self._info(other)))
+        return out
 
     def find_layers(self, text: str) -> np.ndarray:
         """Indices of the layers whose name, or the name of one of whose ops, contains ``text``
@@ -111,7 +194,7 @@ class TraceView:
             track=tr.tracks[int(ev["track"][e])].name, op=tr.op_names[int(ev["op"][e])],
             layer=tr.layer_names[layer] if 0 <= layer < len(tr.layer_names) else "",
             start_ns=float(ev["start_ns"][e]), dur_ns=float(ev["dur_ns"][e]),
-            flops=float(ev["flops"][e]), nbytes=float(ev["bytes"][e]),
+            flops=float(ev["flops"][e]), nbytes=float(ev["bytes"][e]), event=e,
         )
 
     def replay_at(self, t_ns: float) -> ReplayInfo | None:

@@ -24,6 +24,7 @@ from PySide6.QtGui import QColor, QFont, QImage, QLinearGradient, QPainter
 from PySide6.QtWidgets import QGraphicsItem
 
 from neuronviz.items import reports_errors
+from neuronviz.theme import text_on
 from sim.integrals import IntegralStack
 
 MAX_COLUMNS = 8192
@@ -39,7 +40,8 @@ CACHE = QGraphicsItem.CacheMode.DeviceCoordinateCache
 ROW_FILL = 0.8  # fraction of a row's height the bars fill
 TICK_BELOW = 0.1  # busy fraction under which a column's shade is too faint to see: it gets a tick
 TICK_PX = 2.0  # the tick's height on screen
-MIN_LABEL_PX = 24  # layer spans narrower than this on screen get no name
+MIN_LABEL_PX = 24  # layer spans and slices narrower than this on screen get no name
+MIN_TEXT_ROW_PX = 10  # slice rows lower than this on screen get no names (they would overlap)
 MATCH_COLOR = "#F0C808"  # layers matching the search: a yellow that reads on light and dark backgrounds
 
 
@@ -94,17 +96,20 @@ class RasterItem(pg.GraphicsObject):
 
 
 class TrackRows(RasterItem):
-    """Engine rows: row ``i`` spans y in ``[i, i+1)``."""
+    """Engine rows: the ``i``-th row of ``rows`` spans y in ``[ys[i], ys[i]+1)`` (``ys`` is
+    ``0, 1, ...`` unless given)."""
 
-    def __init__(self, rows: IntegralStack, colors: list[QColor], duration_ns: float) -> None:
+    def __init__(self, rows: IntegralStack, colors: list[QColor], duration_ns: float,
+                 ys: list[int] | None = None) -> None:
         super().__init__()
         self.rows = rows  # the busy integral of each row
+        self.ys = list(range(len(rows))) if ys is None else ys
         self.channels = np.array([[c.red(), c.green(), c.blue()] for c in colors] or np.zeros((0, 3)), np.float64)
         self.opaque = np.array([argb(c) for c in colors], np.uint32) | np.uint32(0xFF000000)  # the ticks' colours
         self.duration_ns = duration_ns
 
     def boundingRect(self) -> QRectF:
-        return QRectF(0.0, 0.0, self.duration_ns * self.x_scale, float(len(self.rows)))
+        return QRectF(0.0, 0.0, self.duration_ns * self.x_scale, float(max(self.ys, default=-1) + 1))
 
     def rasterise(self, x0: float, x1: float, columns: int) -> tuple[np.ndarray, np.ndarray]:
         """Premultiplied ARGB pixels, one row per track, for ``columns`` columns between ``x0`` and
@@ -131,10 +136,10 @@ class TrackRows(RasterItem):
         pad = (1.0 - ROW_FILL) / 2
         tick = min(ROW_FILL, TICK_PX / (abs(p.transform().m22()) or 1.0))
         source = QRectF(0, 0, cols, 1)
-        for row, img in enumerate(shades):
-            p.drawImage(QRectF(x0, row + pad, x1 - x0, ROW_FILL), img, source)
+        for row, (y, img) in enumerate(zip(self.ys, shades, strict=True)):
+            p.drawImage(QRectF(x0, y + pad, x1 - x0, ROW_FILL), img, source)
             if ticks[row] is not None:
-                p.drawImage(QRectF(x0, row + pad + ROW_FILL - tick, x1 - x0, tick), ticks[row], source)
+                p.drawImage(QRectF(x0, y + pad + ROW_FILL - tick, x1 - x0, tick), ticks[row], source)
 
     def _row_images(self, x0: float, x1: float, cols: int) -> tuple[list[QImage], list[QImage | None]]:
         """An image of shades per row (an SVG would draw all rows of one image in each) and one of
@@ -143,6 +148,92 @@ class TrackRows(RasterItem):
         shades, ticks = (np.ascontiguousarray(a) for a in self.rasterise(x0, x1, cols))
         return ([_image(shades[row]) for row in range(len(shades))],
                 [_image(ticks[row]) if ticks[row].any() else None for row in range(len(ticks))])
+
+
+class SliceRows(RasterItem):
+    """Rows of slices of another tool's trace, drawn as Perfetto draws them: each pixel column of
+    a row in the colour of the slice there (by its name, :func:`neuronviz.theme.name_color`) at
+    full opacity, the background where there is none. Zoomed out, a column holding several
+    slices takes the colour of the first; every slice, an instant too, covers at least the column
+    it starts in. Names are written inside slices wide enough to hold a few characters."""
+
+    def __init__(self, ys: list[int], starts: list[np.ndarray], ends: list[np.ndarray], ops: list[np.ndarray],
+                 op_names: tuple[str, ...], op_colors: list[QColor], duration_ns: float) -> None:
+        super().__init__()
+        self.ys, self.starts, self.ops, self.op_names = ys, starts, ops, op_names
+        self.ends = ends
+        # slices of a row do not overlap, except beyond the depth a thread's rows hold: the
+        # furthest any slice so far reaches keeps a row's ends in order for the searches
+        self.reach = [np.maximum.accumulate(e) if len(e) else e for e in ends]
+        self.by_length = [np.argsort(s - e, kind="stable") for s, e in zip(starts, ends, strict=True)]
+        self.colors = np.array([argb(c) for c in op_colors] or [0], np.uint32) | np.uint32(0xFF000000)
+        self.text = [text_on(c) for c in op_colors]
+        self.duration_ns = duration_ns
+
+    def boundingRect(self) -> QRectF:
+        return QRectF(0.0, 0.0, self.duration_ns * self.x_scale, float(max(self.ys, default=-1) + 1))
+
+    def rasterise(self, x0: float, x1: float, columns: int) -> np.ndarray:
+        """Opaque ARGB pixels, one row per slice row, for ``columns`` columns from ``x0`` to ``x1``."""
+        edges = np.linspace(x0, x1, columns + 1) / self.x_scale
+        out = np.zeros((len(self.ys), columns), np.uint32)
+        for r, (start, reach, op) in enumerate(zip(self.starts, self.reach, self.ops, strict=True)):
+            if not len(start):
+                continue
+            first = np.searchsorted(reach, edges[:-1], side="left")  # the first slice not ended before the column
+            at = np.clip(first, 0, len(start) - 1)
+            inside = (first < len(start)) & (start[at] < edges[1:])
+            out[r] = np.where(inside, self.colors[op[at]], np.uint32(0))
+        return out
+
+    @reports_errors
+    def paint(self, p: QPainter, *args) -> None:
+        vis = visible_columns(self, p, 0.0, self.duration_ns * self.x_scale)
+        if vis is None or not self.ys:
+            return
+        x0, x1, cols = vis
+        pixels = np.ascontiguousarray(self.drawn(vis, lambda: self.rasterise(x0, x1, cols)))
+        p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
+        pad = (1.0 - ROW_FILL) / 2
+        source = QRectF(0, 0, cols, 1)
+        for r, y in enumerate(self.ys):
+            p.drawImage(QRectF(x0, y + pad, x1 - x0, ROW_FILL), _image(pixels[r]), source)
+        if abs(p.transform().m22()) * ROW_FILL >= MIN_TEXT_ROW_PX:
+            self._labels(p, x0, x1)
+
+    def _wide(self, r: int, x0: float, x1: float, px_per_ns: float) -> np.ndarray:
+        """The slices of row ``r`` in view at least :data:`MIN_LABEL_PX` wide on screen: looked
+        for among the slices in view or among those long enough, whichever are fewer."""
+        start, end, reach = self.starts[r], self.ends[r], self.reach[r]
+        lo, hi = int(np.searchsorted(reach, x0, side="left")), int(np.searchsorted(start, x1))
+        length = (end - start)[self.by_length[r]]  # longest first
+        n_long = int(np.searchsorted(-length, -MIN_LABEL_PX / px_per_ns, side="right"))
+        cand = self.by_length[r][:n_long] if n_long < hi - lo else np.arange(lo, max(hi, lo))
+        a, b = np.maximum(start[cand], x0), np.minimum(end[cand], x1)
+        return np.sort(cand[(b - a) * px_per_ns >= MIN_LABEL_PX])
+
+    def _labels(self, p: QPainter, x0_x: float, x1_x: float) -> None:
+        tr = p.transform()
+        px_per_ns = abs(tr.m11()) * self.x_scale
+        x0, x1 = x0_x / self.x_scale, x1_x / self.x_scale
+        p.save()
+        p.resetTransform()
+        font = QFont()
+        font.setPointSizeF(8.0)
+        p.setFont(font)
+        metrics = p.fontMetrics()
+        for r, y in enumerate(self.ys):
+            for i in self._wide(r, x0, x1, px_per_ns).tolist():
+                a = tr.map(QPointF(max(self.starts[r][i], x0) * self.x_scale, y + 0.1))
+                b = tr.map(QPointF(min(self.ends[r][i], x1) * self.x_scale, y + 0.9))
+                rect = QRectF(a, b).normalized().adjusted(3, 0, -3, 0)
+                op = int(self.ops[r][i])
+                name = self.op_names[op]
+                if rect.width() > metrics.horizontalAdvance(name[:4]) + 4:
+                    p.setPen(self.text[op])
+                    p.drawText(rect, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,
+                               metrics.elidedText(name, Qt.TextElideMode.ElideRight, int(rect.width())))
+        p.restore()
 
 
 def _image(row: np.ndarray) -> QImage:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Mapping
 from functools import cached_property
+from html import escape
 
 import numpy as np
 import pyqtgraph as pg
@@ -16,10 +17,11 @@ from PySide6.QtWidgets import QGraphicsItem, QHBoxLayout, QLabel, QSizePolicy, Q
 from neuronviz.items.area import AreaViewBox, LinkedViewBox
 from neuronviz.items.bands import Band, BandAxis, BandRules, ViewLine, band_transform
 from neuronviz.items.curve import CurveRaster
-from neuronviz.items.raster import CACHE, SHADE_HELP, LayerRow, ShadeLegend, TrackRows
+from neuronviz.items.flows import FlowArrows
+from neuronviz.items.raster import CACHE, SHADE_HELP, LayerRow, ShadeLegend, SliceRows, TrackRows
 from neuronviz.items.time_axis import TimeAxis
 from neuronviz.session import Run, Session
-from neuronviz.theme import ENGINE_COLORS, ENGINE_LABELS, engine_color, palette
+from neuronviz.theme import ENGINE_COLORS, ENGINE_LABELS, engine_color, name_color, palette
 from neuronviz.trace_view import ENGINE_ORDER
 from neuronviz.widgets.chip_diagram import CORE_ENGINES, ChipDiagram, ChipState
 from sim.catalogue import BY_KEY, label, text, unit_of
@@ -46,6 +48,8 @@ LEFT_AXIS_WIDTH = 88
 ROW_LABEL_CHARS = 10
 ACTIVITY_WINDOW = 0.01  # chip diagram activity: busy fraction over 1% of the run around the playhead
 HOVER_SLACK_PX = 4  # hover and click pick the nearest event this close to the pointer
+MAX_FLOWS_LISTED = 4  # flows a slice's hover names
+FLOW_ALPHA = 200  # flow arrows: the foreground, nearly opaque
 
 
 def _fmt_time(ns: float) -> str:
@@ -60,6 +64,15 @@ def _short(name: str, chars: int = ROW_LABEL_CHARS) -> str:
     """The last part of a "process / thread" track name, elided to fit the row labels."""
     tail = name.rsplit(" / ", 1)[-1]
     return tail if len(tail) <= chars else tail[: chars - 1] + "…"
+
+
+def _row_label(name: str, depth: int) -> str:
+    """A slice row's label: its thread's name (elided), and under it ``·1``, ``·2``... after it,
+    so that a thread's rows stay recognisable."""
+    if depth <= 0:
+        return _short(name)
+    suffix = f" ·{depth}"
+    return _short(name.removesuffix(suffix), ROW_LABEL_CHARS - len(suffix) + 1) + suffix
 
 
 def _fmt_si(value: float, unit: str) -> str:
@@ -156,6 +169,10 @@ def header_html(run: Run, baseline: Run | None) -> str:
     if mode == "imported":  # a trace of another tool: no model or price to speak of
         source = run.trace.meta.get("source_file", d.workload.model)
         counts = f"{run.trace.n_events:,} events · {len(run.view.rows)} tracks"
+        deeper = run.trace.meta.get("slices_beyond_depth")
+        if type(deeper) is int and deeper > 0:
+            counts += (f" · <span style='color:gray'>{deeper:,} slices nested deeper than "
+                       f"{run.trace.meta.get('depth_rows')} levels are drawn in their thread's last row</span>")
         if not d.measured:
             return f"<b>{run.title}</b> &nbsp; {source}<br>duration {t('latency_ms')} ms · {counts}"
         # a device profile: what the device measured, under the catalogue's names
@@ -351,9 +368,9 @@ class ComparisonPane(QWidget):
         # a row is its engine's name, or its track's where several rows are of one kind (the DMA
         # queues and the cores of a device profile)
         kinds = collections.Counter(view.row_kinds)
-        ticks = [(-0.5, "Layers")] + [(i + 0.5, ENGINE_LABELS.get(k) if kinds[k] == 1 and k in ENGINE_LABELS
-                                       else _short(n)) for i, (k, n) in
-                                      enumerate(zip(view.row_kinds, view.row_names, strict=True))]
+        ticks = [(-0.5, "Layers")] + [(i + 0.5, _row_label(n, depth) if depth >= 0 else ENGINE_LABELS.get(k)
+                                       if kinds[k] == 1 and k in ENGINE_LABELS else _short(n)) for i, (k, n, depth) in
+                                      enumerate(zip(view.row_kinds, view.row_names, view.row_depth, strict=True))]
         left = self.timeline.getAxis("left")
         left.setTicks([ticks, []])
         left.setWidth(LEFT_AXIS_WIDTH)
@@ -361,14 +378,19 @@ class ComparisonPane(QWidget):
         _cached_y_axis(self.timeline)
         _eager_transform(self.timeline)
         self.timeline.getAxis("bottom").setStyle(showValues=True)
-        self.rows_item = TrackRows(view.row_stack, [engine_color(k) for k in view.row_kinds], self.run.duration_ns)
+        self._slices_and_flows()
+        engine_rows = [r for r, depth in enumerate(view.row_depth) if depth < 0]
+        stack = view.row_stack if len(engine_rows) == n_rows else IntegralStack(
+            [view.integrals[r] for r in engine_rows])
+        self.rows_item = TrackRows(stack, [engine_color(view.row_kinds[r]) for r in engine_rows],
+                                   self.run.duration_ns, engine_rows)
         self.timeline.addItem(self.rows_item)
         self.layers = LayerRow(tr.layer_names, tr.layer_start_ns, tr.layer_end_ns, -1.0,
                                (QColor(pal.layer_a), QColor(pal.layer_b)), QColor("#d1495b"), QColor(pal.foreground))
         self.timeline.addItem(self.layers)
-        # the rows' scale in the corner under their names, left of the time axis
-        self.timeline.layout.addItem(ShadeLegend(QColor(pal.background), QColor(pal.foreground),
-                                                 QColor(pal.foreground)), 3, 0)
+        if engine_rows:  # the rows' scale in the corner under their names, left of the time axis
+            self.timeline.layout.addItem(ShadeLegend(QColor(pal.background), QColor(pal.foreground),
+                                                     QColor(pal.foreground)), 3, 0)
         self.bands: list[Band] = []
         self.curves: list[CurveRaster] = []
         self.legends: list[pg.LegendItem] = []
@@ -404,6 +426,24 @@ class ComparisonPane(QWidget):
         scene = self.graphics.scene()
         scene.sigMouseMoved.connect(self._hover)
         scene.sigMouseClicked.connect(self._click)
+
+    def _slices_and_flows(self) -> None:
+        """Another tool's slices, coloured by name on their rows, and the flows between them."""
+        view, tr = self.view, self.run.trace
+        ev = tr.events
+        rows = view.slice_rows
+        events = [view.row_events(r) for r in rows]
+        self.slices_item = SliceRows(rows, [ev["start_ns"][e] for e in events],
+                                     [ev["start_ns"][e] + ev["dur_ns"][e] for e in events],
+                                     [ev["op"][e] for e in events], tr.op_names, [name_color(n) for n in tr.op_names],
+                                     self.run.duration_ns)
+        self.timeline.addItem(self.slices_item)
+        a, b = view.flow_from, view.flow_to
+        y = view.row_of_track[ev["track"]] + 0.5 if tr.n_events else np.zeros(0)
+        color = QColor(palette().foreground)
+        color.setAlpha(FLOW_ALPHA)
+        self.flows_item = FlowArrows(ev["start_ns"][a] + ev["dur_ns"][a], y[a], ev["start_ns"][b], y[b], color)
+        self.timeline.addItem(self.flows_item)
 
     def _mark_unstored(self) -> None:
         """Mark the stretches of steps that ran but were not kept as events (a long decode or
@@ -593,6 +633,8 @@ class ComparisonPane(QWidget):
         scale = 1.0 / self.run.duration_ns if normalised else 1.0
         self.time_axis.set_normalised(normalised)
         self.rows_item.set_x_scale(scale)
+        self.slices_item.set_x_scale(scale)
+        self.flows_item.set_x_scale(scale)
         self.layers.set_x_scale(scale)
         self.replayed.set_x_scale(scale)
         for item in self.curves:
@@ -778,9 +820,31 @@ class ComparisonPane(QWidget):
         else:
             QToolTip.hideText()
 
+    def _slice_text(self, row: int, t_ns: float) -> str:
+        """A slice row under the pointer: the slice there (or nearest it), the slices holding it and
+        the flows leaving and entering it."""
+        info = self._event_near(row, t_ns)
+        if info is None:
+            return ""
+        text = (f"<b>{escape(info.op)}</b> ({escape(_short(info.track, 40))})<br>start {_fmt_time(info.start_ns)}"
+                f" · duration {_fmt_time(info.dur_ns)}<br>category {escape(info.layer)}")
+        ancestors = self.view.ancestors(row, info)
+        if ancestors:
+            text += "<br>in " + " ‹ ".join(f"<b>{escape(a.op)}</b>" if k == 0 else escape(a.op)
+                                           for k, a in enumerate(ancestors))
+        flows = self.view.flows_at(info.event)
+        for f in flows[:MAX_FLOWS_LISTED]:
+            where = f"{escape(f.other.op)} ({escape(_short(f.other.track, 40))}) at {_fmt_time(f.other.start_ns)}"
+            text += f"<br>flow {escape(f.name)} {'→ to' if f.outgoing else '← from'} {where}"
+        if len(flows) > MAX_FLOWS_LISTED:
+            text += f"<br>and {len(flows) - MAX_FLOWS_LISTED:,} more flows"
+        return text
+
     def _row_text(self, row: int, t_ns: float) -> str:
         """An engine row under the pointer: the event there (or nearest it), how busy the engine is
         in the pixel under the pointer, and whether that step was replayed."""
+        if self.view.row_depth[row] >= 0:
+            return self._slice_text(row, t_ns)
         info = self._event_near(row, t_ns)
         text = "" if info is None else (
             f"<b>{info.op}</b> ({info.track})<br>layer {info.layer}<br>start {_fmt_time(info.start_ns)}"

@@ -9,12 +9,23 @@ back into the same runs, one Trace per run; times come back within float roundin
 
 Import also reads files of other tools (PyTorch profiler / Kineto, Neuron profiler JSON exports):
 plain or gzip JSON, an object with ``traceEvents`` or a bare array (an array without its closing
-bracket is accepted, as the format allows). Phases X, B/E, i/I, C and M are understood; the rest
-(flows, async, samples, object snapshots) are skipped and counted in the meta. Decisions:
+bracket is accepted, as the format allows). Phases X, B/E, i/I, b/e/n, s/t/f, C and M are
+understood; the rest (legacy async S/T/F, which Perfetto skips too, samples, object snapshots)
+are skipped and counted in the meta. Slices are laid out as Perfetto lays them out:
 
-* every (pid, tid) with slices becomes a generic :class:`Track` named ``"process / thread"``; its
-  kind is the engine its thread name (or else its events' categories) names, otherwise ``other``;
-  ``core`` is the index of the process. Overlapping (nested) slices are kept as they are.
+* every (pid, tid) with slices becomes generic :class:`Track` s, one per depth of its nested
+  slices (:mod:`sim.io.slices`), named ``"process / thread"``, ``"process / thread ·1"``...; at
+  most :data:`MAX_DEPTH_ROWS` a thread (fewer when all would not fit :data:`MAX_TRACKS`), deeper
+  slices in its last row, counted in ``meta["slices_beyond_depth"]``; ``meta["track_depth"]``
+  gives each track's depth. A track's kind is the engine its thread name (or else its events'
+  categories) names, otherwise ``other``; ``core`` is the index of the process. Processes follow
+  their sort index, then first appearance; in each, async tracks come first, then threads by sort
+  index, then first appearance.
+* async slices (b/e matched by name, category and ``id`` or ``id2``, innermost first; n of no
+  length) go on a track per process and name, overlapping ones packed in rows below it.
+* flows (s/t/f by category, name and id; ``bind_id`` with ``flow_out``/``flow_in`` on a slice)
+  become ``meta["flows"]``: event indices ``from``/``to`` and each arrow's name, bound as Perfetto
+  binds them (:func:`_bind_flows`); points bound to no slice are counted.
 * B/E pairs are matched per thread, innermost first, in time order; an E without an open B is
   skipped and a B that never ends is closed at the last timestamp of the file, as chrome://tracing
   draws it. Both are counted in the meta (``unmatched_end_events``, ``unclosed_slices``).
@@ -39,6 +50,7 @@ import collections
 import gc
 import gzip
 import math
+import operator
 import os
 import re
 import zlib
@@ -67,6 +79,7 @@ from sim.io.native import (
     _validate_trace,
     read_problem,
 )
+from sim.io.slices import RowIndex, stack_depths, stack_order
 from sim.trace import EVENT_COLUMNS, Counter, Trace, Track
 
 FORMAT_NAME = "neuronviz-chrome"
@@ -82,6 +95,9 @@ GZIP_MAGIC = b"\x1f\x8b"
 # a timestamp or duration beyond the longest a trace lasts is damage; epoch microseconds (1.7e15
 # in 2023, as Kineto and Perfetto write them) are well inside, and are shifted to the first
 MAX_TIME_US = MAX_TIME_NS / 1e3
+# rows a thread's nested slices get at most (Perfetto draws every depth; a row here is at least 16 px
+# of a pane): deeper slices are drawn in the last row and counted in meta["slices_beyond_depth"]
+MAX_DEPTH_ROWS = 32
 CHUNK_EVENTS = 1 << 16  # events serialised at a time by save_chrome
 CHUNK_BYTES = 1 << 20  # JSON text decoded at a time by load_chrome (larger pieces only take more memory)
 assert MAX_TRACKS <= np.iinfo(EVENT_COLUMNS["track"]).max  # the event table's track column is int16
@@ -447,6 +463,10 @@ class _Slice(msgspec.Struct, tag_field="ph", tag="X"):
     tid: int | str = 0
     dur: float = 0.0
     args: _SliceArgs | None = None
+    # a flow of the format's second version leaves (flow_out) or enters (flow_in) this slice
+    bind_id: Any = None
+    flow_in: Any = False
+    flow_out: Any = False
 
 
 class _Instant(_Slice, tag="i"):
@@ -470,6 +490,49 @@ class _End(_Begin, tag="E"):
     pass
 
 
+class _AsyncBegin(msgspec.Struct, tag_field="ph", tag="b"):
+    """A nestable async event (b, e, or n for an instant); ``id`` or ``id2`` says which slices
+    belong together (with the category and the name, as Perfetto matches them)."""
+
+    ts: float
+    name: str = ""
+    cat: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    id: Any = None
+    id2: Any = None
+    args: dict | None = None
+
+
+class _AsyncEnd(_AsyncBegin, tag="e"):
+    pass
+
+
+class _AsyncInstant(_AsyncBegin, tag="n"):
+    pass
+
+
+class _FlowStart(msgspec.Struct, tag_field="ph", tag="s"):
+    """A flow event (s, t, f) of the format's first version: an arrow between the slices enclosing
+    its points (an f without ``"bp": "e"`` enters the next slice to begin on its thread)."""
+
+    ts: float
+    name: str = ""
+    cat: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    id: Any = None
+    bp: Any = None
+
+
+class _FlowStep(_FlowStart, tag="t"):
+    pass
+
+
+class _FlowEnd(_FlowStart, tag="f"):
+    pass
+
+
 class _CounterEvent(msgspec.Struct, tag_field="ph", tag="C"):
     ts: float
     args: dict[str, float]
@@ -486,7 +549,7 @@ class _Metadata(msgspec.Struct, tag_field="ph", tag="M"):  # only decoration: un
 
 
 class _Skipped(msgspec.Struct):
-    """An event of a phase import does not read (flows, async, samples, object snapshots...)."""
+    """An event of a phase import does not read (samples, object snapshots, marks...)."""
 
 
 def _loose(cls: type, **types: Any) -> type:
@@ -500,14 +563,18 @@ _LooseSliceArgs = msgspec.defstruct("_LooseSliceArgs",
 _NO_ARGS = _LooseSliceArgs()
 # the other phases of the Trace Event Format: decoded without any field, then counted as skipped
 _SKIPPED_PHASES = tuple(msgspec.defstruct(f"_Skipped_{ord(p)}", [], bases=(_Skipped,), tag_field="ph", tag=p)
-                        for p in "bneSTpFstfPNODVvRc()")
-_STRICT = (_Slice, _Instant, _InstantOld, _Begin, _End, _CounterEvent)
+                        for p in "STpFPNODVvRc()")  # S, T, F: legacy async events, which Perfetto skips too
+_STRICT = (_Slice, _Instant, _InstantOld, _Begin, _End, _CounterEvent, _AsyncBegin, _AsyncEnd, _AsyncInstant,
+           _FlowStart, _FlowStep, _FlowEnd)
 _LOOSE = tuple(_loose(cls, args=_LooseSliceArgs | None) if issubclass(cls, _Slice) else _loose(cls) for cls in _STRICT)
 _PHASE_TYPE = {cls.__struct_config__.tag: cls for cls in (*_LOOSE, _Metadata, *_SKIPPED_PHASES)}
-_SLICE, _INSTANT, _BEGIN_END, _COUNTER, _METADATA = 1, 2, 3, 4, 5
+_SLICE, _INSTANT, _BEGIN_END, _COUNTER, _METADATA, _ASYNC, _FLOW = 1, 2, 3, 4, 5, 6, 7
 _CODE = {cls: code for family in (_STRICT, _LOOSE) for cls, code in zip(
-    family, (_SLICE, _INSTANT, _INSTANT, _BEGIN_END, _BEGIN_END, _COUNTER), strict=True)} | {_Metadata: _METADATA}
+    family, (_SLICE, _INSTANT, _INSTANT, _BEGIN_END, _BEGIN_END, _COUNTER, _ASYNC, _ASYNC, _ASYNC,
+             _FLOW, _FLOW, _FLOW), strict=True)} | {_Metadata: _METADATA}
 _BEGINS = (_Begin, _LOOSE[3])
+_PHASE_OF = {cls: cls.__struct_config__.tag for cls in (*_STRICT, *_LOOSE)}  # an async or flow event's phase
+_STRICT_FLOWS = {_FlowStart, _FlowStep, _FlowEnd}
 _EventType = Union[(*_STRICT, _Metadata, *_SKIPPED_PHASES)]  # noqa: UP007 (a union built from a tuple)
 
 
@@ -561,7 +628,7 @@ def _typed(events: Any, first: int, fail: _Fail) -> list:
             out.append(_Skipped())
             continue
         args = ev.get("args")
-        if cls in _CODE and _CODE[cls] != _COUNTER and _CODE[cls] != _METADATA and not isinstance(args, dict | None):
+        if _CODE.get(cls) in (_SLICE, _INSTANT, _BEGIN_END, _ASYNC) and not isinstance(args, dict | None):
             fail(f"event {i}: 'args' should be an object but is {_json_type(args)}")
         try:
             out.append(msgspec.convert(ev, cls))
@@ -834,6 +901,27 @@ class _Scan:
     skipped: int = 0
     unclosed: int = 0
     unmatched_end: int = 0
+    flows: _FlowPoints | None = None  # the points of flows, to be bound to slices
+
+
+@dataclass
+class _FlowPoints:
+    """The points flows pass through, in the file's order: which flow (an index into ``names``,
+    one a flow), where (a slice's position in the file, or a thread and a time) and their role."""
+
+    flow: np.ndarray  # index of its flow
+    names: list[str]  # of each flow
+    ts: np.ndarray  # microseconds as in the file
+    pos: np.ndarray  # in the file
+    role: np.ndarray  # BEGIN, STEP or END (of a chain: begin -> step -> ... -> end)
+    slice_pos: np.ndarray  # the position of the slice it is bound to (the second version's), or -1
+    thread: np.ndarray  # index into the scan's keys (the first version's), or -1
+    next_slice: np.ndarray  # bound to the next slice to begin on its thread, not the one it is in
+
+
+FLOW_BEGIN, FLOW_STEP, FLOW_END = 0, 1, 2
+ASYNC = "async"  # a process's async slices of one name are keyed (pid, (ASYNC, name)): no tid is a pair
+_FLOW_ROLE = {"s": FLOW_BEGIN, "t": FLOW_STEP, "f": FLOW_END}
 
 
 _SLICE_COLUMNS = ("key", "pos", "name", "cat", "ts", "dur", "layer", "op", "layer_index", "flops", "bytes",
@@ -851,6 +939,9 @@ class _Scanner:
         self.parts: dict[str, list] = {c: [] for c in _SLICE_COLUMNS}
         self.counter_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.begin_end: list[tuple[int, Any]] = []
+        self.async_events: list[tuple[int, Any]] = []
+        self.flow_parts: list[tuple[np.ndarray, list]] = []  # positions and flow events, a piece at a time
+        self.bound: list[tuple[int, Any, bool, bool]] = []  # slices a flow leaves or enters: (pos, id, in, out)
         self.checked = False  # whether the decoder checked the types of the piece being added
         self.strings = _Index()  # every distinct name, category and layer
         self.end = -math.inf  # the last time any event reaches
@@ -866,6 +957,11 @@ class _Scanner:
             self._slices(_pick(events, pos), pos + first, code[pos] == _INSTANT)
         pos = np.flatnonzero(code == _BEGIN_END)
         self.begin_end += zip((pos + first).tolist(), _pick(events, pos), strict=True)
+        pos = np.flatnonzero(code == _ASYNC)
+        self.async_events += zip((pos + first).tolist(), _pick(events, pos), strict=True)
+        pos = np.flatnonzero(code == _FLOW)
+        if len(pos):
+            self.flow_parts.append((pos + first, _pick(events, pos)))
         for ev in _pick(events, np.flatnonzero(code == _METADATA)):
             self._metadata(ev)
         pos = np.flatnonzero(code == _COUNTER)
@@ -899,6 +995,10 @@ class _Scanner:
         if None in args:
             args = [_NO_ARGS if a is None else a for a in args]
         self._add(keys, pos, name, cat, ts, dur, args)
+        bind = _attr(events, "bind_id")
+        if bind.count(None) != len(bind):
+            self.bound += ((p, b, e.flow_in is True, e.flow_out is True)
+                           for p, b, e in zip(pos_l, bind, events, strict=True) if _flow_id(b))
 
     def _add(self, keys: list, pos: np.ndarray, name: list, cat: list, ts: np.ndarray, dur: np.ndarray,
              args: list[_SliceArgs]) -> None:
@@ -1004,8 +1104,116 @@ class _Scanner:
                   [msgspec.convert({**(b.args or _EMPTY), **(e.args or _EMPTY)}, _SliceArgs)
                    for b, e in zip(begins, ends, strict=True)])
 
+    def _async_slices(self) -> list[tuple]:
+        """The checked async events with what matches them: ``(j, key, name, cat, ts, group)``
+        where ``j`` indexes :attr:`async_events`; an event without an id is skipped, as Perfetto
+        does."""
+        if not self.async_events:
+            return []
+        pos_l, events = map(list, zip(*self.async_events, strict=True))
+        self.checked = False
+        keys, names, cats = self._identity(events, pos_l)
+        ts = _numbers(_attr(events, "ts"), pos_l, "ts", self.fail, MAX_TIME_US).tolist()
+        out = []
+        for j, (ev, key, name, cat) in enumerate(zip(events, keys, names, cats, strict=True)):
+            ident = _async_id(ev, key[0])
+            if ident is None:
+                self.scan.skipped += 1
+                continue
+            out.append((j, key, name, cat, ts[j], (name, cat, ident)))
+        if out:
+            self.end = max(self.end, max(r[4] for r in out))
+        return out
+
+    def _match_async(self, checked: list[tuple]) -> None:
+        """Slices of async events on a track per process and name, as Perfetto shows them: a b and
+        the e of the same name, category and id (within its process for an ``id2.local``) make a
+        slice, innermost first; an n is a slice of no length; a b never ended ends where the
+        trace does."""
+        if not checked:
+            return
+        events = [ev for _, ev in self.async_events]
+        groups: dict[tuple, list] = {}
+        for row in checked:
+            groups.setdefault(row[5], []).append(row)
+        pairs = []  # (begin row, end row or None, t0, t1)
+        for rows in groups.values():
+            rows.sort(key=lambda r: r[4])  # stable: equal times keep file order
+            stack: list[tuple] = []
+            for row in rows:
+                phase = _PHASE_OF[type(events[row[0]])]
+                if phase == "b":
+                    stack.append(row)
+                elif phase == "n":
+                    pairs.append((row, row, row[4], row[4]))
+                elif stack:
+                    begin = stack.pop()
+                    pairs.append((begin, row, begin[4], row[4]))
+                else:
+                    self.scan.unmatched_end += 1
+            pairs += [(begin, None, begin[4], self.end) for begin in reversed(stack)]
+            self.scan.unclosed += len(stack)
+        pos_l = [pos for pos, _ in self.async_events]
+        self._add([(b[1][0], (ASYNC, b[2])) for b, *_ in pairs], np.array([pos_l[b[0]] for b, *_ in pairs], np.int64),
+                  [b[2] for b, *_ in pairs], [b[3] for b, *_ in pairs],
+                  np.array([t0 for *_, t0, _ in pairs], np.float64),
+                  np.array([max(t1 - t0, 0.0) for *_, t0, t1 in pairs], np.float64),
+                  [msgspec.convert({**_args_of(events[b[0]]), **(_args_of(events[e[0]]) if e else _EMPTY)},
+                                   _LooseSliceArgs) for b, e, *_ in pairs])
+
+    def _flow_points(self) -> _FlowPoints | None:
+        """The points of flows of both versions; a point of the first version that cannot be used
+        (an id or thread of the wrong type, a time that is not a number) is skipped: flows only
+        decorate the slices."""
+        v2 = [(pos, fid, FLOW_STEP if flow_in and flow_out else FLOW_END if flow_in else FLOW_BEGIN)
+              for pos, fid, flow_in, flow_out in self.bound if flow_in or flow_out]
+        events = [ev for _, part in self.flow_parts for ev in part]
+        pos_l = np.concatenate([pos for pos, _ in self.flow_parts]).tolist() if self.flow_parts else []
+        ids, ts, pid, tid, name, cat = (_attr(events, a) for a in ("id", "ts", "pid", "tid", "name", "cat"))
+        checked = set(map(type, events)) <= _STRICT_FLOWS  # the decoder checked all but their ids
+        if not (set(map(type, ids)) <= _KEY_TYPES and (checked or set(map(type, ts)) <= set(_NUMBER)
+                and set(map(type, pid)) | set(map(type, tid)) <= _KEY_TYPES and set(map(type, name)) | set(
+                    map(type, cat)) <= {str})):
+            keep = [k for k, row in enumerate(zip(ids, ts, pid, tid, name, cat, strict=True)) if type(row[0]) in
+                    _KEY_TYPES and type(row[1]) in _NUMBER and type(row[2]) in _KEY_TYPES and type(row[3]) in
+                    _KEY_TYPES and type(row[4]) is str and type(row[5]) is str]
+            self.scan.skipped += len(events) - len(keep)
+            events, pos_l, ids, ts, pid, tid, name, cat = ([c[k] for k in keep] for c in (
+                events, pos_l, ids, ts, pid, tid, name, cat))
+        t = np.array(ts, np.float64)
+        inside = np.abs(t) <= MAX_TIME_US
+        if not inside.all():  # a time out of range: the point is of no use
+            self.scan.skipped += int(np.count_nonzero(~inside))
+            keep = np.flatnonzero(inside).tolist()
+            events, pos_l, ids, pid, tid, name, cat = ([c[k] for k in keep] for c in (
+                events, pos_l, ids, pid, tid, name, cat))
+            t = t[inside]
+        if not v2 and not events:
+            return None
+        phase = np.array(list(map(_PHASE_OF.__getitem__, map(type, events))) or [""], "U1")[:len(events)]
+        bp = np.fromiter(map(operator.eq, _attr(events, "bp"), repeat("e")), bool, count=len(events))
+        # a flow of the first version is its category, name and id; of the second, its bind_id
+        kinds = _Index({_BIND_ID: 0})
+        kind = np.array([0] * len(v2) + list(map(kinds.__getitem__, zip(cat, name, strict=True))), np.int64)
+        flow, flow_kind = _flow_numbers(kind, [fid for _, fid, _ in v2] + ids)
+        kind_names = ["flow", *(n for _, n in list(kinds)[1:])]
+        names = [kind_names[k] for k in flow_kind.tolist()]
+        role = np.concatenate([np.array([r for *_, r in v2], np.int8), np.select(
+            [phase == "s", phase == "t"], [FLOW_BEGIN, FLOW_STEP], FLOW_END).astype(np.int8)])
+        slice_pos = np.array([p for p, *_ in v2], np.int64)
+        return _FlowPoints(
+            flow, names, np.concatenate([np.full(len(v2), math.nan), t]),
+            np.concatenate([slice_pos, np.array(pos_l, np.int64)]), role,
+            np.concatenate([slice_pos, np.full(len(events), -1, np.int64)]),
+            np.concatenate([np.full(len(v2), -1, np.int64),
+                            np.array(list(map(self.keys.__getitem__, zip(pid, tid, strict=True))), np.int64)]),
+            np.concatenate([np.zeros(len(v2), bool), (phase == "f") & ~bp]))
+
     def finish(self) -> _Scan:
+        checked_async = self._async_slices()
         self._match_begin_end()
+        self._match_async(checked_async)
+        self.scan.flows = self._flow_points()
         scan = self.scan
         scan.keys, scan.strings = list(self.keys), list(self.strings)
         for c, parts in self.parts.items():
@@ -1026,6 +1234,46 @@ class _Scanner:
 
 
 _EMPTY: dict = {}  # the args of an event without any; never modified
+
+
+_BIND_ID = (None, None)  # the "category and name" of the second version's flows: no event's are None
+
+
+def _flow_numbers(kind: np.ndarray, ids: list) -> tuple[np.ndarray, np.ndarray]:
+    """Each point's flow, numbered from its kind (category and name) and id, and each flow's kind.
+    Ids that are not all integers are compared as text (Perfetto reads a text id as a number)."""
+    try:
+        numbers = np.array(ids, np.int64) if set(map(type, ids)) <= {int} else None
+    except OverflowError:
+        numbers = None
+    if numbers is None:
+        numbers = np.unique(np.array(list(map(str, ids)) or [""]), return_inverse=True)[1].reshape(-1)[:len(ids)]
+    id_rank, n_ids = np.unique(numbers, return_inverse=True)[1].reshape(-1), max(len(ids), 1)
+    unique, flow = np.unique(kind * n_ids + id_rank, return_inverse=True)
+    return flow.reshape(-1), unique // n_ids
+
+
+def _flow_id(value: Any) -> bool:
+    """Whether ``value`` can be the id of a flow (bools are not, though JSON numbers them)."""
+    return type(value) is int or type(value) is str
+
+
+def _async_id(ev: Any, pid: Any) -> tuple | None:
+    """Which async slices of a name and category belong together: ``id``, or ``id2``'s ``global``
+    or (within the process) ``local``; None when there is none."""
+    if _flow_id(ev.id):
+        return ("id", ev.id)
+    id2 = ev.id2
+    if isinstance(id2, dict):
+        if _flow_id(id2.get("global")):
+            return ("global", id2["global"])
+        if _flow_id(id2.get("local")):
+            return ("local", pid, id2["local"])
+    return None
+
+
+def _args_of(ev: Any) -> dict:
+    return ev.args if isinstance(ev.args, dict) else _EMPTY
 _NO_END = _LOOSE[4]()  # the E of a slice that never ends
 
 
@@ -1061,8 +1309,127 @@ def _check_counters(n: int, fail: _Fail) -> None:
         fail(f"{n:,} counter series; at most {MAX_COUNTERS:,} can be shown")
 
 
+def _ordered_keys(scan: _Scan, key: np.ndarray) -> list[int]:
+    """The (pid, tid) keys of the slices, as Perfetto orders them: processes by sort index, then
+    first appearance; in each, its async tracks first, then its threads by sort index, then first
+    appearance."""
+    used = np.unique(key).tolist()
+    pid_rank: dict = {}
+    for k in used:
+        pid_rank.setdefault(scan.keys[k][0], len(pid_rank))
+
+    def rank(k: int) -> tuple:
+        pid, tid = scan.keys[k]
+        return (scan.process_sort.get(pid, 0), pid_rank[pid], type(tid) is not tuple,
+                scan.thread_sort.get((pid, tid), 0), k)
+
+    return sorted(used, key=rank)
+
+
+def _depth_rows(wanted: np.ndarray) -> tuple[np.ndarray, int]:
+    """How many rows each thread's slices get (``wanted``: its depth + 1), and the most any gets:
+    :data:`MAX_DEPTH_ROWS`, or fewer where the rows of every thread would be more than
+    :data:`MAX_TRACKS`; slices deeper than their thread's last row are drawn in it."""
+    cap = MAX_DEPTH_ROWS
+    while cap > 1 and int(np.minimum(wanted, cap).sum()) > MAX_TRACKS:
+        cap -= 1
+    return np.minimum(wanted, cap), cap
+
+
+def _slice_tracks(scan: _Scan, used: list[int], thread: np.ndarray, depth: np.ndarray,
+                  cat: np.ndarray) -> tuple[list[Track], list[int], np.ndarray, int]:
+    """A track per thread (or async name) and depth, named ``"process / thread"`` and
+    ``"process / thread ·1"``, ``·2``... below it; their depths, each thread's first track and
+    the most rows a thread may have (:func:`_depth_rows`).
+    A thread's kind is the engine its name (or else its slices' categories) names, else other."""
+    wanted = np.zeros(len(used), np.int64)
+    np.maximum.at(wanted, thread, depth + 1)
+    rows, cap = _depth_rows(wanted)
+    cat_id, cat_strings = _first_seen(cat)
+    cat_names = [scan.strings[c] for c in cat_strings.tolist()]
+    thread_cat_kinds: dict[int, set] = {}
+    for pair in np.unique(thread * (len(cat_names) or 1) + cat_id).tolist():
+        t, c = divmod(pair, len(cat_names) or 1)
+        k = _kind_of(cat_names[c]) if cat_names else None
+        if k:
+            thread_cat_kinds.setdefault(t, set()).add(k)
+    pids = list(dict.fromkeys(scan.keys[k][0] for k in used))
+    core_of = {p: i for i, p in enumerate(pids)}
+    tracks: list[Track] = []
+    depths: list[int] = []
+    for t, k in enumerate(used):
+        pid, tid = scan.keys[k]
+        pname = scan.process_names.get(pid, f"Process {pid}")
+        tname = tid[1] if type(tid) is tuple else scan.thread_names.get((pid, tid), f"Thread {tid}")
+        kind = _kind_of(tname)
+        if kind is None:
+            cat_kinds = thread_cat_kinds.get(t, set())
+            kind = next(iter(cat_kinds)) if len(cat_kinds) == 1 else "other"
+        for d in range(int(rows[t])):
+            tracks.append(Track(f"{pname} / {tname}" + (f" ·{d}" if d else ""), kind, core_of[pid]))
+            depths.append(d)
+    first = (np.cumsum(rows) - rows).astype(np.int64)
+    return tracks, depths, first, cap
+
+
+def _bind_flows(points: _FlowPoints, slice_pos: np.ndarray, order: np.ndarray, thread: np.ndarray,
+                thread_of_key: np.ndarray, events: Mapping[str, np.ndarray], first_track: np.ndarray,
+                rows: np.ndarray, origin: float) -> tuple[dict, int]:
+    """The flows between the events (indices into ``events``: the slices at ``slice_pos`` in the
+    file, of the threads ``thread``, sorted by ``order``), and how many points bound to none. A
+    point of the second version is its slice; one of the first is the deepest slice of its thread
+    open at its time, or the next slice to begin on it (an f without ``"bp": "e"``), as Perfetto
+    binds them. Consecutive points of a
+    flow make an arrow, unless the first ends the flow or the second begins it again."""
+    n = len(order)
+    event_of = np.empty(n, np.int64)
+    event_of[order] = np.arange(n)  # a slice's index among the sorted events
+    start, end = events["start_ns"], events["start_ns"] + events["dur_ns"]
+    t_ns = (points.ts - origin) * 1e3
+    event = np.full(len(points.flow), -1, np.int64)
+    # the second version's points: their own slices
+    by_pos = np.argsort(slice_pos, kind="stable")
+    direct = np.flatnonzero(points.slice_pos >= 0)
+    at = np.clip(np.searchsorted(slice_pos[by_pos], points.slice_pos[direct]), 0, max(n - 1, 0))
+    found = (slice_pos[by_pos][at] == points.slice_pos[direct]) if n else np.zeros(len(direct), bool)
+    event[direct[found]] = event_of[by_pos[at[found]]]
+    # the first version's: a thread (of these slices) and a time
+    th = np.where(points.thread >= 0, thread_of_key[np.clip(points.thread, 0, None)], -1)
+    on = np.flatnonzero(th >= 0)
+    if len(on):
+        index = RowIndex(events["track"].astype(np.int64), start, end, t_ns[on])
+        deepest_first = np.full(len(on), -1, np.int64)
+        for d in range(int(rows.max()) - 1, -1, -1):
+            ask = np.flatnonzero((deepest_first < 0) & (rows[th[on]] > d) & ~points.next_slice[on])
+            if len(ask):
+                deepest_first[ask] = index.holding(first_track[th[on][ask]] + d, t_ns[on][ask])
+        event[on] = deepest_first
+        nxt = np.flatnonzero(points.next_slice[on])
+        if len(nxt):
+            stacked = stack_order(thread, events["start_ns"][event_of], end[event_of])
+            by_thread = RowIndex(thread[stacked], events["start_ns"][event_of][stacked], end[event_of][stacked],
+                                 t_ns[on][nxt])
+            k = by_thread.next_from(th[on][nxt], t_ns[on][nxt])
+            event[on[nxt]] = np.where(k >= 0, event_of[stacked[np.clip(k, 0, None)]], -1)
+    # a point of the second version is where its slice starts
+    t_ns = np.where(points.slice_pos >= 0, np.where(event >= 0, start[np.clip(event, 0, None)], 0.0), t_ns)
+    o = np.lexsort((points.pos, t_ns, points.flow))
+    f, e, role = points.flow[o], event[o], points.role[o]
+    link = (f[1:] == f[:-1]) & (role[:-1] != FLOW_END) & (role[1:] != FLOW_BEGIN) & (e[:-1] >= 0) & (e[1:] >= 0) \
+        & (e[:-1] != e[1:])
+    table = list(dict.fromkeys(points.names))
+    name_of_flow = np.array([table.index(n) for n in points.names] if len(table) < 64 else
+                            list(map({n: i for i, n in enumerate(table)}.__getitem__, points.names)), np.int64)
+    name_id, names = _first_seen(name_of_flow[f[:-1][link]])
+    return ({"from": e[:-1][link].tolist(), "to": e[1:][link].tolist(),
+             "names": [table[i] for i in names.tolist()], "name": name_id.tolist()},
+            int(np.count_nonzero(event < 0)))
+
+
 def _foreign_trace(scan: _Scan, idx: np.ndarray, counter_keys: list[tuple], label: str, fail: _Fail) -> Trace:
-    """One generic Trace of the slices ``idx`` and the given counter series of a file of another tool."""
+    """One generic Trace of the slices ``idx`` and the given counter series of a file of another
+    tool: its threads' nested slices stacked by depth, a process's async slices of one name on a
+    track of their own, its flows bound to the slices they leave and enter."""
     _check_counters(len(counter_keys), fail)
     key = scan.key[idx]
     ts_raw, dur = scan.ts[idx], scan.dur[idx]
@@ -1070,53 +1437,33 @@ def _foreign_trace(scan: _Scan, idx: np.ndarray, counter_keys: list[tuple], labe
     origin = min(float(ts_raw.min()) if len(ts_raw) else math.inf, min(c_first, default=math.inf))
     origin = 0.0 if not math.isfinite(origin) else origin
 
-    # tracks: processes by sort index then first appearance, threads likewise within them
-    used = np.unique(key).tolist()
-    pid_rank: dict = {}
-    for k in used:
-        pid_rank.setdefault(scan.keys[k][0], len(pid_rank))
-    used.sort(key=lambda k: (scan.process_sort.get(scan.keys[k][0], 0), pid_rank[scan.keys[k][0]],
-                             scan.thread_sort.get(scan.keys[k], 0), k))
+    used = _ordered_keys(scan, key)
     if len(used) > MAX_TRACKS:
         fail(f"{len(used):,} threads have slices; at most {MAX_TRACKS:,} can be shown")
+    thread_of_key = np.full(len(scan.keys) or 1, -1, np.int64)
+    thread_of_key[used] = np.arange(len(used))
+    thread = thread_of_key[key]
+    start_ns = (ts_raw - origin) * 1e3
+    dur_ns = dur * 1e3
+    depth = stack_depths(thread, start_ns, start_ns + dur_ns)
+    tracks, track_depth, first_track, cap = _slice_tracks(scan, used, thread, depth, scan.cat[idx])
+    rows = np.diff(np.append(first_track, len(tracks)))
+    track = first_track[thread] + np.minimum(depth, rows[thread] - 1)
     pids = list(dict.fromkeys(scan.keys[k][0] for k in used))
-    core_of = {p: i for i, p in enumerate(pids)}
-    track_of_key = np.full(len(scan.keys) or 1, -1, np.int64)
-    track_of_key[used] = np.arange(len(used))
-    track = track_of_key[key]
-
-    cat_id, cat_strings = _first_seen(scan.cat[idx])
-    cat_names = [scan.strings[c] for c in cat_strings.tolist()]
-    track_cat_kinds: dict[int, set] = {}
-    for pair in np.unique(track * (len(cat_names) or 1) + cat_id).tolist():
-        t, c = divmod(pair, len(cat_names) or 1)
-        k = _kind_of(cat_names[c]) if cat_names else None
-        if k:
-            track_cat_kinds.setdefault(t, set()).add(k)
-    tracks = []
-    for t, k in enumerate(used):
-        pid, tid = scan.keys[k]
-        pname = scan.process_names.get(pid, f"Process {pid}")
-        tname = scan.thread_names.get((pid, tid), f"Thread {tid}")
-        kind = _kind_of(tname)
-        if kind is None:
-            cat_kinds = track_cat_kinds.get(t, set())
-            kind = next(iter(cat_kinds)) if len(cat_kinds) == 1 else "other"
-        tracks.append(Track(f"{pname} / {tname}", kind, core_of[pid]))
 
     op, op_strings = _first_seen(scan.name[idx])
     op = op.astype(np.int32)
     layer_string = scan.layer[idx]
     layer, layer_strings = _first_seen(np.where(layer_string >= 0, layer_string, scan.cat[idx]))  # else its category
     layer = layer.astype(np.int32)
-    start_ns = (ts_raw - origin) * 1e3
-    dur_ns = dur * 1e3
     lstart, lend = _layer_spans(layer, start_ns, start_ns + dur_ns, len(layer_strings))
     first = np.unique(op, return_index=True)[1]
     op_layer = layer[first] if len(first) else np.zeros(0, np.int32)
     order = np.lexsort((start_ns, track))
     events = {"track": track[order], "start_ns": start_ns[order], "dur_ns": dur_ns[order], "op": op[order],
               "layer": layer[order], "flops": scan.flops[idx][order], "bytes": scan.bytes[idx][order]}
+    flows = _bind_flows(scan.flows, scan.pos[idx], order, thread, thread_of_key, events, first_track, rows, origin) \
+        if scan.flows is not None else None
 
     counters: dict[str, Counter] = {}
     clash = {n for n, times in collections.Counter(k[1] for k in counter_keys).items() if times > 1}
@@ -1143,7 +1490,13 @@ def _foreign_trace(scan: _Scan, idx: np.ndarray, counter_keys: list[tuple], labe
         "processes": [scan.process_names.get(p, f"Process {p}") for p in pids],
         "units": {"time": "ns", "bytes": "B", "flops": "FLOP"}, "unclosed_slices": scan.unclosed,
         "unmatched_end_events": scan.unmatched_end, "skipped_events": scan.skipped,
+        # the slices' layout (sim.io.slices): each track's depth under its thread's first, and how
+        # many slices were deeper than their thread's rows (drawn in its last row)
+        "track_depth": track_depth, "depth_rows": cap,
+        "slices_beyond_depth": int(np.count_nonzero(depth >= rows[thread])) if len(depth) else 0,
     }
+    if flows is not None:
+        meta["flows"], meta["unbound_flow_points"] = flows
     trace = Trace(meta=meta, tracks=tuple(tracks), events=events, op_names=tuple(scan.strings[i] for i in op_strings),
                   op_layer=op_layer, layer_names=tuple(scan.strings[i] for i in layer_strings),
                   layer_kinds=("other",) * len(layer_strings),

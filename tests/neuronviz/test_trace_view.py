@@ -73,8 +73,9 @@ def test_nested_slices_of_an_imported_trace_count_once(tmp_path):
     (trace,) = load_file(path)
     assert compute_metrics(trace).engine_utilization["tensor"] == pytest.approx(14 / 16)
     view = TraceView(trace)
-    assert view.event_at(0, 2500.0).op == "inner"  # the innermost slice under the pointer
-    assert view.event_at(0, 5000.0).op == "outer"  # the enclosing one once the inner has ended
+    assert view.event_at(1, 2500.0).op == "inner"  # stacked under the slice holding it
+    assert view.event_at(0, 2500.0).op == "outer"
+    assert view.event_at(0, 5000.0).op == "outer"
     assert view.event_at(0, 11000.0) is None
     # off every event: the nearest within the slack (the pointer a pixel or two away), else none
     assert view.event_at(0, 11200.0, slack_ns=1000.0).op == "later"  # 800 ns before it, 1,200 after "outer"

@@ -119,16 +119,37 @@ def test_run_needing_indices_round_trips(traces, tmp_path):
 
 def test_pytorch_profiler_file():
     [trace] = load_chrome(GOLDEN)
+    # a thread's nested slices stacked by depth: ProfilerStep > aten::linear > aten::addmm > launches
+    main = "python3 / thread 1234 (python3)"
     assert [t.name for t in trace.tracks] == [
-        "python3 / thread 1234 (python3)", "python3 / thread 1301 (pt_autograd_0)",
-        "Process Spans / Thread PyTorch Profiler", "GPU 0 / stream 7", "GPU 0 / stream 20",
+        main, f"{main} ·1", f"{main} ·2", f"{main} ·3", "python3 / thread 1301 (pt_autograd_0)",
+        "python3 / thread 1301 (pt_autograd_0) ·1", "Process Spans / Thread PyTorch Profiler", "GPU 0 / stream 7",
+        "GPU 0 / stream 20",
     ]
-    assert [t.core for t in trace.tracks] == [0, 0, 1, 2, 2]
+    assert trace.meta["track_depth"] == [0, 1, 2, 3, 0, 1, 0, 0, 0]
+    assert [t.core for t in trace.tracks] == [0, 0, 0, 0, 0, 0, 1, 2, 2]
     assert {t.kind for t in trace.tracks} == {"other"}
-    # 16 complete events, 1 instant, 2 begin/end pairs and 1 begin never ended (flows are skipped)
+    # 16 complete events, 1 instant, 2 begin/end pairs and 1 begin never ended; the flow is read
     assert trace.n_events == 20
     m = trace.meta
-    assert (m["unclosed_slices"], m["unmatched_end_events"], m["skipped_events"]) == (1, 1, 2)
+    assert (m["unclosed_slices"], m["unmatched_end_events"], m["skipped_events"]) == (1, 1, 0)
+    assert m["slices_beyond_depth"] == 0
+
+    def names_on(track):
+        return [trace.op_names[o] for o in trace.events["op"][trace.events["track"] == track]]
+
+    assert names_on(0) == ["ProfilerStep#2"]
+    assert names_on(1) == ["aten::linear", "aten::relu", "aten::linear", "cudaDeviceSynchronize"]
+    assert names_on(2) == ["aten::addmm", "cudaLaunchKernel", "aten::addmm"]
+    assert names_on(3) == ["[memory]", "cudaLaunchKernel", "cudaLaunchKernel"]
+    assert names_on(5) == ["AddmmBackward0"]  # B/E pairs nest too
+    # the ac2g flow: from the kernel launch it starts in to the kernel it ends in ("bp": "e")
+    flows = m["flows"]
+    (a,), (b,) = flows["from"], flows["to"]
+    assert (trace.op_names[trace.events["op"][a]], trace.events["start_ns"][a]) == ("cudaLaunchKernel", 40_000.0)
+    assert (trace.op_names[trace.events["op"][b]], trace.events["start_ns"][b]) == (
+        "ampere_sgemm_64x32_sliced1x4_tn", 60_000.0)
+    assert flows["names"] == ["ac2g"] and flows["name"] == [0] and m["unbound_flow_points"] == 0
     for key in ("chip", "chip_name", "model", "mode", "batch", "seq", "dtype", "instance"):
         assert key in m
     assert m["model"] == "pytorch-profiler" and m["mode"] == "imported" and m["source"] == "chrome-json"
@@ -393,7 +414,9 @@ def test_pieces_split_only_between_events(piece, indent, tmp_path, monkeypatch):
     [pieced] = load_chrome(path)
     _same_trace(whole, pieced)
     assert set(pieced.op_names) == {"a}, {b", 'n"},{"', "outer"} and '}, {"ph": "X"}' in pieced.layer_names
-    assert pieced.n_events == 3 * 60 and pieced.meta["skipped_events"] == 60
+    # each flow starts and never arrives: read, bound, and no arrow
+    assert pieced.n_events == 3 * 60 and pieced.meta["skipped_events"] == 0
+    assert pieced.meta["flows"]["from"] == [] and pieced.meta["unbound_flow_points"] == 0
     assert pieced.events["flops"].sum() == sum(range(60)) + 5 * 60
     assert pieced.events["bytes"].sum() == 2 * sum(range(60))
     assert pieced.counters["mem.free"].value.tolist() == [-float(i) for i in range(60)]
@@ -456,3 +479,155 @@ def test_progress_follows_the_pieces_and_its_exception_stops_the_load(tmp_path, 
 
     with pytest.raises(Stop):  # not a TraceFileError: the caller's own exception, at the first piece
         load_chrome(plain, stop)
+
+
+# ----------------------------------------------------------------------------------------------
+# slices as Perfetto lays them out: depths, async tracks, flows, order
+
+
+def _load_events(tmp_path, events, name="t.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps({"traceEvents": events}))
+    [trace] = load_chrome(path)
+    return trace
+
+
+def _rows(trace):
+    """Each track's name and its events' (name, start us) in time order."""
+    ev = trace.events
+    return {t.name: [(trace.op_names[o], s / 1e3) for o, s in zip(ev["op"][ev["track"] == i].tolist(),
+                                                                    ev["start_ns"][ev["track"] == i].tolist(),
+                                                                    strict=True)]
+            for i, t in enumerate(trace.tracks)}
+
+
+def test_nested_slices_get_their_depth_and_siblings_share_a_row(tmp_path):
+    x = {"ph": "X", "pid": 1, "tid": 1}
+    trace = _load_events(tmp_path, [
+        {**x, "name": "step", "ts": 0, "dur": 100},
+        {**x, "name": "outer", "ts": 0, "dur": 50},  # same start as step, shorter: inside it
+        {**x, "name": "inner", "ts": 10, "dur": 10},
+        {**x, "name": "leaf", "ts": 10, "dur": 10},  # same start and length: the later one inside
+        {**x, "name": "mark", "ph": "i", "ts": 20},  # an instant where inner ends: beside it, not in it
+        {**x, "name": "second", "ts": 50, "dur": 50},  # starts where outer ends: its sibling
+        {"ph": "B", "name": "b", "pid": 1, "tid": 1, "ts": 60}, {"ph": "E", "pid": 1, "tid": 1, "ts": 70},
+    ])
+    assert _rows(trace) == {
+        "Process 1 / Thread 1": [("step", 0.0)],
+        "Process 1 / Thread 1 ·1": [("outer", 0.0), ("second", 50.0)],
+        "Process 1 / Thread 1 ·2": [("inner", 10.0), ("mark", 20.0), ("b", 60.0)],
+        "Process 1 / Thread 1 ·3": [("leaf", 10.0)],
+    }
+    assert trace.meta["track_depth"] == [0, 1, 2, 3]
+
+
+def test_slices_that_overlap_without_nesting_are_packed_without_overlap(tmp_path):
+    x = {"ph": "X", "pid": 1, "tid": 1}
+    trace = _load_events(tmp_path, [{**x, "name": "a", "ts": 0, "dur": 10}, {**x, "name": "b", "ts": 5, "dur": 10},
+                                    {**x, "name": "c", "ts": 12, "dur": 10}])
+    assert _rows(trace) == {"Process 1 / Thread 1": [("a", 0.0), ("c", 12.0)],
+                            "Process 1 / Thread 1 ·1": [("b", 5.0)]}
+
+
+def test_async_slices_get_a_track_per_process_and_name_before_its_threads(tmp_path):
+    a = {"pid": 1, "tid": 7, "cat": "net"}
+    trace = _load_events(tmp_path, [
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "browser"}},
+        {"ph": "X", "name": "work", "pid": 1, "tid": 7, "ts": 0, "dur": 100},
+        {**a, "ph": "b", "name": "request", "id": 1, "ts": 10},
+        {**a, "ph": "b", "name": "request", "id": 2, "ts": 20},  # overlaps id 1: a lane below it
+        {**a, "ph": "b", "name": "request", "id": 1, "ts": 15},  # nested in id 1's first
+        {**a, "ph": "e", "name": "request", "id": 1, "ts": 18},
+        {**a, "ph": "e", "name": "request", "id": 1, "ts": 40},
+        {**a, "ph": "e", "name": "request", "id": 2, "ts": 50, "args": {"bytes": 64}},
+        {**a, "ph": "n", "name": "request", "id": 3, "ts": 60},
+        {**a, "ph": "b", "name": "load", "id2": {"local": "0x1"}, "ts": 5},
+        {**a, "ph": "e", "name": "load", "id2": {"local": "0x1"}, "ts": 9},
+        {**a, "ph": "e", "name": "load", "id2": {"local": "0x2"}, "ts": 9},  # ends nothing
+        {**a, "ph": "b", "name": "upload", "id2": {"global": 9}, "ts": 70},  # never ends: at the trace's end
+        {**a, "ph": "b", "name": "request", "ts": 5},  # no id: skipped, as Perfetto does
+        {"ph": "X", "name": "tail", "pid": 1, "tid": 7, "ts": 120, "dur": 5},
+    ])
+    rows = _rows(trace)
+    assert list(rows) == ["browser / request", "browser / request ·1", "browser / load", "browser / upload",
+                          "browser / Thread 7"]
+    assert rows["browser / request"] == [("request", 10.0), ("request", 60.0)]
+    assert rows["browser / request ·1"] == [("request", 15.0), ("request", 20.0)]
+    ev = trace.events
+    durations = dict(zip(zip(ev["track"].tolist(), ev["start_ns"].tolist(), strict=True), ev["dur_ns"].tolist(),
+                         strict=True))
+    assert durations[(0, 10_000.0)] == 30_000.0 and durations[(1, 15_000.0)] == 3_000.0
+    assert durations[(1, 20_000.0)] == 30_000.0 and durations[(0, 60_000.0)] == 0.0
+    assert durations[(3, 70_000.0)] == 55_000.0  # to the trace's last timestamp
+    assert ev["bytes"][(ev["track"] == 1) & (ev["start_ns"] == 20_000.0)].tolist() == [64.0]
+    m = trace.meta
+    assert (m["unclosed_slices"], m["unmatched_end_events"], m["skipped_events"]) == (1, 1, 1)
+
+
+def test_flows_bind_to_the_slices_perfetto_binds_them_to(tmp_path):
+    x = {"ph": "X", "pid": 1}
+    trace = _load_events(tmp_path, [
+        {**x, "tid": 1, "name": "launch", "ts": 0, "dur": 10},
+        {**x, "tid": 1, "name": "inner", "ts": 2, "dur": 4},
+        {**x, "tid": 2, "name": "kernel", "ts": 20, "dur": 10},
+        {**x, "tid": 2, "name": "later", "ts": 40, "dur": 10},
+        {**x, "tid": 3, "name": "sink", "ts": 60, "dur": 5, "bind_id": "0xa", "flow_in": True},
+        {**x, "tid": 3, "name": "hop", "ts": 45, "dur": 5, "bind_id": "0xa", "flow_in": True, "flow_out": True},
+        {**x, "tid": 3, "name": "source", "ts": 30, "dur": 5, "bind_id": "0xa", "flow_out": True},
+        # the first version: s in the deepest open slice, f ("bp": "e") in the one holding it
+        {"ph": "s", "id": 1, "cat": "c", "name": "go", "pid": 1, "tid": 1, "ts": 3},
+        {"ph": "f", "id": 1, "cat": "c", "name": "go", "pid": 1, "tid": 2, "ts": 25, "bp": "e"},
+        # an f without "bp": "e" enters the next slice to begin on its thread
+        {"ph": "s", "id": 2, "cat": "c", "name": "next", "pid": 1, "tid": 1, "ts": 8},
+        {"ph": "t", "id": 2, "cat": "c", "name": "next", "pid": 1, "tid": 2, "ts": 22},
+        {"ph": "f", "id": 2, "cat": "c", "name": "next", "pid": 1, "tid": 2, "ts": 31},
+        {"ph": "s", "id": 3, "cat": "c", "name": "lost", "pid": 1, "tid": 9, "ts": 3},  # no slice there
+        {"ph": "f", "id": 3, "cat": "c", "name": "lost", "pid": 1, "tid": 2, "ts": 25, "bp": "e"},
+        {"ph": "s", "id": [1], "pid": 1, "tid": 1, "ts": 3},  # an id of no use: skipped
+    ])
+    flows, ev = trace.meta["flows"], trace.events
+
+    def name(e):
+        return trace.op_names[ev["op"][e]]
+
+    arrows = [(name(a), name(b), flows["names"][n]) for a, b, n in zip(flows["from"], flows["to"], flows["name"],
+                                                                     strict=True)]
+    assert sorted(arrows) == sorted([("source", "hop", "flow"), ("hop", "sink", "flow"), ("inner", "kernel", "go"),
+                                     ("launch", "kernel", "next"), ("kernel", "later", "next")])
+    assert trace.meta["unbound_flow_points"] == 1 and trace.meta["skipped_events"] == 1
+
+
+def test_processes_and_threads_follow_their_sort_index_then_first_appearance(tmp_path):
+    x = {"ph": "X", "ts": 0, "dur": 1, "name": "e"}
+    trace = _load_events(tmp_path, [
+        {**x, "pid": 1, "tid": 1}, {**x, "pid": 1, "tid": 2}, {**x, "pid": 1, "tid": 3}, {**x, "pid": 2, "tid": 1},
+        {"ph": "M", "name": "process_sort_index", "pid": 1, "args": {"sort_index": 5}},
+        {"ph": "M", "name": "thread_sort_index", "pid": 1, "tid": 3, "args": {"sort_index": -1}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 3, "args": {"name": "main"}},
+        {"ph": "M", "name": "process_name", "pid": 2, "args": {"name": "gpu"}},
+    ])
+    assert [t.name for t in trace.tracks] == ["gpu / Thread 1", "Process 1 / main", "Process 1 / Thread 1",
+                                              "Process 1 / Thread 2"]
+    assert [t.core for t in trace.tracks] == [0, 1, 1, 1]
+
+
+def test_a_deep_chain_of_nested_slices_loads_with_its_depth_rows_capped(tmp_path):
+    """A chain of slices each inside the one before: every depth past the cap shares the last row."""
+    n = 200_000
+    path = tmp_path / "deep.json"
+    path.write_text('{"traceEvents":[' + ",".join(
+        f'{{"ph":"X","name":"f{i % 7}","pid":1,"tid":1,"ts":{i},"dur":{2 * n - 2 * i}}}' for i in range(n)) + "]}")
+    [trace] = load_chrome(path)
+    cap = chrome.MAX_DEPTH_ROWS
+    assert len(trace.tracks) == cap and trace.meta["depth_rows"] == cap
+    assert trace.meta["slices_beyond_depth"] == n - cap
+    assert np.bincount(trace.events["track"]).tolist() == [1] * (cap - 1) + [n - cap + 1]
+
+
+def test_depth_rows_are_fewer_when_every_thread_would_not_fit(tmp_path, monkeypatch):
+    monkeypatch.setattr(chrome, "MAX_TRACKS", 10)
+    events = [{"ph": "X", "name": "e", "pid": 1, "tid": t, "ts": d, "dur": 10 - 2 * d} for t in range(3)
+              for d in range(5)]
+    trace = _load_events(tmp_path, events)
+    assert len(trace.tracks) == 9 and trace.meta["depth_rows"] == 3
+    assert trace.meta["slices_beyond_depth"] == 3 * 2
