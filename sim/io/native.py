@@ -140,8 +140,9 @@ def decoded_bytes(zf: zipfile.ZipFile) -> int:
         if info.file_size > MAX_MANIFEST_BYTES:
             return 0
         manifest = orjson.loads(zf.read(MANIFEST))
-        return sum(int(spec["length"]) * np.dtype(spec["dtype"]).itemsize for run in manifest["runs"]
-                   for spec in run["arrays"].values())
+        # each member once: a manifest naming one member for several runs does not multiply the work
+        specs = {name: spec for run in manifest["runs"] for name, spec in run["arrays"].items()}
+        return sum(int(spec["length"]) * np.dtype(spec["dtype"]).itemsize for spec in specs.values())
     except (KeyError, TypeError, ValueError, AttributeError, OSError, zipfile.BadZipFile, RuntimeError):
         return 0
 
