@@ -29,6 +29,7 @@ import numpy as np
 
 from sim.errors import TraceFileError
 from sim.io.atomic import atomic_file
+from sim.io.chrome import MAX_DEPTH_ROWS
 from sim.io.inputs import name_text, open_regular
 from sim.trace import Counter, Trace, Track
 
@@ -44,6 +45,8 @@ SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE = 1, 2
 SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = 1, 2, 3, 4
 SEQUENCE = 1  # the one packet sequence neuronviz writes
 PROGRESS_EVERY = 1 << 16  # packets between progress reports
+MAX_FLOWS_A_SLICE = 64  # flow ids one slice takes part in, beyond which they are not read
+FLOW = "flow"  # a Perfetto flow has no name of its own
 
 
 class _Fail:
@@ -113,8 +116,10 @@ class _Reader:
         self.names: dict[int, dict[int, str]] = {}  # per sequence: interned event names
         self.categories: dict[int, dict[int, str]] = {}
         self.tracks: dict[int, dict] = {}  # uuid -> descriptor fields
-        self.open: dict[int, list[tuple[int, str, str]]] = {}  # uuid -> open slices (begin, name, category)
-        self.slices: list[tuple[int, int, int, str, str]] = []  # uuid, start, end, name, category
+        # uuid -> its open slices: begin, name, category, depth (the slices open under it), flows
+        self.open: dict[int, list[tuple[int, str, str, int, tuple, tuple]]] = {}
+        # uuid, start, end, name, category, depth, the flows it takes part in, the flows it ends
+        self.slices: list[tuple[int, int, int, str, str, int, tuple, tuple]] = []
         self.counters: dict[int, list[tuple[int, float]]] = {}
         self.inflated = 0
         self.skipped = 0
@@ -170,19 +175,21 @@ class _Reader:
         name = e.name if e.HasField("name") else self.names.get(seq, {}).get(e.name_iid, "")
         cats = list(e.categories) or [self.categories.get(seq, {}).get(i, "") for i in e.category_iids]
         category = (cats[0] if cats else "")[:MAX_TEXT]
+        flows = (*e.flow_ids, *e.flow_ids_old)[:MAX_FLOWS_A_SLICE]
+        ends = (*e.terminating_flow_ids, *e.terminating_flow_ids_old)[:MAX_FLOWS_A_SLICE]
+        stack = self.open.setdefault(uuid, [])
         if e.type == SLICE_BEGIN:
-            self.open.setdefault(uuid, []).append((ts, name[:MAX_TEXT], category))
+            stack.append((ts, name[:MAX_TEXT], category, len(stack), flows, ends))
         elif e.type == SLICE_END:
-            stack = self.open.get(uuid)
             if not stack:
                 self.unmatched += 1
                 return
-            start, name, category = stack.pop()
+            start, name, category, depth, flows, ends = stack.pop()
             if ts < start:
                 self.fail("a slice ends before it begins")
-            self.slices.append((uuid, start, ts, name, category))
+            self.slices.append((uuid, start, ts, name, category, depth, flows, ends))
         elif e.type == INSTANT:
-            self.slices.append((uuid, ts, ts, name[:MAX_TEXT], category))
+            self.slices.append((uuid, ts, ts, name[:MAX_TEXT], category, len(stack), flows, ends))
 
     def compressed(self, data: bytes) -> None:
         inflater = zlib.decompressobj()
@@ -258,14 +265,27 @@ def _trace(r: _Reader, file_name: str, fail: _Fail) -> Trace:
         fail(f"{len(uuids):,} tracks have slices; at most {MAX_TRACKS:,} can be shown")
     names = {u: _track_name(r.tracks, u) for u in uuids}
     processes = list(dict.fromkeys(pid for _, pid in names.values()))
-    tracks = tuple(Track(names[u][0], _kind(names[u][0]), processes.index(names[u][1])) for u in uuids)
-    row = {u: i for i, u in enumerate(uuids)}
+    # a track's nested slices stacked by depth, a row each (as the Chrome reader lays them out)
+    wanted = {}
+    for s in r.slices:
+        wanted[s[0]] = max(wanted.get(s[0], 0), s[5] + 1)
+    cap = MAX_DEPTH_ROWS
+    while cap > 1 and sum(min(w, cap) for w in wanted.values()) > MAX_TRACKS:
+        cap -= 1
+    tracks, track_depth, first = [], [], {}
+    for u in uuids:
+        first[u] = len(tracks)
+        for d in range(min(wanted[u], cap)):
+            tracks.append(Track(names[u][0] + (f" ·{d}" if d else ""), _kind(names[u][0]),
+                                processes.index(names[u][1])))
+            track_depth.append(d)
+    rows = {u: min(wanted[u], cap) for u in uuids}
     starts = [s[1] for s in r.slices] + [t for series in r.counters.values() for t, _ in series]
     origin = min(starts, default=0)
     ops: dict[str, int] = {}
     layers: dict[str, int] = {}
     n = len(r.slices)
-    track = np.fromiter((row[s[0]] for s in r.slices), np.int64, n)
+    track = np.fromiter((first[s[0]] + min(s[5], rows[s[0]] - 1) for s in r.slices), np.int64, n)
     start = np.fromiter((s[1] - origin for s in r.slices), np.float64, n)
     end = np.fromiter((s[2] - origin for s in r.slices), np.float64, n)
     op = np.fromiter((ops.setdefault(name_text(s[3]) or "slice", len(ops)) for s in r.slices), np.int64, n)
@@ -274,6 +294,8 @@ def _trace(r: _Reader, file_name: str, fail: _Fail) -> Trace:
     order = np.lexsort((start, track))
     events = {"track": track[order], "start_ns": start[order], "dur_ns": (end - start)[order], "op": op[order],
               "layer": layer[order], "flops": np.zeros(n), "bytes": np.zeros(n)}
+    event_of = np.empty(n, np.int64)
+    event_of[order] = np.arange(n)
     first = np.full(len(ops), n, np.int64)  # each op's first slice: its layer is the op's
     np.minimum.at(first, op, np.arange(n))
     op_layer = np.full(len(ops), -1, np.int64)
@@ -297,12 +319,33 @@ def _trace(r: _Reader, file_name: str, fail: _Fail) -> Trace:
             "source_file": name_text(file_name), "cores_per_copy": 1, "copies": 1, "lnc": 1, "cores_active": 1,
             "total_ns": duration, "time_origin_ns": float(origin),
             "units": {"time": "ns", "bytes": "B", "flops": "FLOP"}, "unclosed_slices": r.unclosed,
-            "unmatched_end_events": r.unmatched, "skipped_events": r.skipped}
-    trace = Trace(meta=meta, tracks=tracks, events=events, op_names=tuple(ops), op_layer=op_layer,
+            "unmatched_end_events": r.unmatched, "skipped_events": r.skipped,
+            "track_depth": track_depth, "depth_rows": cap,
+            "slices_beyond_depth": sum(s[5] >= rows[s[0]] for s in r.slices), "flows": _flows(r.slices, event_of)}
+    trace = Trace(meta=meta, tracks=tuple(tracks), events=events, op_names=tuple(ops), op_layer=op_layer,
                   layer_names=tuple(layers), layer_kinds=("other",) * len(layers), layer_start_ns=lstart,
                   layer_end_ns=lend, counters=counters)
     _validate_trace(trace, fail)
     return trace
+
+
+def _flows(slices: list[tuple], event_of: np.ndarray) -> dict:
+    """The arrows of the flows the slices take part in (event indices, as sim.io.chrome gives
+    them): from each slice of a flow to its next, in time order, until a slice that ends it."""
+    points: dict[int, list[tuple[int, int, bool]]] = {}
+    for i, s in enumerate(slices):
+        for f in s[6]:
+            points.setdefault(f, []).append((s[1], i, False))
+        for f in s[7]:
+            points.setdefault(f, []).append((s[1], i, True))
+    a, b = [], []
+    for flow in points.values():
+        flow.sort()
+        for (_, i, ended), (_, j, _) in zip(flow, flow[1:], strict=False):
+            if not ended and i != j:
+                a.append(int(event_of[i]))
+                b.append(int(event_of[j]))
+    return {"from": a, "to": b, "names": [FLOW] if a else [], "name": [0] * len(a)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -371,7 +414,7 @@ def save_pftrace(path: str | os.PathLike, traces: Sequence[Trace]) -> None:
 
 def _write_events(f, trace: Trace, base: int, iid: dict[str, int], cat_iid: dict[str, int]) -> None:
     """Each event as a begin and an end packet (an instant when it lasts no time), in time order,
-    on its track, with its op's interned name and its layer's interned category."""
+    on its track, with its op's interned name, its layer's interned category and its flows."""
     ev = trace.events
     n = trace.n_events
     start = np.rint(ev["start_ns"]).astype(np.int64)
@@ -390,6 +433,13 @@ def _write_events(f, trace: Trace, base: int, iid: dict[str, int], cat_iid: dict
     tracks = [_varint_bytes(11 << 3) + _varint_bytes(base + t + 1) for t in range(len(trace.tracks))]
     track_of, op_of, layer_of = ev["track"].tolist(), ev["op"].tolist(), ev["layer"].tolist()
     instant_of = instant.tolist()
+    # a flow's arrow k: the slice it leaves takes part in flow k + 1, the slice it enters ends it
+    flow_bytes: dict[int, bytes] = {}
+    flows = trace.meta.get("flows") if isinstance(trace.meta.get("flows"), dict) else {}
+    for k, (a, b) in enumerate(zip(flows.get("from", ()), flows.get("to", ()), strict=False)):
+        if type(a) is int and type(b) is int and 0 <= a < n and 0 <= b < n:
+            flow_bytes[a] = flow_bytes.get(a, b"") + b"\xf9\x02" + struct.pack("<Q", k + 1)
+            flow_bytes[b] = flow_bytes.get(b, b"") + b"\x81\x03" + struct.pack("<Q", k + 1)
     out = []
     for k, t, e in zip(idx[order].tolist(), times[order].tolist(), is_end[order].tolist(), strict=True):
         if e:
@@ -397,7 +447,8 @@ def _write_events(f, trace: Trace, base: int, iid: dict[str, int], cat_iid: dict
         else:
             layer = layer_of[k]
             kind = b"\x48\x03" if instant_of[k] else b"\x48\x01"
-            event = kind + tracks[track_of[k]] + op_iid[op_of[k]] + (cat[layer] if layer >= 0 else b"")
+            event = kind + tracks[track_of[k]] + op_iid[op_of[k]] + (cat[layer] if layer >= 0 else b"") \
+                + flow_bytes.get(k, b"")
         body = b"\x40" + _varint_bytes(max(t, 0)) + b"\x50\x01" + b"\x5a" + _varint_bytes(len(event)) + event \
             + b"\x68\x02"
         out.append(b"\x0a" + _varint_bytes(len(body)) + body)

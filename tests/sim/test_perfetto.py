@@ -56,8 +56,10 @@ def _builder_trace() -> bytes:
     p.interned_data.event_names.add(iid=1, name="ProfilerStep#1")
     p.interned_data.event_names.add(iid=2, name="aten::linear")
 
-    def event(ts, kind, track, name_iid=0, name="", value=None):
+    def event(ts, kind, track, name_iid=0, name="", value=None, flows=(), ends=()):
         p = b.add_packet()
+        p.track_event.flow_ids.extend(flows)
+        p.track_event.terminating_flow_ids.extend(ends)
         p.timestamp, p.trusted_packet_sequence_id, p.sequence_flags = ts, 7, 2
         p.track_event.type, p.track_event.track_uuid = kind, track
         if name_iid:
@@ -69,10 +71,10 @@ def _builder_trace() -> bytes:
             p.track_event.double_counter_value = value
 
     event(1000, BEGIN, 2, name_iid=1)
-    event(1100, BEGIN, 2, name_iid=2)
+    event(1100, BEGIN, 2, name_iid=2, flows=[42])
     event(1400, END, 2)
     event(2000, END, 2)
-    event(1500, INSTANT, 3, name="enqueue")
+    event(1500, INSTANT, 3, name="enqueue", ends=[42])
     event(1000, COUNTER, 4, value=3.0)
     event(1800, COUNTER, 4, value=1.0)
     inner = TraceProtoBuilder()
@@ -88,9 +90,14 @@ def test_a_trace_perfettos_own_builder_writes_opens_on_its_threads(tmp_path):
     path = tmp_path / "py.pftrace"
     path.write_bytes(_builder_trace())
     (trace,) = load_file(path)
-    assert [t.name for t in trace.tracks] == ["python / MainThread", "python / Worker"]
-    assert _rows(trace) == [("MainThread", "ProfilerStep#1", 0, 1000), ("MainThread", "aten::linear", 100, 400),
+    # nested slices stacked by depth on their thread, as the Chrome reader lays them out
+    assert [t.name for t in trace.tracks] == ["python / MainThread", "python / MainThread ·1", "python / Worker"]
+    assert trace.meta["track_depth"] == [0, 1, 0]
+    assert _rows(trace) == [("MainThread", "ProfilerStep#1", 0, 1000), ("MainThread ·1", "aten::linear", 100, 400),
                             ("Worker", "compressed", 1500, 1500), ("Worker", "enqueue", 500, 500)]
+    # the flow from aten::linear to the instant that ends it
+    (a,), (b,) = trace.meta["flows"]["from"], trace.meta["flows"]["to"]
+    assert (trace.op_names[trace.events["op"][a]], trace.op_names[trace.events["op"][b]]) == ("aten::linear", "enqueue")
     (name, counter), = trace.counters.items()
     assert name == "python / queue depth" and list(counter.t_ns) == [0.0, 800.0] and list(counter.value) == [3.0, 1.0]
     assert trace.layer_names == ("cpu_op",)
@@ -136,3 +143,14 @@ def test_a_slice_ending_before_it_begins_and_too_many_counters_are_refused(tmp_p
     monkeypatch.setattr(perfetto, "MAX_COUNTERS", 3)
     with pytest.raises(TraceFileError, match="has more than 3 counter tracks; at most 3 can be shown$"):
         load_file(path)
+
+
+def test_a_pftrace_of_a_profile_keeps_its_depths_and_flows(tmp_path):
+    path = tmp_path / "py.pftrace"
+    path.write_bytes(_builder_trace())
+    (trace,) = load_file(path)
+    save_file(tmp_path / "again.pftrace", [trace])
+    (back,) = load_file(tmp_path / "again.pftrace")
+    assert _rows(back) == _rows(trace)
+    ops = [[back.op_names[back.events["op"][i]] for i in back.meta["flows"][k]] for k in ("from", "to")]
+    assert ops == [["aten::linear"], ["enqueue"]]
