@@ -249,6 +249,19 @@ def chrome_figures(folder: Path) -> None:
           f"{save_json_s / n_json * 1e6:.2f} us, load {load_json_s / n_json * 1e6:.2f} us")
 
 
+def perfetto_figures(folder: Path) -> None:
+    """Perfetto's protobuf: a trace of over a million events written and read back."""
+    from sim.io.perfetto import load_pftrace, save_pftrace
+
+    trace, _ = big_trace()
+    path = folder / "big.pftrace"
+    save_s = timed(lambda: save_pftrace(path, [trace]), 1)
+    load_s = timed(lambda: load_pftrace(path), 1)
+    print(f"Perfetto .pftrace of {trace.n_events:,} events: save {save_s:7.3f} s ({mb(path)}, "
+          f"{path.stat().st_size / trace.n_events:.1f} bytes an event), load {load_s:7.3f} s "
+          f"({load_s / trace.n_events * 1e6:.2f} us an event)")
+
+
 def profile_figures(folder: Path) -> None:
     """Chrome JSON of another tool: a PyTorch-like profile of a million nested slices and flows."""
     profile = folder / "profiler.json"
@@ -264,6 +277,7 @@ def main() -> None:
         native_figures(Path(tmp))
         chrome_figures(Path(tmp))
         profile_figures(Path(tmp))
+        perfetto_figures(Path(tmp))
 
 
 if __name__ == "__main__":

@@ -90,6 +90,14 @@ def _packets(buf, start: int, end: int, fail: _Fail) -> Iterator[bytes]:
     """The payloads of the ``Trace.packet`` fields in ``buf[start:end]``; other fields skipped."""
     at = start
     while at < end:
+        if buf[at] == PACKET_TAG and at + 1 < end and buf[at + 1] < 0x80:  # a packet under 128 bytes: most
+            n = buf[at + 1]
+            at += 2
+            if at + n > end:
+                fail("is not a Perfetto trace, or is truncated (a packet runs past the end of the file)")
+            yield bytes(buf[at:at + n])
+            at += n
+            continue
         key, at = _varint(buf, at, end, fail)
         wire = key & 7
         if wire == 2:
@@ -133,19 +141,20 @@ class _Reader:
         seq = p.trusted_packet_sequence_id
         if p.sequence_flags & SEQ_INCREMENTAL_STATE_CLEARED or p.incremental_state_cleared:
             self.names[seq], self.categories[seq] = {}, {}
-        if p.HasField("interned_data"):
+        interned = p.HasField("interned_data")
+        if interned:
             names, cats = self.names.setdefault(seq, {}), self.categories.setdefault(seq, {})
             for e in p.interned_data.event_names:
                 names[e.iid] = e.name[:MAX_TEXT]
             for c in p.interned_data.event_categories:
                 cats[c.iid] = c.name[:MAX_TEXT]
-        if p.HasField("track_descriptor"):
-            self.descriptor(p.track_descriptor)
-        if p.HasField("track_event"):
+        if p.HasField("track_event"):  # most packets: nothing else to look for
             self.event(p, seq)
+        elif p.HasField("track_descriptor"):
+            self.descriptor(p.track_descriptor)
         elif p.HasField("compressed_packets"):
             self.compressed(p.compressed_packets)
-        elif not (p.HasField("track_descriptor") or p.HasField("interned_data")):
+        elif not interned:
             self.skipped += 1
 
     def descriptor(self, d) -> None:
@@ -161,35 +170,49 @@ class _Reader:
 
     def event(self, p, seq: int) -> None:
         e = p.track_event
-        ts = p.timestamp
-        uuid = e.track_uuid
-        if e.type == COUNTER:
-            value = e.double_counter_value if e.HasField("double_counter_value") else float(e.counter_value)
-            if not math.isfinite(value):
-                self.fail("a counter's value is not a finite number")
-            series = self.counters.setdefault(uuid, [])
-            if not series and len(self.counters) > MAX_COUNTERS:
-                self.fail(f"has more than {MAX_COUNTERS:,} counter tracks; at most {MAX_COUNTERS:,} can be shown")
-            series.append((ts, value))
-            return
-        name = e.name if e.HasField("name") else self.names.get(seq, {}).get(e.name_iid, "")
-        cats = list(e.categories) or [self.categories.get(seq, {}).get(i, "") for i in e.category_iids]
-        category = (cats[0] if cats else "")[:MAX_TEXT]
-        flows = (*e.flow_ids, *e.flow_ids_old)[:MAX_FLOWS_A_SLICE]
-        ends = (*e.terminating_flow_ids, *e.terminating_flow_ids_old)[:MAX_FLOWS_A_SLICE]
-        stack = self.open.setdefault(uuid, [])
-        if e.type == SLICE_BEGIN:
-            stack.append((ts, name[:MAX_TEXT], category, len(stack), flows, ends))
-        elif e.type == SLICE_END:
+        kind, uuid = e.type, e.track_uuid
+        if kind == SLICE_END:  # the commonest packet: only where and when
+            stack = self.open.get(uuid)
             if not stack:
                 self.unmatched += 1
                 return
             start, name, category, depth, flows, ends = stack.pop()
+            ts = p.timestamp
             if ts < start:
                 self.fail("a slice ends before it begins")
             self.slices.append((uuid, start, ts, name, category, depth, flows, ends))
-        elif e.type == INSTANT:
-            self.slices.append((uuid, ts, ts, name[:MAX_TEXT], category, len(stack), flows, ends))
+            return
+        ts = p.timestamp
+        if kind == COUNTER:
+            value = e.double_counter_value if e.HasField("double_counter_value") else float(e.counter_value)
+            if not math.isfinite(value):
+                self.fail("a counter's value is not a finite number")
+            series = self.counters.get(uuid)
+            if series is None:
+                if len(self.counters) >= MAX_COUNTERS:
+                    self.fail(f"has more than {MAX_COUNTERS:,} counter tracks; at most {MAX_COUNTERS:,} can be "
+                              "shown")
+                series = self.counters[uuid] = []
+            series.append((ts, value))
+            return
+        if kind not in (SLICE_BEGIN, INSTANT):
+            return
+        name = e.name[:MAX_TEXT] if e.HasField("name") else self.names.get(seq, {}).get(e.name_iid, "")
+        category = ""
+        if e.categories:
+            category = e.categories[0][:MAX_TEXT]
+        elif e.category_iids:
+            category = self.categories.get(seq, {}).get(e.category_iids[0], "")
+        flows = (*e.flow_ids, *e.flow_ids_old)[:MAX_FLOWS_A_SLICE] if e.flow_ids or e.flow_ids_old else ()
+        ends = (*e.terminating_flow_ids, *e.terminating_flow_ids_old)[:MAX_FLOWS_A_SLICE] \
+            if e.terminating_flow_ids or e.terminating_flow_ids_old else ()
+        stack = self.open.get(uuid)
+        if stack is None:
+            stack = self.open[uuid] = []
+        if kind == SLICE_BEGIN:
+            stack.append((ts, name, category, len(stack), flows, ends))
+        else:
+            self.slices.append((uuid, ts, ts, name, category, len(stack), flows, ends))
 
     def compressed(self, data: bytes) -> None:
         inflater = zlib.decompressobj()
