@@ -127,6 +127,23 @@ def test_simulate_this_sets_the_run_panel_up_and_operators_meet_by_block(demo_wi
     assert delta.startswith(f"{(simulated - measured) / 1e3:+,.2f} µs")
 
 
+def test_simulate_this_from_the_pane_menu_opens_the_simulation_beside_the_profile(demo_window, profile, qtbot):
+    assert demo_window.open_files([str(profile)])
+    demo_window._pane_menu(demo_window.panes[0], demo_window.mapToGlobal(demo_window.rect().center()))
+    next(a for a in demo_window.pane_menu.actions() if a.text() == "Simulate this…").trigger()
+    demo_window.pane_menu.close()
+    panel = demo_window.run_panel
+    assert demo_window.run_dock.isVisible()
+    panel.fields["model"].widget.setCurrentText("bert-base")  # what the user says the profile ran
+    panel.fields["seq"].widget.setValue(64)
+    with qtbot.waitSignal(demo_window.runner.sig_finished, timeout=20000):
+        panel.start()
+    qtbot.waitUntil(lambda: len(demo_window.panes) == 2, timeout=5000)
+    measured, simulated = (p.run.trace.run for p in demo_window.panes)
+    assert measured.measured and simulated.deployment.instance == "trn1.2xlarge"
+    assert simulated.workload.model == "bert-base" and simulated.workload.seq == 64
+
+
 def analyse_block(profile_dir, sim, block):
     from sim.compare import block_times
 
