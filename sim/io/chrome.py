@@ -69,7 +69,7 @@ import orjson
 from sim import __version__
 from sim.errors import TraceFileError
 from sim.io.atomic import atomic_file
-from sim.io.inputs import name_text, open_regular
+from sim.io.inputs import Fail, name_text, open_regular
 from sim.io.native import (
     MAX_COUNTERS,
     MAX_RUNS,
@@ -332,24 +332,13 @@ def save_chrome(path: str | os.PathLike, traces: Sequence[Trace]) -> None:
 # import
 
 
-class _Fail:
-    """Raises the one-line error of one file."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-
-    def __call__(self, problem: str) -> NoReturn:
-        text = f"{self.label}: {problem}".replace("\r", " ").replace("\n", " ")
-        raise TraceFileError(text[:500])
-
-
 class _Text:
     """A document's text, read as it is decoded: holds only what has not been decoded yet.
     Positions are the text's (the decompressed text's for gzip); reads stop with a one-line
     error once the text outgrows ``limit``, or, when ``consumed`` tells how many compressed bytes
     it came from, :data:`MAX_GZIP_RATIO` times them."""
 
-    def __init__(self, read: Callable[[int], bytes], limit: int, too_big: str, fail: _Fail,
+    def __init__(self, read: Callable[[int], bytes], limit: int, too_big: str, fail: Fail,
                  done: Callable[[], float] = lambda: 0.0, consumed: Callable[[], int] | None = None) -> None:
         self._read, self._limit, self._too_big, self._fail = read, limit, too_big, fail
         self._consumed = consumed
@@ -409,7 +398,7 @@ class _Text:
 
 
 @contextmanager
-def _text_of(path: str | os.PathLike, fail: _Fail) -> Iterator[_Text]:
+def _text_of(path: str | os.PathLike, fail: Fail) -> Iterator[_Text]:
     """The text of a plain or gzip file, read on demand. A gzip file is refused once it decompresses
     beyond :data:`MAX_JSON_BYTES`, or :data:`MAX_GZIP_RATIO` times the compressed bytes read so far
     (a bomb stops there, before memory or time is spent on it: what its header declares is not
@@ -598,7 +587,7 @@ _OPENING = re.compile(rb"[^\s\xef\xbb\xbf]")  # the first byte after blanks and 
 _SPLIT_TRIES = 8
 
 
-def _not_json(exc: BaseException, fail: _Fail, offset: int = 0, first: int = 0) -> NoReturn:
+def _not_json(exc: BaseException, fail: Fail, offset: int = 0, first: int = 0) -> NoReturn:
     """The one-line error of text that does not decode; positions in it are made the file's:
     ``offset`` is the file's byte at the text's first, ``first`` the text's first event."""
     if isinstance(exc, RecursionError) or "recursion" in str(exc):
@@ -610,7 +599,7 @@ def _not_json(exc: BaseException, fail: _Fail, offset: int = 0, first: int = 0) 
     fail(f"not valid JSON ({text})")
 
 
-def _typed(events: Any, first: int, fail: _Fail) -> list:
+def _typed(events: Any, first: int, fail: Fail) -> list:
     """Events of an untyped decode as the typed shapes, one by one, with a message for the first
     that cannot be: the slow path for pieces the typed decoder refused (a phase the format does not
     define, args that are not an object...)."""
@@ -637,7 +626,7 @@ def _typed(events: Any, first: int, fail: _Fail) -> list:
     return out
 
 
-def _decode_piece(text: bytes, first: int, fail: _Fail) -> tuple[list, bool]:
+def _decode_piece(text: bytes, first: int, fail: Fail) -> tuple[list, bool]:
     """A piece of the event array (``[...]``) as typed events, and whether their types are checked
     (the loose twins' are not); raises one of :data:`_NOT_JSON` when the piece is not JSON."""
     try:
@@ -653,7 +642,7 @@ def _out_of_range(exc: msgspec.ValidationError) -> bool:
     return str(exc).startswith("Number out of range")
 
 
-def _whole(text: _Text, start: int, fail: _Fail) -> tuple[list, dict]:
+def _whole(text: _Text, start: int, fail: Fail) -> tuple[list, dict]:
     """The events and otherData of a document decoded at once (one that does not open as a trace
     usually does: its error is the file's)."""
     try:
@@ -683,7 +672,7 @@ def _head(text: _Text, start: int) -> tuple[int, dict] | None:
     return None
 
 
-def _event_pieces(text: _Text, fail: _Fail, other: dict) -> Iterator[tuple[list, bool]]:
+def _event_pieces(text: _Text, fail: Fail, other: dict) -> Iterator[tuple[list, bool]]:
     """The typed events of a Chrome trace document, a piece at a time, each with whether the
     decoder checked their types; the document's otherData goes to ``other``.
 
@@ -729,7 +718,7 @@ def _event_pieces(text: _Text, fail: _Fail, other: dict) -> Iterator[tuple[list,
         a = text.base + m.end() - 1
 
 
-def _last_piece(rest: bytes, at: int, first: int, bare: bool, fail: _Fail, other: dict) -> tuple[list, bool]:
+def _last_piece(rest: bytes, at: int, first: int, bare: bool, fail: Fail, other: dict) -> tuple[list, bool]:
     """The events of the text from ``at`` to its end, the rest of the array and of the document,
     and whether the decoder checked their types."""
     opening = b"[" if bare else b'{"traceEvents":['
@@ -757,7 +746,7 @@ def _last_piece(rest: bytes, at: int, first: int, bare: bool, fail: _Fail, other
         _not_json(exc, fail, at - len(opening), first)
 
 
-def _events_of(doc: Any, fail: _Fail) -> tuple[list, dict]:
+def _events_of(doc: Any, fail: Fail) -> tuple[list, dict]:
     if isinstance(doc, list):
         return doc, {}
     if not isinstance(doc, dict):
@@ -779,7 +768,7 @@ def _json_type(value: Any) -> str:
     return _JSON_TYPES.get(type(value), type(value).__name__)
 
 
-def _check_types(values: list, pos: Sequence[int], allowed: set, what: str, fail: _Fail) -> None:
+def _check_types(values: list, pos: Sequence[int], allowed: set, what: str, fail: Fail) -> None:
     if set(map(type, values)) <= allowed:
         return
     i = next(k for k, v in enumerate(values) if type(v) not in allowed)
@@ -787,7 +776,7 @@ def _check_types(values: list, pos: Sequence[int], allowed: set, what: str, fail
     fail(f"event {pos[i]}: {what} is {found}")
 
 
-def _numbers(values: list, pos: Sequence[int], what: str, fail: _Fail, limit: float = MAX_VALUE,
+def _numbers(values: list, pos: Sequence[int], what: str, fail: Fail, limit: float = MAX_VALUE,
              typed: bool = False) -> np.ndarray:
     """``values`` as float64 after checking each is a JSON number (unless ``typed``: the decoder
     did) and finite, of at most ``limit``."""
@@ -803,7 +792,7 @@ def _numbers(values: list, pos: Sequence[int], what: str, fail: _Fail, limit: fl
     return a
 
 
-def _arg_column(values: list, key: str, fail: _Fail) -> np.ndarray:
+def _arg_column(values: list, key: str, fail: Fail) -> np.ndarray:
     """A numeric arg of every event; missing, non-numeric, negative or non-finite values count as 0."""
     if not set(map(type, values)) <= {int, float}:
         values = [v if type(v) is float or type(v) is int else 0.0 for v in values]
@@ -931,7 +920,7 @@ _SLICE_COLUMNS = ("key", "pos", "name", "cat", "ts", "dur", "layer", "op", "laye
 class _Scanner:
     """Reduces the events, a piece at a time, to the columns of a :class:`_Scan`."""
 
-    def __init__(self, fail: _Fail) -> None:
+    def __init__(self, fail: Fail) -> None:
         self.fail = fail
         self.scan = _Scan()
         self.keys = _Index()  # (pid, tid) of slices
@@ -1304,7 +1293,7 @@ def _stem(label: str) -> str:
     return name
 
 
-def _check_counters(n: int, fail: _Fail) -> None:
+def _check_counters(n: int, fail: Fail) -> None:
     if n > MAX_COUNTERS:
         fail(f"{n:,} counter series; at most {MAX_COUNTERS:,} can be shown")
 
@@ -1426,7 +1415,7 @@ def _bind_flows(points: _FlowPoints, slice_pos: np.ndarray, order: np.ndarray, t
             int(np.count_nonzero(event < 0)))
 
 
-def _foreign_trace(scan: _Scan, idx: np.ndarray, counter_keys: list[tuple], label: str, fail: _Fail) -> Trace:
+def _foreign_trace(scan: _Scan, idx: np.ndarray, counter_keys: list[tuple], label: str, fail: Fail) -> Trace:
     """One generic Trace of the slices ``idx`` and the given counter series of a file of another
     tool: its threads' nested slices stacked by depth, a process's async slices of one name on a
     track of their own, its flows bound to the slices they leave and enter."""
@@ -1508,7 +1497,7 @@ def _foreign_trace(scan: _Scan, idx: np.ndarray, counter_keys: list[tuple], labe
 # our own exports -----------------------------------------------------------------------------
 
 
-def _own_runs(other: dict, fail: _Fail) -> list[dict] | None:
+def _own_runs(other: dict, fail: Fail) -> list[dict] | None:
     """The run tables of a file we wrote, validated; None for a file of another tool."""
     block = other.get("neuronviz")
     if not isinstance(block, dict) or block.get("format") != FORMAT_NAME:
@@ -1577,7 +1566,7 @@ def _own_runs(other: dict, fail: _Fail) -> list[dict] | None:
 
 
 def _own_trace(scan: _Scan, idx: np.ndarray, local_track: np.ndarray, run: dict, r: int,
-               counter_keys: list[tuple], fail: _Fail) -> Trace:
+               counter_keys: list[tuple], fail: Fail) -> Trace:
     """One run of our own export, its events ``idx`` mapped back through the run's tables."""
     pos = scan.pos[idx]
 
@@ -1636,7 +1625,7 @@ def _own_trace(scan: _Scan, idx: np.ndarray, local_track: np.ndarray, run: dict,
     return trace
 
 
-def _build(scan: _Scan, other: dict, label: str, fail: _Fail) -> list[Trace]:
+def _build(scan: _Scan, other: dict, label: str, fail: Fail) -> list[Trace]:
     runs = _own_runs(other, fail)
     n = len(scan.pos)
     traces: list[Trace] = []
@@ -1672,7 +1661,7 @@ def load_chrome(path: str | os.PathLike, progress: Callable[[float], None] | Non
     :class:`TraceFileError` naming the file. ``progress`` is called with the share of the file read
     after each piece; an exception it raises (a user's cancel) stops the load and propagates."""
     label = str(path)
-    fail = _Fail(label)
+    fail = Fail(label)
     try:
         with _gc_paused():
             scanner, other, first = _Scanner(fail), {}, 0

@@ -43,7 +43,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -53,7 +53,7 @@ import pyarrow.parquet as pq
 from sim.description import hardware
 from sim.errors import SimError, TraceFileError
 from sim.hardware.instances import get_instance
-from sim.io.inputs import csv_export_of, is_profile, name_text, open_regular, profile_of, table_files
+from sim.io.inputs import Fail, csv_export_of, is_profile, name_text, open_regular, profile_of, table_files
 from sim.trace import Counter, Trace, Track
 
 SCHEMA_MAJOR = 7
@@ -78,15 +78,6 @@ DMA_WAIT = "DMA wait"
 WAITS_TRACK = "waits"
 
 
-class _Fail:
-    def __init__(self, label: str) -> None:
-        self.label = label
-
-    def __call__(self, problem: str) -> NoReturn:
-        text = f"{self.label}: {problem}".replace("\r", " ").replace("\n", " ")
-        raise TraceFileError(text[:500])
-
-
 # ---------------------------------------------------------------------------------------------
 # tables
 
@@ -95,7 +86,7 @@ class _Columns:
     """What the readers ask of a table: its columns' types, its rows in batches."""
 
     name: str
-    fail: _Fail
+    fail: Fail
     rows: int
     schema: dict[str, pa.DataType]
 
@@ -127,7 +118,7 @@ class _Columns:
 class _Rows(_Columns):
     """A table read whole (a CSV export's, a legacy JSON's), its text columns dictionary-encoded."""
 
-    def __init__(self, name: str, table: pa.Table, fail: _Fail) -> None:
+    def __init__(self, name: str, table: pa.Table, fail: Fail) -> None:
         self.name, self.fail, self.rows = name, fail, table.num_rows
         if self.rows > MAX_ROWS:
             fail(f"table {name} has {self.rows:,} rows; at most {MAX_ROWS:,} can be read")
@@ -143,7 +134,7 @@ class _Rows(_Columns):
 class _Table(_Columns):
     """One table of the profile, over its files: the columns it has, read in batches."""
 
-    def __init__(self, name: str, files: list[Path], fail: _Fail) -> None:
+    def __init__(self, name: str, files: list[Path], fail: Fail) -> None:
         self.name, self.fail = name, fail
         self.files: list[pq.ParquetFile] = []
         self.schema: dict[str, pa.DataType] = {}
@@ -246,7 +237,7 @@ class _Builder:
     COLUMNS = {"track": np.int16, "start_ns": np.float64, "dur_ns": np.float64, "op": np.int32, "layer": np.int32,
                "flops": np.float64, "bytes": np.float64}
 
-    def __init__(self, fail: _Fail, origin: int, rows: int, progress: Callable[[float], None] | None = None) -> None:
+    def __init__(self, fail: Fail, origin: int, rows: int, progress: Callable[[float], None] | None = None) -> None:
         self.fail, self.origin, self.progress, self.expected = fail, origin, progress, max(1, rows)
         capacity = rows + rows // 10  # room for waits on a tenth of them
         self.tracks: list[Track] = []
@@ -359,7 +350,7 @@ def _tracks_of(core: np.ndarray, code: np.ndarray, make: Callable[[int, int], in
     return lut[key]
 
 
-def _core(batch: pa.RecordBatch, fail: _Fail) -> np.ndarray:
+def _core(batch: pa.RecordBatch, fail: Fail) -> np.ndarray:
     core = _ints(batch, "pcore_idx")
     if len(core) and (core.min() < 0 or core.max() >= 64):
         fail(f"a 'pcore_idx' of {int(core.min() if core.min() < 0 else core.max())} is not a NeuronCore's index")
@@ -488,7 +479,7 @@ def _plain(value: Any) -> Any:
     return name_text(str(value))[:MAX_TEXT]
 
 
-def _version(metadata: dict[str, Any], fail: _Fail) -> str:
+def _version(metadata: dict[str, Any], fail: Fail) -> str:
     version = metadata.get("profile_schema_version")
     if not isinstance(version, str) or not re.fullmatch(r"\d+(\.\d+)*", version.strip()):
         fail(f"its Metadata table gives no readable 'profile_schema_version' ({_plain(version)!r})")
@@ -506,7 +497,7 @@ def load_profile(path: str | os.PathLike, progress: Callable[[float], None] | No
     tables). ``progress`` hears the share of its events read, a batch at a time; an exception it
     raises stops the load."""
     directory = profile_of(path)
-    fail = _Fail(name_text(str(path)))
+    fail = Fail(name_text(str(path)))
     if directory is None:
         fail("not a Neuron Explorer profile (a directory of Parquet tables with a Metadata table)")
     try:
@@ -518,7 +509,7 @@ def load_profile(path: str | os.PathLike, progress: Callable[[float], None] | No
     return [_run(tables, metadata, _version(metadata, fail), directory.name, fail, progress)]
 
 
-def _run(tables: dict[str, _Columns], metadata: dict[str, Any], version: str, source: str, fail: _Fail,
+def _run(tables: dict[str, _Columns], metadata: dict[str, Any], version: str, source: str, fail: Fail,
          progress: Callable[[float], None] | None) -> Trace:
     """The run the tables of a profile hold (of Parquet, a CSV export or a legacy JSON), read
     from ``source`` (the profile's directory or file name)."""
@@ -554,7 +545,7 @@ def _run(tables: dict[str, _Columns], metadata: dict[str, Any], version: str, so
 MAX_TEXT_FILE_BYTES = 4 << 30  # a CSV export or legacy JSON: read whole
 
 
-def _text_file(path: Path, fail: _Fail) -> bytes:
+def _text_file(path: Path, fail: Fail) -> bytes:
     try:
         with open_regular(path) as f:
             size = os.fstat(f.fileno()).st_size
@@ -571,7 +562,7 @@ def load_csv_export(path: str | os.PathLike, progress: Callable[[float], None] |
     ``timeline_track`` column, for the time range that was visible. It names no instance."""
     import pyarrow.csv as pcsv
 
-    fail = _Fail(name_text(str(path)))
+    fail = Fail(name_text(str(path)))
     files = csv_export_of(path) or fail("not a Neuron Explorer CSV export")
     tables = {}
     for file in files:
@@ -598,7 +589,7 @@ def load_legacy_json(path: str | os.PathLike, progress: Callable[[float], None] 
     (``timestamp`` and ``duration`` in ns, ``label`` the engine's row, ``opcode``, ``hlo_name``)."""
     import orjson
 
-    fail = _Fail(name_text(str(path)))
+    fail = Fail(name_text(str(path)))
     try:
         doc = orjson.loads(_text_file(Path(path), fail))
     except orjson.JSONDecodeError as exc:

@@ -9,7 +9,9 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NoReturn
+
+from sim.errors import TraceFileError
 
 
 class NotRegularFileError(OSError):
@@ -32,6 +34,18 @@ def open_regular(path: str | os.PathLike) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+class Fail:
+    """Raises the one-line error of one file: ``label: problem``, on one line, at most 500
+    characters (what every reader says of a file it refuses)."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def __call__(self, problem: str) -> NoReturn:
+        text = f"{self.label}: {problem}".replace("\r", " ").replace("\n", " ")
+        raise TraceFileError(text[:500])
 
 
 def name_text(name: str) -> str:

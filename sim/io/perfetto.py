@@ -23,14 +23,12 @@ import struct
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import NoReturn
 
 import numpy as np
 
-from sim.errors import TraceFileError
 from sim.io.atomic import atomic_file
 from sim.io.chrome import MAX_DEPTH_ROWS
-from sim.io.inputs import name_text, open_regular
+from sim.io.inputs import Fail, name_text, open_regular
 from sim.trace import Counter, Trace, Track
 
 SUFFIXES = (".pftrace", ".perfetto-trace")
@@ -49,15 +47,6 @@ MAX_FLOWS_A_SLICE = 64  # flow ids one slice takes part in, beyond which they ar
 FLOW = "flow"  # a Perfetto flow has no name of its own
 
 
-class _Fail:
-    def __init__(self, label: str) -> None:
-        self.label = label
-
-    def __call__(self, problem: str) -> NoReturn:
-        text = f"{self.label}: {problem}".replace("\r", " ").replace("\n", " ")
-        raise TraceFileError(text[:500])
-
-
 def _pb():
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2  # loads when a .pftrace is read or written
 
@@ -73,7 +62,7 @@ def looks_like_perfetto(head: bytes) -> bool:
 # reading
 
 
-def _varint(buf, at: int, end: int, fail: _Fail) -> tuple[int, int]:
+def _varint(buf, at: int, end: int, fail: Fail) -> tuple[int, int]:
     value = shift = 0
     while True:
         if at >= end or shift > 63:
@@ -86,7 +75,7 @@ def _varint(buf, at: int, end: int, fail: _Fail) -> tuple[int, int]:
         shift += 7
 
 
-def _packets(buf, start: int, end: int, fail: _Fail) -> Iterator[bytes]:
+def _packets(buf, start: int, end: int, fail: Fail) -> Iterator[bytes]:
     """The payloads of the ``Trace.packet`` fields in ``buf[start:end]``; other fields skipped."""
     at = start
     while at < end:
@@ -118,7 +107,7 @@ def _packets(buf, start: int, end: int, fail: _Fail) -> Iterator[bytes]:
 class _Reader:
     """What the packets say, as they are read."""
 
-    def __init__(self, fail: _Fail) -> None:
+    def __init__(self, fail: Fail) -> None:
         self.fail = fail
         self.pb = _pb()
         self.names: dict[int, dict[int, str]] = {}  # per sequence: interned event names
@@ -234,7 +223,7 @@ class _Reader:
 def load_pftrace(path: str | os.PathLike, progress: Callable[[float], None] | None = None) -> list[Trace]:
     """The run a Perfetto trace holds, its tracks as rows. ``progress`` hears the share of the
     file read; an exception it raises stops the load."""
-    fail = _Fail(name_text(str(path)))
+    fail = Fail(name_text(str(path)))
     with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         if size > MAX_FILE_BYTES:
@@ -278,7 +267,7 @@ def _track_name(tracks: dict[int, dict], uuid: int) -> tuple[str, int | None]:
     return (f"{owner} / {own}" if owner else own), pid
 
 
-def _trace(r: _Reader, file_name: str, fail: _Fail) -> Trace:
+def _trace(r: _Reader, file_name: str, fail: Fail) -> Trace:
     from sim.io.native import _validate_trace
 
     for stack in r.open.values():
