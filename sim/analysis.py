@@ -26,6 +26,9 @@ from sim.trace import PIPELINE_BUBBLE, Trace, union_intervals
 # host track bounds)
 BOUND_RESOURCES = {"tensor": ("tensor",), "vector": ("vector",), "scalar": ("scalar",), "gpsimd": ("gpsimd",),
                    "memory": ("dma_read", "dma_write"), "collective": ("collective",), "host": (HOST,)}
+# the rows whose events' bytes are device memory moved: the DMA queues, and the instructions that say
+# what they move (a device profile's, whose DMA packets are in no layer; a simulation's say 0)
+MOVERS = ("dma_read", "dma_write", "tensor", "vector", "scalar", "gpsimd")
 LATENCY_BOUND_BELOW = 0.5  # busiest resource under half of the span: the layer waits on dependencies
 
 
@@ -163,10 +166,7 @@ def _group_stats(trace: Trace, group: np.ndarray, n_groups: int, names, kinds, s
     weight = np.bincount(g, weights=rep, minlength=n_groups) / np.maximum(np.bincount(g, minlength=n_groups), 1)
     weight[weight == 0] = 1.0
     flops = np.bincount(g, weights=ev["flops"][on0] * rep, minlength=n_groups) * ctx.shards
-    # device memory moved: by the DMA queues, and by instructions that say what they move (a device
-    # profile's, whose DMA packets are in no layer; a simulation's instructions say 0)
-    dma_tracks = [i for k in ("dma_read", "dma_write", "tensor", "vector", "scalar", "gpsimd")
-                  for i in tracks.get(k, [])]
+    dma_tracks = [i for k in MOVERS for i in tracks.get(k, [])]
     is_dma = np.isin(ev["track"][on0], dma_tracks)
     nbytes = np.bincount(g[is_dma], weights=(ev["bytes"][on0] * rep)[is_dma], minlength=n_groups) * ctx.shards
     span = np.maximum(end - start, 0.0)
@@ -278,7 +278,7 @@ def layer_table(trace: Trace, with_ops: bool = False) -> list[Stats]:
     on0 = np.isin(ev["track"], [i for v in tracks.values() for i in v]) & layered
     g, rep = ev["layer"][on0], ctx.repeats[on0]
     flops = np.bincount(g, weights=ev["flops"][on0] * rep, minlength=n) * ctx.shards
-    dma = np.isin(ev["track"][on0], tracks.get("dma_read", []) + tracks.get("dma_write", []))
+    dma = np.isin(ev["track"][on0], [i for k in MOVERS for i in tracks.get(k, [])])
     nbytes = np.bincount(g[dma], weights=(ev["bytes"][on0] * rep)[dma], minlength=n) * ctx.shards
     time_ns = span * layer_rep
     spill_save = per_layer("spill_save_bytes") * layer_rep * ctx.shards

@@ -316,3 +316,12 @@ def test_a_legacy_neuron_profile_json_opens_with_its_summary(tmp_path):
     path.write_bytes(b'{"summary": [], "instruction": [{"timestamp": "soon", "duration": 1}]}')
     with pytest.raises(TraceFileError, match="an instruction's timestamp or duration is not a whole number of ns$"):
         load_file(path)
+
+
+def test_a_layers_bytes_are_its_instructions_hbm_bytes(profile):
+    from sim.analysis import analyse
+
+    (trace,) = load_file(profile)
+    layer_1 = next(s for s in analyse(trace).layers if s.name == "layer_1")
+    assert layer_1.bytes == 4096.0  # the MATMUL's hbm_read_bytes; the profile's DMA packets are in no layer
+    assert next(o for o in layer_1.ops if o.name == "MATMUL").bytes == 4096.0
