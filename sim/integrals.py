@@ -6,6 +6,8 @@ these; the metrics of a run are in :mod:`sim.metrics`.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from sim.trace import Trace
@@ -205,6 +207,21 @@ class ReplayedIntegral(_Integral):
         partial = j * self.per_run[ic] + self.base.at(self.home[ic] + offset) - self.home_at[ic]
         extra = np.where(inside, self.before[ic] + partial, self.before[np.where(i >= 0, i + 1, 0)])
         return out + np.where(i >= 0, extra, 0.0)
+
+    def value_at(self, t: float) -> float:
+        """:meth:`at` of one instant in scalar arithmetic (the chip diagram's two a row a frame):
+        numpy's per-call cost on one-element arrays was most of a frame of a replayed trace."""
+        out = self.base.value_at(t)
+        i = int(self.start.searchsorted(t, side="right")) - 1
+        if i < 0:
+            return out
+        if t >= self.end[i]:
+            return out + float(self.before[i + 1])
+        start, period = float(self.start[i]), float(self.period[i])
+        j = math.floor((t - start) / period)
+        offset = t - start - j * period
+        return out + float(self.before[i] + j * self.per_run[i] + self.base.value_at(float(self.home[i]) + offset)
+                           - self.home_at[i])
 
     def fractions(self, edges: np.ndarray) -> np.ndarray:
         """Busy fraction of each window between consecutive ``edges`` (clipped to [0, 1])."""
