@@ -1000,13 +1000,16 @@ def test_the_scaling_tab_sweeps_the_training_runs_over_1_to_64_instances(demo_wi
     assert len(view.plots["step"].listDataItems()) == 1
 
 
-def test_the_cost_axis_ticks_at_one_two_and_five_times_powers_of_ten():
+def test_log_axes_tick_at_one_two_and_five_times_powers_of_ten_or_fewer_over_many_decades():
     from neuronviz.axes import log_ticks
 
     assert [label for _, label in log_ticks(0.0002, 0.015, "$")] == [
         "$0.0001", "$0.0002", "$0.0005", "$0.001", "$0.002", "$0.005", "$0.01", "$0.02"]
     assert log_ticks(3.0, 40.0, "$")[0] == (pytest.approx(math.log10(2)), "$2")
     assert [label for _, label in log_ticks(700, 3000)] == ["500", "1,000", "2,000", "5,000"]
+    # many decades (a Roofline from an embedding's 0.0002 TFLOP/s to the peak): labels that do not touch
+    assert [label for _, label in log_ticks(0.5, 3000)] == ["1", "10", "100", "1,000"]
+    assert [label for _, label in log_ticks(0.0002, 10_000)] == ["0.0001", "0.01", "1", "100", "10,000"]
 
 
 def test_the_demo_streams_requests_so_every_pane_works_all_through_the_playback(demo_window):
