@@ -574,7 +574,6 @@ def load_csv_export(path: str | os.PathLike, progress: Callable[[float], None] |
     return [_run(tables, {}, "CSV export", Path(path).name, fail, progress)]
 
 
-LEGACY_KEYS = ("summary", "instruction")  # the sections of neuron-profile's --output-format json
 
 
 def is_legacy_json(head: bytes) -> bool:

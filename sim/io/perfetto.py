@@ -31,7 +31,6 @@ from sim.io.chrome import MAX_DEPTH_ROWS
 from sim.io.inputs import Fail, name_text, open_regular
 from sim.trace import Counter, Trace, Track
 
-SUFFIXES = (".pftrace", ".perfetto-trace")
 MAX_FILE_BYTES = 4 << 30
 MAX_INFLATED_BYTES = 8 << 30  # of every compressed packet together
 MAX_RATIO = 100  # inflated over compressed, above it a bomb
