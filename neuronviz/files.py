@@ -45,11 +45,17 @@ def on_one_clock(runs: list[Run]) -> list[Run]:
     """``runs`` opened together, the device profiles among them on one clock (ranks of one job:
     :func:`sim.ranks.on_one_clock`); the others as they are."""
     from sim.ranks import on_one_clock as traces_on_one_clock
+    from sim.ranks import shifted
 
-    traces = traces_on_one_clock([r.trace for r in runs])
-    read = traces_on_one_clock([r.as_read or r.trace for r in runs])
-    return [r if t is r.trace else Run(t, source=r.source, as_read=a) for r, t, a in zip(runs, traces, read,
-                                                                                            strict=True)]
+    out = []
+    for r, t in zip(runs, traces_on_one_clock([r.trace for r in runs]), strict=True):
+        if t is r.trace:
+            out.append(r)
+            continue
+        # the trace as read shifted alike, copied only when it is not the drawn one itself
+        read = r.as_read if r.as_read is not None and r.as_read is not r.trace else None
+        out.append(Run(t, source=r.source, as_read=shifted(read, t.meta["clock_offset_ns"]) if read else t))
+    return out
 
 
 def reading_bytes(path: str) -> int:

@@ -64,6 +64,16 @@ def visible_columns(item: pg.GraphicsObject, p: QPainter, x0: float, x1: float) 
     return a, b, int(min(MAX_COLUMNS, max(1, np.ceil((b - a) * px_per_x - PIXEL_TOLERANCE))))
 
 
+def _begin_labels(p: QPainter):
+    """Save ``p`` and set it up to write names in device pixels, in the names' 8 pt font; its metrics."""
+    p.save()
+    p.resetTransform()
+    font = QFont()
+    font.setPointSizeF(8.0)
+    p.setFont(font)
+    return p.fontMetrics()
+
+
 class RasterItem(pg.GraphicsObject):
     """An item painted from images rasterised for the visible pixel columns; x is time in ns
     times ``x_scale``.
@@ -216,12 +226,7 @@ class SliceRows(RasterItem):
         tr = p.transform()
         px_per_ns = abs(tr.m11()) * self.x_scale
         x0, x1 = x0_x / self.x_scale, x1_x / self.x_scale
-        p.save()
-        p.resetTransform()
-        font = QFont()
-        font.setPointSizeF(8.0)
-        p.setFont(font)
-        metrics = p.fontMetrics()
+        metrics = _begin_labels(p)
         for r, y in enumerate(self.ys):
             for i in self._wide(r, x0, x1, px_per_ns).tolist():
                 a = tr.map(QPointF(max(self.starts[r][i], x0) * self.x_scale, y + 0.1))
@@ -355,12 +360,7 @@ class LayerRow(RasterItem):
         if not len(wide):
             return
         tr = p.transform()
-        p.save()
-        p.resetTransform()
-        font = QFont()
-        font.setPointSizeF(8.0)
-        p.setFont(font)
-        metrics = p.fontMetrics()
+        metrics = _begin_labels(p)
         for i in wide.tolist():
             a = tr.map(QPointF(max(self.start[i] * self.x_scale, x0), self.y + 0.1))
             b = tr.map(QPointF(min(self.end[i] * self.x_scale, x1), self.y + 0.9))

@@ -434,38 +434,32 @@ def _throttles(t: _Columns, b: _Builder) -> None:
         b.add(np.int64(track), at, at + dur, op[:len(at)], np.full(len(at), -1))
 
 
+def _first_core_series(t: _Columns, column: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """A usage table's samples of ``column`` on the first physical core: their times and values."""
+    t.check("timestamp", "int")
+    t.check(column, "number")
+    times, values = [], []
+    for batch in t.batches(["timestamp", column, "pcore_idx"]):
+        first = _ints(batch, "pcore_idx") == 0
+        times.append(_ints(batch, "timestamp")[first])
+        values.append(_numbers(batch, column)[first])
+    return times, values
+
+
 def _usage(tables: dict[str, _Columns], b: _Builder, sizes: dict[str, float]) -> None:
     """The time series: SBUF and PSUM fill (of the first core: as bytes of the chip's, else as
     %), HBM and DMA throughput."""
-    for table, column, name, size in (("SbufUsage", "avg_util_percent", "sbuf_bytes", sizes.get("sbuf")),
-                                      ("PsumUsage", "avg_util_percent", "psum_bytes", sizes.get("psum"))):
-        t = tables.get(table)
-        if t is None:
-            continue
-        t.check("timestamp", "int")
-        t.check(column, "number")
-        times, values = [], []
-        for batch in t.batches(["timestamp", column, "pcore_idx"]):
-            first = _ints(batch, "pcore_idx") == 0
-            times.append(_ints(batch, "timestamp")[first])
-            values.append(_numbers(batch, column)[first])
-        label = table.removesuffix("Usage").upper()
-        if size:
-            b.counter(name, "B", times, [v / 100 * size for v in values])
-        else:
-            b.counter(f"{label} %", "%", times, values)
+    for table, name, size in (("SbufUsage", "sbuf_bytes", sizes.get("sbuf")),
+                              ("PsumUsage", "psum_bytes", sizes.get("psum"))):
+        if table in tables:
+            times, values = _first_core_series(tables[table], "avg_util_percent")
+            if size:
+                b.counter(name, "B", times, [v / 100 * size for v in values])
+            else:
+                b.counter(f"{table.removesuffix('Usage').upper()} %", "%", times, values)
     for table, name in (("HbmUsage", "hbm_bytes_per_s"), ("DmaUsage", "dma_bytes_per_s")):
-        t = tables.get(table)
-        if t is None:
-            continue
-        t.check("timestamp", "int")
-        t.check("current_throughput", "number")
-        times, values = [], []
-        for batch in t.batches(["timestamp", "current_throughput", "pcore_idx"]):
-            first = _ints(batch, "pcore_idx") == 0
-            times.append(_ints(batch, "timestamp")[first])
-            values.append(_numbers(batch, "current_throughput")[first])
-        b.counter(name, "B/s", times, values)
+        if table in tables:
+            b.counter(name, "B/s", *_first_core_series(tables[table], "current_throughput"))
 
 
 def _plain(value: Any) -> Any:
