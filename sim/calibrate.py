@@ -4,7 +4,8 @@ Each residual is the one unknown of one mechanism, fitted on the rows that mecha
 (chosen by what the rows' publications state, never by their measured values): the DMA run
 length of weight streams on the memory-bound rows, the runtime's cost per execution on the
 one-sequence encoder rows, the TensorE issue overhead of compiled code on the compute-bound rows,
-the serving stack's request handling on the short-prompt time-to-first-token rows, the KV cache's
+a server's request handling on the serving stacks' time-to-first-token rows, the round trip of
+logits sampled on the host on the rows whose stack samples there, the KV cache's
 DMA run on the rows whose decode steps read large caches, the
 collectives' fixed cost on the rows whose tensor-parallel copy spans chips, the host-device copy
 rate on the Batch rows (Trainium1 its own, on its rows), the rate of faulting in fresh host pages
@@ -26,13 +27,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.hardware.chip import load_toml
+from sim.host import LOGIT_BYTES
+from sim.stacks import samples_on_host, stack_of
 from sim.validate import Row, validate
+from sim.workloads import get_model
 
 WORKERS = os.cpu_count() or 1  # the simulations of a fit run on every core of this machine
 # rows whose median absolute error moves less than this (0.1 percentage point) over a residual's
 # whole range do not tell its value: Inferentia1's encoder Batch rows and the host-copy rate
 # (0.06 point from 1 to 32 GB/s), which would otherwise pull it to either end of its range
 UNINFORMED = 1e-3
+# the logits a step returns for its sampling to tell the rate at which the host samples them: a
+# batch of 8 at Llama-2's vocabulary of 32,000 (the steps of smaller ones spend a percent on it)
+SAMPLED_BYTES = 1e6
 
 
 def _decode(row: Row) -> bool:
@@ -43,8 +50,13 @@ def _encoder(row: Row) -> bool:
     return row.config is not None and row.config.mode == "inference"
 
 
-def _prompt(row: Row) -> int:
-    return row.config.seq or 0
+def _host_logits(row: Row) -> float:
+    """The bytes of logits each step of ``row`` returns to the host to sample, 0 when its graph
+    samples on the device."""
+    cfg = row.config
+    if not samples_on_host(cfg.stack, cfg.sampling):
+        return 0.0
+    return float(cfg.batch * get_model(cfg.model).vocab * LOGIT_BYTES)
 
 
 def _context(row: Row) -> int:
@@ -85,8 +97,12 @@ RESIDUALS: tuple[Residual, ...] = (
              0.0, 1024.0),
     Residual("mm_wait_cycles", "Trainium2's time to first token (its prompts encoded by compiled matmuls)",
              lambda r: r.generation == "trn2" and _decode(r) and r.metric == "ttft_ms", 0.0, 1024.0, chip="trn2"),
-    Residual("request_overhead_s", "time to first token of prompts of at most 512 tokens",
-             lambda r: _decode(r) and r.metric == "ttft_ms" and _prompt(r) <= 512, 0.0, 0.06),
+    Residual("server_request_s", "time to first token of the serving stacks' rows (vLLM on Neuron, optimum-neuron)",
+             lambda r: _decode(r) and r.metric == "ttft_ms" and stack_of(r.config.stack).server,
+             0.0, 0.06),
+    Residual("host_sampling_bytes_per_s", "time per output token of the rows sampling on the host whose steps "
+             "return at least 1 MB of logits (Transformers NeuronX at batch 8 and more, optimum-neuron's CPU sampling)",
+             lambda r: _decode(r) and r.metric == "tpot_ms" and _host_logits(r) >= SAMPLED_BYTES, 1e8, 1e10, log=True),
     Residual("collective_setup_s", "time per output token of copies spanning several chips",
              lambda r: _decode(r) and r.metric == "tpot_ms" and (r.config.cores or 1) > 2, 0.0, 2e-4),
     Residual("host_copy_bytes_per_s", "encoder and vision throughput at batch 8 and more on the generations without "

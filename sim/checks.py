@@ -25,6 +25,7 @@ from sim.config import (
 from sim.errors import ConfigError
 from sim.hardware.chip import OPT_LEVELS, Chip, get_chip
 from sim.hardware.instances import Instance, get_instance
+from sim.stacks import SAMPLINGS, STACKS
 from sim.workloads import (
     ModelSpec,
     get_model,
@@ -155,6 +156,12 @@ def validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
     if cfg.nki_kernels and cfg.mode not in GENERATING:
         raise ConfigError("the QKV, MLP and attention kernel settings are NxD Inference's, for decode and serve "
                           "modes")
+    if cfg.stack is not None and cfg.stack not in STACKS:
+        raise ConfigError(f"unknown serving stack '{cfg.stack}': choose one of {', '.join(STACKS)}")
+    if cfg.sampling is not None and cfg.sampling not in SAMPLINGS:
+        raise ConfigError(f"unknown sampling '{cfg.sampling}': choose one of {', '.join(SAMPLINGS)}")
+    if (cfg.stack or cfg.sampling) and cfg.mode not in GENERATING:
+        raise ConfigError("the serving stack and its sampling are settings of decode and serve modes")
     if cfg.autocast is not None and cfg.autocast not in AUTOCAST:
         raise ConfigError(f"unknown autocast '{cfg.autocast}': choose one of {', '.join(AUTOCAST)}")
     act, matmul = compute_dtypes(cfg, chip)
@@ -182,7 +189,8 @@ def _validate_encoder_decoder(cfg: RunConfig, spec: ModelSpec) -> None:
                           f"{cfg.mode} mode is not modelled for it")
     other = [name for name, on in (("--draft", cfg.draft), ("--prefill-chunk", cfg.prefill_chunk),
                                    ("--concurrency", cfg.concurrency is not None), ("--kv-cache", cfg.kv_cache),
-                                   ("NxD Inference's NKI kernels", cfg.nki_kernels)) if on]
+                                   ("NxD Inference's NKI kernels", cfg.nki_kernels), ("--stack", cfg.stack),
+                                   ("--sampling", cfg.sampling)) if on]
     if other:
         raise ConfigError(f"{other[0]} is not modelled for encoder-decoders such as {spec.name}")
 

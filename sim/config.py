@@ -138,6 +138,12 @@ class RunConfig:
     # neuronx-cc's --optlevel (1, 2 or 3): how far ahead compiled code's loads go (compiler.toml);
     # Inferentia1's neuron-cc has no levels
     optlevel: int = DEFAULT_OPT_LEVEL
+    # decode and serve: the software stack serving the generation (sim.stacks: a server receiving
+    # each request or none, where each step's next token is sampled; None: nxd-inference for a
+    # decode, vllm for a serving run), and where its steps sample (sim.stacks.SAMPLINGS; None: as
+    # the stack does)
+    stack: str | None = None
+    sampling: str | None = None
     # decode: speculative decoding, a draft model proposing ``spec_k`` tokens that the model
     # verifies in one step, each accepted with probability ``acceptance`` (the draft's agreement)
     draft: str | None = None

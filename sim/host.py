@@ -1,7 +1,8 @@
 """What the host does around the device's work, as costs the run puts on the timeline.
 
 The runtime launching each execution of a compiled program, an inference's inputs and outputs
-crossing between host and device memory, the serving stack's handling of a request,
+crossing between host and device memory, a server's handling of a request, a step's next token
+sampled on the host,
 transformers' generate loop between two decoder calls, a pipelined step's slowest stage waiting
 for the others: each is a :class:`HostCost`, drawn by :mod:`sim.run` as an event on the run's
 host track (kind :data:`HOST`) before or after the execution it belongs to. A reported time is
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sim.config import DTYPE_BYTES
 from sim.hardware.chip import Chip
+from sim.stacks import Stack
 from sim.workloads import ModelSpec, Phase, host_bytes
 
 HOST = "host"  # the kind of the track the host's costs are drawn on
@@ -23,6 +26,8 @@ LAUNCH = "launch"
 INPUT_COPY = "copy inputs to device"
 OUTPUT_COPY = "copy outputs to host"
 REQUEST_HANDLING = "request handling"
+HOST_SAMPLING = "sample on host"
+LOGIT_BYTES = DTYPE_BYTES["fp32"]  # a logit as the host's sampler takes it (host_sampling_bytes_per_s)
 GENERATE_LOOP = "generate loop"
 PIPELINE_WAIT = "waiting for the other pipeline stages"
 QUEUED = "waiting for a slot"  # a served request handled, in the server's queue until the engine takes it
@@ -50,10 +55,20 @@ def launch(chip: Chip) -> tuple[HostCost, ...]:
     return costs(HostCost(LAUNCH, chip.efficiency.launch_overhead_s))
 
 
-def request_handling(chip: Chip) -> tuple[HostCost, ...]:
-    """The serving stack receiving, scheduling and tokenising a generation request before the
-    engine may take it."""
-    return costs(HostCost(REQUEST_HANDLING, chip.efficiency.request_overhead_s))
+def request_handling(chip: Chip, stack: Stack) -> tuple[HostCost, ...]:
+    """A server receiving, tokenising and scheduling a generation request before the engine may
+    take it (and streaming its first token back); nothing for a stack with no server."""
+    return costs(HostCost(REQUEST_HANDLING, chip.efficiency.server_request_s)) if stack.server else ()
+
+
+def host_sampling(chip: Chip, on_host: bool, batch: int, vocab: int) -> tuple[HostCost, ...]:
+    """A step's next tokens sampled on the host: the logits of the ``batch`` rows the graph is
+    compiled for (fp32, :data:`LOGIT_BYTES`) copied back and sampled by torch before the next step
+    may start; nothing when the graph samples on the device."""
+    if not on_host:
+        return ()
+    nbytes = float(batch * vocab * LOGIT_BYTES)
+    return costs(HostCost(HOST_SAMPLING, nbytes / chip.efficiency.host_sampling_bytes_per_s, nbytes))
 
 
 def generate_loop(chip: Chip) -> tuple[HostCost, ...]:

@@ -23,6 +23,7 @@ from sim.config import (
 from sim.hardware.chip import DEFAULT_OPT_LEVEL, OPT_LEVELS
 from sim.hardware.instances import all_instances
 from sim.quant import QUANTS, SCALES
+from sim.stacks import SAMPLINGS, STACKS
 from sim.workloads import preset_names
 from sim.workloads.training import CHECKPOINTS
 from sim.workloads.transformer import GQA_SHARDINGS, HEADS
@@ -172,6 +173,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("expert_imbalance", "--expert-imbalance", "Expert imbalance", FLOAT, "the busiest group's share of the "
            "routed tokens over the mean (default 1: uniform routing; at most --ep)", default=1.0, lo=1.0, hi=4096.0,
            group=MOE),
+    Option("stack", "--stack", "Serving stack", CHOICE, "the software serving the generation: a server (vllm, "
+           "optimum-neuron) receives, tokenises and schedules each request before its prompt is encoded; "
+           "transformers-neuronx samples each token on the host; nxd-inference runs offline (default: vllm, a "
+           "decode one request of it)", choices=STACKS, none="vllm", modes=GENERATING, group=GENERATION),
+    Option("sampling", "--sampling", "Sampling", CHOICE, "where each step's next token is sampled: on the device, "
+           "inside the compiled graph, or on the host, its logits copied back first (default: as the stack does)",
+           choices=SAMPLINGS, none="stack default", modes=GENERATING, group=GENERATION),
     Option("draft", "--draft", "Draft model", TEXT, "speculative decoding: the draft model (preset or config.json) "
            "proposing tokens", none="none", choices=preset_names(), modes=GENERATING, group=GENERATION),
     Option("spec_k", "--spec-k", "Draft tokens", INT, "tokens the draft proposes per step", default=0, lo=0, hi=16,

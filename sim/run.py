@@ -35,6 +35,7 @@ from sim.host import (
     HostCost,
     costs,
     generate_loop,
+    host_sampling,
     inference_copies,
     launch,
     request_handling,
@@ -44,6 +45,7 @@ from sim.memory_plan import plan
 from sim.scheduler import CoreScheduler, column, psum_columns
 from sim.serve import ServeLog, serve, serving_record, serving_summary
 from sim.serve import lengths as serve_lengths
+from sim.stacks import samples_on_host, stack_of
 from sim.timeline import RunPhase, Tables, Timeline
 from sim.trace import PIPELINE_BUBBLE, Counter, Trace, Track
 from sim.workloads import (
@@ -103,17 +105,25 @@ def _prefill_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, 
     """The prompt's encoding: one graph of the bucket that holds it (the padding is computed
     too), or chunks of ``prefill_chunk`` tokens (:func:`static_chunks`)."""
     batch = cfg.batch if cfg.concurrency is None else 1  # continuous batching encodes one prompt at a time
-    tp, start = dep.shards, launch(dep.chip)
+    tp, start, sample = dep.shards, launch(dep.chip), _sampling(cfg, spec, dep, batch)
     if not cfg.prefill_chunk:
         ce = _bucket(seq, lengths)
         return [RunPhase("prefill", build_program(spec, Phase(batch, ce, ce, tp, **_kernels(cfg, ce, dep.lnc)), dt),
-                       before=start)]
+                       before=start, after=sample)]
     chunks = -(-seq // cfg.prefill_chunk)
     if static_chunks(cfg):  # one graph for every chunk, run back to back
         return [RunPhase("prefill chunk", _chunk_program(cfg, spec, 0, batch, seq, tp, dt), chunks, number_from=1,
-                       before=start)]
-    return [RunPhase(f"prefill chunk {i + 1}", _chunk_program(cfg, spec, i, batch, seq, tp, dt), before=start)
-            for i in range(chunks)]
+                       before=start, after=sample)]
+    return [RunPhase(f"prefill chunk {i + 1}", _chunk_program(cfg, spec, i, batch, seq, tp, dt), before=start,
+                     after=sample) for i in range(chunks)]
+
+
+def _sampling(cfg: RunConfig, spec: ModelSpec, dep: Deployment, rows: int) -> tuple[HostCost, ...]:
+    """What the host does after each execution of a generating graph of ``rows`` sequences: with
+    sampling on the host, the logits it returns sampled there (every execution returns them, a
+    prompt's chunks too; a speculative step's for the draft's tokens and the model's next one)."""
+    positions = cfg.spec_k + 1 if cfg.draft else 1
+    return host_sampling(dep.chip, samples_on_host(cfg.stack, cfg.sampling), rows * positions, spec.vocab)
 
 
 def static_chunks(cfg: RunConfig) -> bool:
@@ -151,10 +161,10 @@ def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int)
                        before=copy_in + start, after=copy_out)]
     prompts, contexts = bucket_lengths(cfg, seq)
     out = _prefill_phases(cfg, spec, seq, dep, dt, prompts)
-    per_step = tokens_per_step(cfg)
+    per_step, sample = tokens_per_step(cfg), _sampling(cfg, spec, dep, cfg.batch)
     for bucket, steps in _decode_buckets(seq, cfg.new_tokens, contexts):
         out.append(RunPhase(f"decode ctx {bucket}", _token_step(cfg, spec, bucket, tp, dt),
-                          max(1, round(steps / per_step)) if cfg.draft else steps, before=start))
+                          max(1, round(steps / per_step)) if cfg.draft else steps, before=start, after=sample))
     return out
 
 
@@ -199,19 +209,22 @@ def _run_serving(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt:
     prompts, contexts = bucket_lengths(cfg, seq)
     steps: dict[tuple[str, int], RunPhase] = {}
     start, tp, chunk = launch(dep.chip), dep.shards, cfg.prefill_chunk
+    prompt_sample, step_sample = _sampling(cfg, spec, dep, 1), _sampling(cfg, spec, dep, cfg.batch)
 
     def run(key: tuple[str, int], t: float) -> float:
         if key not in steps:
             kind, n = key
             if kind == "decode":
-                steps[key] = RunPhase(f"decode ctx {n}", _token_step(cfg, spec, n, tp, dt), before=start)
+                steps[key] = RunPhase(f"decode ctx {n}", _token_step(cfg, spec, n, tp, dt), before=start,
+                                      after=step_sample)
             elif kind == "chunk":  # chunk n of a prompt (any chunk: one graph for all, :func:`static_chunks`)
                 name = "prefill chunk" if static_chunks(cfg) else f"prefill chunk {n + 1}"
-                steps[key] = RunPhase(name, _chunk_program(cfg, spec, n, 1, seq, tp, dt), before=start)
+                steps[key] = RunPhase(name, _chunk_program(cfg, spec, n, 1, seq, tp, dt), before=start,
+                                      after=prompt_sample)
             else:  # a whole prompt, padded to its bucket
                 steps[key] = RunPhase(f"prefill ctx {n}",
                                     build_program(spec, Phase(1, n, n, tp, **_kernels(cfg, n, dep.lnc)), dt),
-                                    before=start)
+                                    before=start, after=prompt_sample)
         return timeline.run(steps[key], t)
 
     def prefill(t: float, prompt: int, i: int) -> float:
@@ -221,7 +234,7 @@ def _run_serving(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt:
 
     rng = np.random.default_rng(cfg.seed + 2)
     n = request_count(cfg)
-    handling = request_handling(dep.chip)
+    handling = request_handling(dep.chip, stack_of(cfg.stack))
     log = serve(prompts=serve_lengths(seq, cfg.seq_spread, n, rng),
                 outputs=serve_lengths(cfg.new_tokens, cfg.new_tokens_spread, n, rng),
                 concurrency=cfg.concurrency, rate=cfg.rate, seed=cfg.seed, batch=cfg.batch, chunk=chunk,
@@ -308,10 +321,13 @@ def _timeline(cfg: RunConfig, dep: Deployment, max_events: int) -> Timeline:
 
 
 def _run_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int, max_events: int) -> Timeline:
-    """Schedule every phase of ``cfg`` on one core of ``dep`` (a generation request handled by
-    the serving stack first); keep at most ``max_events`` events."""
+    """Schedule every phase of ``cfg`` on one core of ``dep`` (a decoder's generation request
+    handled by its stack's server first; an encoder-decoder generates through transformers'
+    generate, in process); keep at most ``max_events`` events."""
     timeline = _timeline(cfg, dep, max_events)
-    t0 = timeline.host_phase(REQUEST_PHASE, request_handling(dep.chip), 0.0) if cfg.mode == "decode" else 0.0
+    t0 = 0.0
+    if cfg.mode == "decode" and spec.family != ENCODER_DECODER:
+        t0 = timeline.host_phase(REQUEST_PHASE, request_handling(dep.chip, stack_of(cfg.stack)), 0.0)
     for phase in _phases(cfg, spec, seq, dep, dt):
         if phase.idle_periods:
             t0 = timeline.idle(phase.name, phase.program, t0, phase.idle_periods)

@@ -75,6 +75,7 @@ METRIC_WORDS_2025 = (("ttft", "ttft_ms"), ("tpot", "tpot_ms"), ("itl", "tpot_ms"
                      ("output_throughput", "output_tok_s"), ("throughput_output", "output_tok_s"))
 SERVING_METRICS = ("output_tok_s",)  # figures only a serving run (many requests on one server) has
 GUIDELLM_0_1 = "guidellm 0.1.0"  # the benchmark tool of optimum-neuron's vLLM runs (setups-2025-2026.toml client)
+TNX = "transformers-neuronx"  # the stack of the benchmark pages' decoder rows (sim/stacks.py)
 MODEL_NAMES = {"distilbert-base": "distilbert", "llama-3.1-8b-instruct": "llama-3.1-8b"}
 
 
@@ -278,7 +279,7 @@ def _row_2024(r: dict[str, str]) -> Row:
         cfg = RunConfig(model=model, instance=r["instance"], mode="decode", batch=batch, seq=seq_in,
                         new_tokens=seq_out, cores=cores, dtype=dtype, autocast=autocast,
                         attention="compiler" if tnx else stated.get("attention"),
-                        gqa=CONVERT_TO_MHA if tnx else REPLICATE_TO_TP,
+                        gqa=CONVERT_TO_MHA if tnx else REPLICATE_TO_TP, stack=TNX if tnx else None,
                         quant=_weight_quant(r["dtype"]), beams=stated.get("beams", 1), max_seq=stated.get("max_seq"))
         return Row(**common, config=cfg, independent=metric in ("ttft_ms", "tpot_ms", "per_token_ms"))
     head = _head(model, r["source"]) if get_model(model).family == ENCODER else "classifier"
@@ -361,7 +362,14 @@ def _stated_setup(r: dict[str, str]) -> dict | None:
     return dict(instance=found.group(1).lower(), tp=_int(r["tp"]) or None, batch=batch, concurrency=concurrency,
                 max_seq=1 << max(0, seq + new_tokens + spread - 1).bit_length(),
                 bucketing="optimum" not in (r["sdk"] + r["source"]).lower(), prefill_chunk=0, seq=seq,
-                new_tokens=new_tokens)
+                new_tokens=new_tokens, stack=_stated_stack(r))
+
+
+def _stated_stack(r: dict[str, str]) -> str:
+    """The serving stack a 2025-2026 row names in its software or source: optimum-neuron's, vLLM on
+    Neuron, else NxD Inference offline."""
+    text = (r["sdk"] + " " + r["source"]).lower()
+    return "optimum-neuron" if "optimum" in text else "vllm" if "vllm" in text else "nxd-inference"
 
 
 def _lengths(buckets: list[int] | None) -> tuple[int, ...] | None:
@@ -409,7 +417,8 @@ def _row_2025(r: dict[str, str], setups: list[dict]) -> Row:
                     context_buckets=_lengths(setup.get("context_buckets")),
                     token_buckets=_lengths(setup.get("token_buckets")),
                     nki_kernels=tuple(setup.get("nki_kernels", ())),
-                    sequence_parallel=setup.get("sequence_parallel", False), **spreads)
+                    sequence_parallel=setup.get("sequence_parallel", False), stack=setup["stack"],
+                    sampling=setup.get("sampling"), **spreads)
     return Row(**common, config=cfg, independent=metric != "request_tok_s")
 
 

@@ -136,7 +136,8 @@ class Efficiency:
     stream_free_elems: float
     sbuf_activation_fraction: float
     mm_wait_cycles: float
-    request_overhead_s: float
+    server_request_s: float
+    host_sampling_bytes_per_s: float
     generate_step_s: float
     core_dma_bytes_per_s: float
     host_copy_bytes_per_s: float
@@ -315,11 +316,8 @@ def kernel_settings(table: str) -> dict[str, int]:
 def all_chips() -> Mapping[str, Chip]:
     """Every chip generation in the data directory, by key, oldest first."""
     efficiency = load_toml("efficiency.toml")
-    chips = [
-        parse_chip(load_toml(p.name), efficiency)
-        for p in sorted(DATA_DIR.glob("*.toml"))
-        if p.name not in ("instances.toml", "efficiency.toml", "compiler.toml", "kernels.toml")
-    ]
+    docs = (load_toml(p.name) for p in sorted(DATA_DIR.glob("*.toml")))
+    chips = [parse_chip(doc, efficiency) for doc in docs if "chip" in doc]  # a generation's file has a [chip] table
     order = {"inf1": 0, "inf2": 1, "trn1": 2, "trn2": 3, "trn3": 4}
     chips.sort(key=lambda ch: (order.get(ch.key, 99), ch.key))
     return MappingProxyType({ch.key: ch for ch in chips})

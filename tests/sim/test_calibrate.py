@@ -58,8 +58,9 @@ def test_leaving_a_generation_out_starts_from_the_middle_of_each_range_and_lends
 
 def test_the_fit_section_fits_on_every_row_and_checks_each_generation_left_out(monkeypatch):
     # the T5 pages' per-token rows alone: only the host's generate loop is fitted on them. The
-    # measured tokens take 8.2-9.3 ms where the simulated decoder steps take 5.6-6.0 ms, so its fit
-    # ends 2.0-2.6 ms a token from the middle of its 0-10 ms range. The other residuals, which
+    # measured tokens take 8.2-9.3 ms where the simulated decoder steps take 5.6-6.0 ms (transformers'
+    # generate runs in process: no server's request handling), so its fit ends 2.5-3.1 ms a token from
+    # the middle of its 0-10 ms range. The other residuals, which
     # these rows cannot inform, start (and stay) at the data file's values here: in the middle of
     # their ranges the decoder's 72 all-reduces a step across four chips would cost 4.8 ms more
     import re
@@ -79,7 +80,7 @@ def test_the_fit_section_fits_on_every_row_and_checks_each_generation_left_out(m
     text = "\n".join(fit_section(rows))
     data_file, fitted = re.search(r"^\| `generate_step_s` \| ([\d.e-]+) \| ([\d.e-]+) \|$", text, re.M).groups()
     assert float(data_file) == current_values()["generate_step_s"]
-    assert 2.0e-3 <= float(fitted) <= 2.6e-3
+    assert 2.5e-3 <= float(fitted) <= 3.1e-3
     overall = re.search(r"every independent point: ([\d.]+)% with the data file's values, ([\d.]+)% with", text)
     assert float(overall[1]) < 5 and float(overall[2]) < 5
     for gen in ("inf2", "trn1"):  # fitted on the other generation's four rows: within a few percent
