@@ -25,6 +25,7 @@ from sim.hardware.instances import instances_of
 from sim.io.inputs import csv_export_of, profile_of
 from sim.run import RunConfig, simulate
 from sim.trace import Trace
+from sim.validated import headline_record
 from sim.workloads import get_model, preset_names
 
 EXIT_USAGE = 2
@@ -194,7 +195,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.output:
         save_file(args.output, traces)
     if args.json:
-        json.dump({"runs": [run_record(t) for t in traces]}, sys.stdout, indent=1)
+        # each run's figures, and how far its headline ones can be trusted (their class's error)
+        json.dump({"runs": [{**run_record(t), "validated": headline_record(t)} for t in traces]}, sys.stdout,
+                  indent=1)
         print()
     else:
         print(runs_table(traces))
@@ -420,29 +423,40 @@ def _add_animate(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_animate)
 
 
+def _write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a temporary file, renamed)."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     """Simulate the published measurements and print (or write) the accuracy report."""
-    from sim.accuracy import accuracy_markdown
+    from sim.accuracy import accuracy_markdown, class_points
     from sim.validate import read_held_out, read_rows, report, summarise, validate
+    from sim.validated import classes, errors_toml
 
     def chosen(rows: list) -> list:
         rows = [r for r in rows if r.model == args.model] if args.model else rows
         return rows[: args.limit] if args.limit else rows
 
+    if args.errors and args.held_out:
+        raise UserError("--errors takes the calibration rows and those never fitted on together: drop --held-out")
     rows = chosen(read_held_out() if args.held_out else read_rows())
     if not rows:
         raise UserError("no held-out rows match" if args.held_out else "no calibration rows match")
     results = validate(rows)
+    held_out = validate(chosen(read_held_out())) if (args.output or args.errors) and not args.held_out else []
+    if args.errors:
+        _write_text(args.errors, errors_toml(classes(class_points(results + held_out))))
     if args.output:
-        text = accuracy_markdown(results, rows if args.fit else None, args.output, validate(chosen(read_held_out())))
-        target = Path(args.output)
-        tmp = target.with_name(f".{target.name}.tmp")
-        try:
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(target)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise UserError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+        _write_text(args.output, accuracy_markdown(results, rows if args.fit else None, args.output, held_out))
+    if args.output or args.errors:
         print(report(results).splitlines()[-1])
     else:
         print(report(results))
@@ -459,6 +473,9 @@ def _add_validate(sub: argparse._SubParsersAction) -> None:
                                               "those never fitted on)")
     which.add_argument("--held-out", action="store_true",
                        help="the published rows no residual is fitted on (sim/calibration/held-out.csv) instead")
+    p.add_argument("--errors", metavar="PATH", help="write each class's error (generation, software, dense or MoE, "
+                   "metric) over the calibration rows and those never fitted on, as the views read it "
+                   "(sim/calibration/errors.toml)")
     p.add_argument("--fit", action="store_true",
                    help="with -o: also fit the named residuals and check each generation fitted without its rows "
                         "(slow: tens of minutes)")
@@ -633,6 +650,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from sim.analysis import LAYER_FIELDS, analyse, report_record
     from sim.io import load_file
     from sim.io.atomic import atomic_file
+    from sim.validated import headline_text
 
     if args.csv and not args.output:
         raise UserError("--csv writes a file: give it with -o FILE")
@@ -640,6 +658,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     analyses = [analyse(t) for t in traces]
     records = [report_record(t, [o for o in traces if o is not t], a, [b for b in analyses if b is not a])
                for t, a in zip(traces, analyses, strict=True)]
+    for t, rec in zip(traces, records, strict=True):  # how far its headline figures can be trusted
+        rec["validated"], rec["validated_text"] = headline_record(t), headline_text(t)
     if args.csv:
         text = io.StringIO()
         writer = csv.writer(text)

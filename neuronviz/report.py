@@ -8,6 +8,7 @@ from sim.hardware.chip import DEFAULT_OPT_LEVEL
 from sim.metrics import ENGINES, compute_metrics
 from sim.record import run_record
 from sim.trace import Trace
+from sim.validated import headline_text
 
 # the catalogue's figures ``simulate`` prints, by mode: a generation's TTFT, TPOT and end to end
 LATENCY_KEYS = {"decode": ("time_to_first_token_ms", "per_token_ms", "per_token_under_load_ms", "latency_ms"),
@@ -30,6 +31,7 @@ def runs_table(traces: list[Trace]) -> str:
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    lines += [f"{tr.run.deployment.chip} validated: {said}" for tr in traces if (said := headline_text(tr))]
     title = f"{first['model']} {mode} batch {first['batch']} seq {first['seq']} {first['dtype']} "
     levels = sorted({tr.run.software.optlevel for tr in traces} - {None, DEFAULT_OPT_LEVEL})  # not the default
     if levels:
@@ -128,6 +130,8 @@ def analysis_text(index: int, record: dict) -> str:
              f"{_num(s['mm_arithmetic_intensity'], ',.1f')} · average_dma_size {_num(s['average_dma_size'], ',.0f')} "
              f"· spill_save_bytes {_num(s['spill_save_bytes'], ',.0f')} · spill_reload_bytes "
              f"{_num(s['spill_reload_bytes'], ',.0f')}"]
+    if record.get("validated_text"):
+        lines.append(f"  validated: {record['validated_text']}")
     grouped = _same_layer_summed(record["layers"])
     layers = sorted(grouped, key=lambda r: -r["time_us"])[:REPORT_LAYERS]
     summed = ", each summed over its phase's steps" if len(grouped) < len(record["layers"]) else ""

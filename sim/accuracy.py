@@ -3,11 +3,13 @@ on, and, when asked, a fit of the residuals with a leave-one-generation-out chec
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import statistics
+from collections.abc import Iterable, Sequence
 
 from sim.calibrate import RESIDUALS, current_values, fit, leave_one_generation_out, median_error, middle_start
 from sim.hardware.chip import load_toml
 from sim.validate import Result, Row, report
+from sim.validated import ErrorClass, class_of, classes
 
 INTRO = """# Accuracy against published measurements
 
@@ -25,6 +27,65 @@ tokens per second, a serving run's output throughput beside its own TTFT and TPO
 "derived" and not counted; a figure published on two pages is counted once (the other listed as
 "duplicate").
 """
+
+
+def fitted_on(row: Row) -> bool:
+    """Whether some named residual is fitted on ``row`` of the calibration tables (it is among the
+    rows its fit selects; the fit never reads the held-out rows)."""
+    return row.config is not None and row.independent and any(r.select(row) for r in RESIDUALS)
+
+
+def fitted_and_not(results: list[Result], held_out: list[Result]) -> tuple[list[Result], list[Result]]:
+    """The counted results some residual is fitted on, and the others (every held-out row's too)."""
+    fitted = [r for r in results if r.counted and fitted_on(r.row)]
+    return fitted, [r for r in results if r.counted and not fitted_on(r.row)] + [r for r in held_out if r.counted]
+
+
+def class_points(results: Iterable[Result]) -> list[tuple[ErrorClass, float]]:
+    """Each counted result's class (:mod:`sim.validated`) and signed error."""
+    return [(class_of(r.row.config, r.row.generation, r.row.metric), r.error) for r in results if r.counted]
+
+
+def _pct(values: list[float]) -> str:
+    return f"{100 * statistics.median(map(abs, values)):.1f}%" if values else ""
+
+
+def split_section(results: list[Result], held_out: list[Result]) -> list[str]:
+    """The error of the rows some residual is fitted on beside that of the rows none is, by class
+    and overall, with their counts."""
+    fitted: dict[ErrorClass, list[float]] = {}
+    unfitted: dict[ErrorClass, list[float]] = {}
+    for side, chosen in zip((fitted, unfitted), fitted_and_not(results, held_out), strict=True):
+        for r in chosen:
+            side.setdefault(class_of(r.row.config, r.row.generation, r.row.metric), []).append(r.error)
+    every_fitted = [e for v in fitted.values() for e in v]
+    every_unfitted = [e for v in unfitted.values() for e in v]
+    lines = ["", "## Rows fitted on and rows not", "",
+             "Each class's rows some named residual is fitted on (the rows its fit selects, below) beside those none "
+             "is (the calibration tables' other rows and every row never fitted on), over the independent rows of "
+             "all three tables. Overall: "
+             f"{len(every_fitted)} rows fitted on, median absolute error {_pct(every_fitted)}; "
+             f"{len(every_unfitted)} rows not, {_pct(every_unfitted)}.", "",
+             "| generation | software | model | metric | rows fitted on | their error | rows not | their error |",
+             "|---|---|---|---|---:|---:|---:|---:|"]
+    for cls in sorted({*fitted, *unfitted}, key=lambda c: tuple(vars(c).values())):
+        f, u = fitted.get(cls, []), unfitted.get(cls, [])
+        lines.append(f"| {cls.generation} | {cls.software} | {cls.kind} | {cls.metric} | {len(f)} | {_pct(f)} | "
+                     f"{len(u)} | {_pct(u)} |")
+    return lines
+
+
+def class_section(results: list[Result]) -> list[str]:
+    """Every class's error, as the views show it beside a number (``sim/calibration/errors.toml``)."""
+    lines = ["", "## Error by class, as the views show it", "",
+             "The median absolute error of each class of independent rows (generation, software, dense or "
+             "mixture-of-experts model, metric) over all three tables: what the pane header, Summary, `report` and "
+             "`simulate --json` give beside a number of that class (`sim/calibration/errors.toml`, written by "
+             "`neuronviz validate --errors`); a number of a class with no row says \"not validated\".", "",
+             "| generation | software | model | metric | rows | median absolute error |", "|---|---|---|---|---:|---:|"]
+    lines += [f"| {e.cls.generation} | {e.cls.software} | {e.cls.kind} | {e.cls.metric} | {e.rows} | "
+              f"{100 * e.median_abs_error:.1f}% |" for e in classes(class_points(results))]
+    return lines
 
 
 def residuals_table() -> list[str]:
@@ -96,6 +157,7 @@ def accuracy_markdown(results: list[Result], fit_rows: Sequence[Row] | None, pat
     if held_out is not None:
         held_groups, held_rows, held_summary = _report_parts(held_out)
         lines += ["", "## Rows never fitted on", "", HELD_OUT_INTRO, ""] + held_groups + ["", held_summary]
+    lines += split_section(results, held_out or []) + class_section(results + (held_out or []))
     lines += ["", "## Named residuals", "",
               "Every other number is a published figure or a stated assumption in "
               "`sim/hardware/data`. These are the few fitted to the measurements, each the "

@@ -28,6 +28,7 @@ from sim.catalogue import BY_KEY, label, text, unit_of
 from sim.description import RunDescription
 from sim.integrals import CounterIntegral, IntegralStack, replayed
 from sim.trace import Counter
+from sim.validated import headline_errors
 
 COUNTER_BAND_HEIGHT = 70
 AREA_COLOR = (0, 114, 178, 40)  # the selected window: translucent blue over the tracks
@@ -158,6 +159,22 @@ def _workload_text(run: RunDescription) -> str:
     return out + (f" · {w.dtype}" if w.dtype else "")
 
 
+def _trust(run: Run):
+    """A function giving, for a headline figure's key, its class's validation error in the header's
+    gray ("±17% (7 NxD Inference trn2 rows)", "not validated"; one unbreakable piece), or nothing
+    for a figure the validation does not compare."""
+    errors = headline_errors(run.trace)
+
+    def trust(key: str) -> str:
+        if key not in errors:
+            return ""
+        e = errors[key]
+        said = e.text() if e is not None else "not validated"
+        return f" <span style='color:gray'>{said.replace(' ', '&nbsp;')}</span>"
+
+    return trust
+
+
 def header_html(run: Run, baseline: Run | None) -> str:
     """The pane header: what ran where, and how fast and how cheap, every figure the catalogue's."""
     d, v = run.trace.run, run.measures
@@ -181,19 +198,21 @@ def header_html(run: Run, baseline: Run | None) -> str:
                              for k in PROFILE_FIGURES if v.get(k) is not None)
         return (f"<b>{run.title}</b> &nbsp; {source} &nbsp; <span style='color:gray'>measured on {where}</span><br>"
                 f"{figures} · {counts}")
-    busy = _under_load(v, d)
+    busy, trust = _under_load(v, d), _trust(run)
     if mode == "serve":
-        lat = (f"TTFT p50 {t('ttft_p50_ms')} ms, p99 {t('ttft_p99_ms')} · TPOT p50 {t('tpot_p50_ms')} ms, p99 "
-               f"{t('tpot_p99_ms')} · e2e p50 {t('e2e_p50_ms')} ms · {t('output_tokens_per_s')} tok/s per copy{busy}")
+        lat = (f"TTFT p50 {t('ttft_p50_ms')} ms{trust('ttft_p50_ms')}, p99 {t('ttft_p99_ms')} · TPOT p50 "
+               f"{t('tpot_p50_ms')} ms{trust('tpot_p50_ms')}, p99 {t('tpot_p99_ms')} · e2e p50 {t('e2e_p50_ms')} ms · "
+               f"{t('output_tokens_per_s')} tok/s per copy{trust('output_tokens_per_s')}{busy}")
     elif mode == "decode":
-        per_token = "one token" if v.get("per_token_ms") is None else f"{t('per_token_ms')} ms/token"
-        lat = (f"TTFT {t('time_to_first_token_ms')} ms · {per_token}{_host_part(v, d)}{busy} · e2e "
-               f"{t('latency_ms')} ms")
+        per_token = ("one token" if v.get("per_token_ms") is None
+                     else f"{t('per_token_ms')} ms/token{trust('per_token_ms')}")
+        lat = (f"TTFT {t('time_to_first_token_ms')} ms{trust('time_to_first_token_ms')} · {per_token}"
+               f"{_host_part(v, d)}{busy} · e2e {t('latency_ms')} ms")
     elif mode == "training":  # one optimizer step of every micro-batch
         lat = f"step {t('latency_ms')} ms{busy}"
     else:
-        lat = f"latency {t('latency_ms')} ms{_host_part(v, d)}{busy}"
-    throughput = f"{t('throughput_per_s')} {unit_of('throughput_per_s', mode)}"
+        lat = f"latency {t('latency_ms')} ms{trust('latency_ms')}{_host_part(v, d)}{busy}"
+    throughput = f"{t('throughput_per_s')} {unit_of('throughput_per_s', mode)}{trust('throughput_per_s')}"
     # an instance without a published on-demand price (trn2.3xlarge, the UltraServers) says so
     cost = ("no published price" if v.get("cost_per_million_usd") is None
             else f"${t('cost_per_million_usd')} {unit_of('cost_per_million_usd', mode)[2:]}")

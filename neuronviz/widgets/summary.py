@@ -10,6 +10,7 @@ from neuronviz.session import Session
 from neuronviz.widgets import compact_rows
 from sim import catalogue
 from sim.metrics import ENGINES
+from sim.validated import headline_text
 
 # the catalogue's figures the table compares, in this order; a column shows when a run's mode has it
 SUMMARY_KEYS = ("latency_ms", "latency_under_load_ms", "time_to_first_token_ms", "per_token_ms",
@@ -17,10 +18,14 @@ SUMMARY_KEYS = ("latency_ms", "latency_under_load_ms", "time_to_first_token_ms",
                 *(f"{e}_active_percent" for e in ENGINES), "hbm_read_bytes", "hbm_write_bytes", "cost_per_million_usd",
                 "cost_per_step_usd")
 SPEED_UP = "speed-up"
+VALIDATED = "validated"  # how far the run's headline figures can be trusted (sim.validated)
 ITEMS_COLUMN = "counts"  # what a run's throughput and cost per million count
 SPEED_UP_TIP = ("The baseline run's latency over this run's (whole requests: a decode's generation, a serving "
                 "run's p50).")
 ITEMS_TIP = "What the throughput and the cost per million count: inferences, tokens (decode, serve) or samples."
+VALIDATED_TIP = ("The median absolute error of each headline figure's class (chip generation, software, dense or "
+                 "mixture-of-experts model, metric) against the published measurements the simulator is validated on "
+                 "(docs/accuracy.md), with the class's rows; \"not validated\" where none is published.")
 SCOPE_TIP = "Of: {scope}."
 
 
@@ -29,7 +34,7 @@ def summary_columns(session: Session) -> list[str]:
     (:data:`SUMMARY_KEYS`, by key), what the throughput counts and the speed-up."""
     keys = [k for k in SUMMARY_KEYS if any(catalogue.applies(catalogue.BY_KEY[k], r.trace) for r in session.runs)]
     at = keys.index("throughput_per_s") + 1 if "throughput_per_s" in keys else len(keys)
-    return ["run", "instance", *keys[:at], ITEMS_COLUMN, SPEED_UP, *keys[at:]]
+    return ["run", "instance", *keys[:at], ITEMS_COLUMN, SPEED_UP, *keys[at:], VALIDATED]
 
 
 def summary_rows(session: Session, columns: list[str]) -> list[list[object]]:
@@ -41,7 +46,8 @@ def summary_rows(session: Session, columns: list[str]) -> list[list[object]]:
         values, d = run.measures, run.trace.run.deployment
         cells = {"run": run.title, "instance": d.instance,
                  ITEMS_COLUMN: catalogue.ITEMS.get(run.trace.run.workload.mode, ""),
-                 SPEED_UP: base / run.metrics.latency_s if run.metrics.latency_s else None}
+                 SPEED_UP: base / run.metrics.latency_s if run.metrics.latency_s else None,
+                 VALIDATED: headline_text(run.trace)}
         rows.append([cells[c] if c in cells else values.get(c) for c in columns])
     return rows
 
@@ -144,4 +150,4 @@ def _tip(column: str) -> str:
     if column in catalogue.BY_KEY:
         metric = catalogue.BY_KEY[column]
         return f"{metric.definition} {SCOPE_TIP.format(scope=catalogue.SCOPE_LABELS[metric.scope])}"
-    return {SPEED_UP: SPEED_UP_TIP, ITEMS_COLUMN: ITEMS_TIP}.get(column, column)
+    return {SPEED_UP: SPEED_UP_TIP, ITEMS_COLUMN: ITEMS_TIP, VALIDATED: VALIDATED_TIP}.get(column, column)

@@ -1068,7 +1068,10 @@ def test_a_t5_panes_header_says_how_much_of_a_token_is_the_host_generate_loop():
     host = get_chip("inf2").efficiency.generate_step_s
     html = header_html(run, None)
     loop = catalogue.text("host_per_token_ms", host * 1e3)
-    assert f"ms/token <span style='color:gray'>(incl. {loop} ms on the host)</span>" in html
+    # its time per token carries its class's validation error first (T5's pages publish only a whole
+    # generation's latency per token: not validated), then the host's part
+    assert (f"ms/token <span style='color:gray'>not&nbsp;validated</span> <span style='color:gray'>(incl. {loop} ms "
+            "on the host)</span>") in html
     llama = Run(simulate(RunConfig(model="llama-2-7b", chip="inf2", mode="decode", seq=128, new_tokens=8, cores=8),
                          max_events=0))
     assert "on the host" not in header_html(llama, None)  # its host costs are the request's, before the first token
@@ -1251,3 +1254,24 @@ def test_every_pane_of_a_comparison_draws_the_same_counter_bands(demo_window):
     legend = demo_window.panes[0].legends[3]
     assert [label.text for _, label in legend.items] == [NOT_IN_RUN]
     assert [label.text for _, label in demo_window.panes[1].legends[3].items] == ["NeuronLink"]
+
+
+def test_a_panes_header_gives_each_headline_figure_its_validation_error():
+    # "TTFT 252 ms ±17% (7 ... rows)": the class's median absolute error over the published rows
+    # (sim/calibration/errors.toml), and "not validated" where none is of the class (Trainium3)
+    from neuronviz.session import Run
+    from neuronviz.widgets.pane import header_html
+    from sim.run import RunConfig, simulate
+    from sim.validated import class_of, error_table
+
+    cfg = RunConfig(model="llama-2-7b", chip="inf2", mode="decode", seq=128, new_tokens=8, cores=8,
+                    stack="transformers-neuronx")
+    errors = error_table()
+    ttft, tpot = (errors[class_of(cfg, "inf2", m)] for m in ("ttft_ms", "tpot_ms"))
+    html = header_html(Run(simulate(cfg, max_events=0)), None)
+    for e in (ttft, tpot):
+        said = f"±{100 * e.median_abs_error:.0f}% ({e.rows} Transformers NeuronX inf2 rows)".replace(" ", "&nbsp;")
+        assert f"<span style='color:gray'>{said}</span>" in html
+    trn3 = header_html(Run(simulate(RunConfig(model="llama-2-7b", chip="trn3", mode="decode", seq=128, new_tokens=8),
+                                    max_events=0)), None)
+    assert trn3.count("not&nbsp;validated") == 2  # its TTFT and its time per token
