@@ -109,6 +109,32 @@ def test_traces_without_slices_or_length_still_open(tmp_path, capsys, events, du
     assert run_cli(capsys, "screenshot", path, "-o", png, "--size", "600x400")[0] == 0 and png.exists()
 
 
+MANIFEST_TEXT = b'{"format": 4, "runs": []}'
+
+
+def test_a_trace_file_whose_manifest_does_not_inflate_is_sized_and_refused_in_one_line(tmp_path, capsys):
+    # a deflated manifest whose stream is corrupt (zlib: "invalid distance too far back") is no
+    # reason for the size estimate before an open to raise: the open refuses the file, in one line
+    import zipfile
+    import zlib
+
+    from neuronviz.files import reading_bytes
+    from sim.io.native import MANIFEST
+
+    path = tmp_path / "bad.nvtrace"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(MANIFEST, MANIFEST_TEXT * 400)
+    data = bytearray(path.read_bytes())
+    start = data.index(MANIFEST.encode()) + len(MANIFEST)
+    data[start + 4:start + 12] = b"\xff" * 8  # into the deflated stream
+    path.write_bytes(bytes(data))
+    with zipfile.ZipFile(path) as zf, pytest.raises(zlib.error):
+        zf.read(MANIFEST)
+    assert reading_bytes(str(path)) == len(MANIFEST_TEXT) * 400  # what its member declares it inflates to
+    code, _, err = run_cli(capsys, "info", path)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and str(path) in err
+
+
 def test_a_compact_trace_file_is_read_by_what_its_columns_decode_to(tmp_path):
     from neuronviz.files import reading_bytes
     from sim.io import save_file
