@@ -318,7 +318,7 @@ def all_chips() -> Mapping[str, Chip]:
     chips = [
         parse_chip(load_toml(p.name), efficiency)
         for p in sorted(DATA_DIR.glob("*.toml"))
-        if p.name not in ("instances.toml", "efficiency.toml", "compiler.toml", "kernels.toml")
+        if p.name not in ("instances.toml", "efficiency.toml", "compiler.toml", "kernels.toml", "speculation.toml")
     ]
     order = {"inf1": 0, "inf2": 1, "trn1": 2, "trn2": 3, "trn3": 4}
     chips.sort(key=lambda ch: (order.get(ch.key, 99), ch.key))
