@@ -143,7 +143,8 @@ def decoded_bytes(zf: zipfile.ZipFile) -> int:
         # each member once: a manifest naming one member for several runs does not multiply the work
         specs = {name: spec for run in manifest["runs"] for name, spec in run["arrays"].items()}
         return sum(int(spec["length"]) * np.dtype(spec["dtype"]).itemsize for spec in specs.values())
-    except (KeyError, TypeError, ValueError, AttributeError, OSError, zipfile.BadZipFile, RuntimeError):
+    except (KeyError, TypeError, ValueError, AttributeError, OSError, zipfile.BadZipFile, RuntimeError, EOFError,
+            zlib.error):  # a manifest that does not inflate says nothing either
         return 0
 
 
