@@ -148,6 +148,24 @@ def _checked(kind: type, option: options.Option) -> Callable[[str], Any]:
     return parse
 
 
+def _rates(option: options.Option) -> Callable[[str], tuple[float, ...]]:
+    """An argparse type: one rate or several separated by commas ("0.865,0.725,0.635"), each
+    within ``option``'s bounds."""
+
+    def parse(text: str) -> tuple[float, ...]:
+        try:
+            rates = tuple(float(word) for word in text.replace(",", " ").split())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a rate, nor rates separated by commas") from None
+        try:
+            option.check(rates)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return rates
+
+    return parse
+
+
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """A flag for every run option, from its declaration (:data:`sim.options.OPTIONS`), in its group."""
     groups: dict[str, Any] = {options.GENERAL: parser}
@@ -166,6 +184,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
             kw.update(choices=option.choices, type=type(option.choices[0]), default=option.default)
             if option.const is not None:
                 kw.update(nargs="?", const=option.const)
+        elif option.kind == options.RATES:
+            kw.update(type=_rates(option), default=option.default, metavar="RATE[,RATE...]")
         elif option.kind in (options.INT, options.FLOAT, options.LENGTHS):
             kw.update(type=_checked(float if option.kind == options.FLOAT else int, option), default=option.default,
                       metavar="N")

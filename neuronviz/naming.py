@@ -29,8 +29,9 @@ DESCRIBED: tuple[tuple[str, Callable[[Any], str]], ...] = (
     ("lnc", lambda v: f"LNC {v}"),
 )
 # settings read from the run's configuration (``meta["config"]``), after those above
-CONFIGURED = ("quant", "kv_cache", "attention", "sparsity", "nki_kernels", "draft", "spec_k", "acceptance", "zero1",
-              "checkpoint_activations", "sequence_parallel", "ep", "prefill_chunk", "max_seq", "rate", "autocast")
+CONFIGURED = ("quant", "kv_cache", "attention", "sparsity", "nki_kernels", "spec_method", "draft", "spec_k",
+              "spec_acceptance", "fused_speculation", "zero1", "checkpoint_activations", "sequence_parallel", "ep",
+              "prefill_chunk", "max_seq", "rate", "autocast")
 
 
 def distinct_titles(titles: Sequence[str], metas: Sequence[Mapping]) -> list[str]:

@@ -25,12 +25,14 @@ from sim.config import (
 from sim.errors import ConfigError
 from sim.hardware.chip import OPT_LEVELS, Chip, get_chip
 from sim.hardware.instances import Instance, get_instance
+from sim.speculation import method_of, proposed_tokens
 from sim.stacks import SAMPLINGS, STACKS
 from sim.workloads import (
     ModelSpec,
     get_model,
 )
 from sim.workloads.models import CNN, DECODER, ENCODER, ENCODER_DECODER
+from sim.workloads.speculation import DRAFT_MODEL, EAGLE, SPEC_METHODS
 from sim.workloads.training import CHECKPOINTS
 from sim.workloads.transformer import GQA_SHARDINGS, HEADS
 
@@ -101,7 +103,8 @@ def validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
     if training_only and cfg.mode != "training":
         raise ConfigError(f"{training_only[0]} is for training; {cfg.mode} mode has no training step")
     _validate_serving(cfg)
-    if cfg.draft is not None or cfg.spec_k or cfg.acceptance:
+    if (cfg.draft is not None or cfg.spec_method is not None or cfg.spec_k or cfg.spec_acceptance is not None
+            or cfg.fused_speculation):
         _validate_speculation(cfg, spec)
     if not isinstance(cfg.ep, int) or cfg.ep < 1:
         raise ConfigError(f"expert-parallel groups must be a positive integer, got {cfg.ep}")
@@ -187,7 +190,8 @@ def _validate_encoder_decoder(cfg: RunConfig, spec: ModelSpec) -> None:
     if cfg.mode != "decode":
         raise ConfigError(f"{spec.name} is an encoder-decoder: simulate it generating (--mode decode); "
                           f"{cfg.mode} mode is not modelled for it")
-    other = [name for name, on in (("--draft", cfg.draft), ("--prefill-chunk", cfg.prefill_chunk),
+    other = [name for name, on in (("--draft", cfg.draft), ("--spec-method", cfg.spec_method),
+                                   ("--prefill-chunk", cfg.prefill_chunk),
                                    ("--concurrency", cfg.concurrency is not None), ("--kv-cache", cfg.kv_cache),
                                    ("NxD Inference's NKI kernels", cfg.nki_kernels), ("--stack", cfg.stack),
                                    ("--sampling", cfg.sampling)) if on]
@@ -197,17 +201,60 @@ def _validate_encoder_decoder(cfg: RunConfig, spec: ModelSpec) -> None:
 
 def _validate_speculation(cfg: RunConfig, spec: ModelSpec) -> None:
     if cfg.mode not in GENERATING:
-        raise ConfigError("speculative decoding (--draft) is for decode and serve modes")
-    if not cfg.draft:
-        raise ConfigError("--spec-k and --acceptance go with --draft MODEL, the model that proposes the tokens")
-    draft = get_model(cfg.draft)
-    if draft.family != DECODER:
-        raise ConfigError(f"the draft {draft.name} must be a GPT-style decoder, not {_a(draft.family)} model")
-    if not isinstance(cfg.spec_k, int) or not 1 <= cfg.spec_k <= MAX_SPEC_K:
-        raise ConfigError(f"--spec-k is the tokens the draft proposes per step, 1 to {MAX_SPEC_K}; got {cfg.spec_k}")
-    p = cfg.acceptance
-    if isinstance(p, bool) or not isinstance(p, int | float) or not 0 <= p <= 1:
-        raise ConfigError(f"--acceptance is a probability from 0 to 1, got {p}")
+        raise ConfigError("speculative decoding (--draft, --spec-method) is for decode and serve modes")
+    if cfg.spec_method is not None and cfg.spec_method not in SPEC_METHODS:
+        raise ConfigError(f"unknown speculation method '{cfg.spec_method}': choose one of {', '.join(SPEC_METHODS)}")
+    method = method_of(cfg)
+    if method is None:
+        raise ConfigError("--spec-k, --spec-acceptance and --enable-fused-speculation go with --draft MODEL, the model "
+                          "that proposes the tokens, or --spec-method eagle|eagle3, a head on the model")
+    if method == DRAFT_MODEL:
+        if not cfg.draft:
+            raise ConfigError("--spec-method draft_model goes with --draft MODEL, the model that proposes the tokens")
+        draft = get_model(cfg.draft)
+        if draft.family != DECODER:
+            raise ConfigError(f"the draft {draft.name} must be a GPT-style decoder, not {_a(draft.family)} model")
+    else:
+        _validate_head(cfg, spec, method)
+    fewest = 2 if cfg.fused_speculation else 1  # a fused graph's length counts the model's own token
+    if isinstance(cfg.spec_k, bool) or not isinstance(cfg.spec_k, int) or not fewest <= cfg.spec_k <= MAX_SPEC_K:
+        counted = " (with fused speculation, NxD Inference's speculation_length: the model's token and the drafts)"
+        raise ConfigError(f"--spec-k is the tokens the draft proposes per step, {fewest} to {MAX_SPEC_K}"
+                          f"{counted if cfg.fused_speculation else ''}; got {cfg.spec_k}")
+    if cfg.spec_acceptance is not None:
+        _validate_acceptance(cfg.spec_acceptance, proposed_tokens(cfg))
+    if cfg.prefill_chunk:
+        raise ConfigError("speculative decoding with prompt chunks (--prefill-chunk) is not modelled: the drafter's "
+                          "pass over each chunk is not")
+
+
+def _validate_head(cfg: RunConfig, spec: ModelSpec, method: str) -> None:
+    """An EAGLE or EAGLE-3 head: built from the model's own dimensions, on a decoder with softmax
+    attention; EAGLE only as NxD Inference runs it, fused (vLLM Neuron's own speculation is EAGLE-3)."""
+    if cfg.draft:
+        raise ConfigError(f"an {method} draft is a head on {spec.name}'s hidden states, of its dimensions: --draft "
+                          "names a draft model of its own (--spec-method draft_model)")
+    if spec.family != DECODER or spec.mla or spec.linear_attention is not None:
+        raise ConfigError(f"an {method} head is a decoder layer with softmax attention on the model's hidden states; "
+                          f"one for {spec.name} is not modelled")
+    if method == EAGLE and not cfg.fused_speculation:
+        raise ConfigError("NxD Inference runs EAGLE heads fused with the model (--enable-fused-speculation); vLLM "
+                          "Neuron's own speculation runs eagle3")
+
+
+def _validate_acceptance(rates: tuple[float, ...], positions: int) -> None:
+    """One mean rate, or cumulative per-position rates for at most the ``positions`` a step drafts."""
+    if (not isinstance(rates, tuple | list) or not rates
+            or any(isinstance(r, bool) or not isinstance(r, int | float) or not 0 <= r <= 1 for r in rates)):
+        raise ConfigError(f"--spec-acceptance is one mean rate or a rate per draft position, each from 0 to 1; got "
+                          f"{rates!r}")
+    if len(rates) > 1 and len(rates) > positions:
+        raise ConfigError(f"--spec-acceptance gives {len(rates)} per-position rates for the {positions} draft tokens "
+                          "a step proposes")
+    if any(b > a for a, b in zip(rates, rates[1:], strict=False)):
+        raise ConfigError("--spec-acceptance's per-position rates are cumulative, as vLLM reports them (the share of "
+                          "steps whose draft tokens up to each position were all accepted): they cannot rise from "
+                          f"one position to the next; got {','.join(f'{r:g}' for r in rates)}")
 
 
 def _validate_buckets(cfg: RunConfig, prompt: int, total: int) -> None:

@@ -139,16 +139,21 @@ class RunConfig:
     # Inferentia1's neuron-cc has no levels
     optlevel: int = DEFAULT_OPT_LEVEL
     # decode and serve: the software stack serving the generation (sim.stacks: a server receiving
-    # each request or none, where each step's next token is sampled; None: nxd-inference for a
-    # decode, vllm for a serving run), and where its steps sample (sim.stacks.SAMPLINGS; None: as
-    # the stack does)
+    # each request or none, where each step's next token is sampled; None: vllm), and where its steps
+    # sample (sim.stacks.SAMPLINGS; None: as the stack does)
     stack: str | None = None
     sampling: str | None = None
-    # decode: speculative decoding, a draft model proposing ``spec_k`` tokens that the model
-    # verifies in one step, each accepted with probability ``acceptance`` (the draft's agreement)
+    # decode and serve: speculative decoding (sim.speculation). ``spec_method`` is vLLM's method
+    # (draft_model, eagle, eagle3; None: draft_model when ``draft`` names a draft model), ``spec_k``
+    # its num_speculative_tokens (with ``fused_speculation``, the draft and the target compiled
+    # into one graph by NxD Inference, its speculation_length), ``spec_acceptance`` the acceptance
+    # the run takes, one mean rate or a rate per draft position, cumulative as vLLM reports them
+    # (None: the published default of sim/hardware/data/speculation.toml)
     draft: str | None = None
+    spec_method: str | None = None
     spec_k: int = 0
-    acceptance: float = 0.0
+    spec_acceptance: tuple[float, ...] | None = None
+    fused_speculation: bool = False
     # inference of an encoder: what it returns to the host (sim.workloads.transformer.HEADS):
     # "classifier" its class logits, "none" its hidden states and pooled output (transformers'
     # AutoModel), "mlm" a masked-LM head's logits for every token (AutoModelForMaskedLM)
@@ -233,16 +238,6 @@ def compiled_length(cfg: RunConfig, seq: int) -> int:
     return seq + cfg.new_tokens + SPREADS * (cfg.seq_spread + cfg.new_tokens_spread)
 
 
-def tokens_per_step(cfg: RunConfig) -> float:
-    """Tokens one decode step yields: 1, or with speculation the expected accepted draft tokens and
-    the model's own next one, (1 - p^(k+1)) / (1 - p) for k drafts each accepted with probability
-    p while the ones before it were (Leviathan et al., 2023)."""
-    if not cfg.draft:
-        return 1.0
-    p, k = cfg.acceptance, cfg.spec_k
-    return float(k + 1) if p >= 1 else (1 - p ** (k + 1)) / (1 - p)
-
-
 def checkpointing(cfg: RunConfig) -> str:
     """The activation checkpointing granularity of a training run, "" for none."""
     return cfg.checkpoint_granularity if cfg.checkpoint_activations else ""
@@ -255,7 +250,12 @@ def optlevel_of(cfg: RunConfig, chip: Chip) -> int | None:
 
 def config_from_record(record: dict[str, Any]) -> RunConfig:
     """The RunConfig a trace's metadata keeps (``meta["config"]``): lists back to tuples, fields a
-    later simulator added at their defaults."""
+    later simulator added at their defaults. An older simulator's ``acceptance`` was each of the
+    ``spec_k`` draft tokens' probability of acceptance while the ones before it were accepted:
+    the cumulative per-position rates its powers."""
     known = {f.name for f in fields(RunConfig)}
     kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in record.items() if k in known}
+    if record.get("draft") and "acceptance" in record and "spec_acceptance" not in record:
+        p, k = record["acceptance"], min(int(record.get("spec_k", 0)), MAX_SPEC_K)
+        kwargs["spec_acceptance"] = tuple(p ** i for i in range(1, k + 1)) or None
     return RunConfig(**kwargs)

@@ -185,6 +185,60 @@ class Software:
 
 
 @dataclass(frozen=True)
+class Speculation:
+    """How a run decoded speculatively: its ``method`` (sim.speculation.SPEC_METHODS: a draft
+    model, or an EAGLE or EAGLE-3 head on the target), whether NxD Inference fused the draft and
+    the target into one graph, the ``spec_k`` asked for (num_speculative_tokens) and the draft
+    tokens a step then ``proposed``, and the ``acceptance`` taken at each of their positions,
+    cumulative as vLLM reports it: the share of steps whose draft tokens up to that position were
+    all accepted. ``stated`` is False when the run stated none and took the published default
+    ``source`` names."""
+
+    method: str
+    fused: bool
+    spec_k: int
+    proposed: int
+    acceptance: tuple[float, ...]
+    stated: bool = True
+    source: str = ""
+    draft: str | None = None  # the draft model (an EAGLE head is the target's own)
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Tokens a step yields on average: the accepted draft tokens and the target's own."""
+        return 1.0 + sum(self.acceptance)
+
+    def record(self) -> dict[str, Any]:
+        """As the trace's metadata keeps it (JSON types)."""
+        return {**asdict(self), "acceptance": list(self.acceptance), "tokens_per_step": self.tokens_per_step}
+
+
+def speculation_of(meta: Mapping) -> Speculation | None:
+    """A run's speculation as its metadata records it, None for a run without (or a record this
+    neuronviz cannot read). A file of an older neuronviz records a draft model proposing ``k``
+    tokens, each accepted with probability ``acceptance`` while the ones before it were: cumulative
+    rates ``acceptance`` to the power of each position."""
+    from sim.config import MAX_SPEC_K  # here, not at the top: see describe
+
+    rec = meta.get("speculation")
+    if not isinstance(rec, Mapping):
+        return None
+    try:
+        if "method" not in rec:
+            k, p = min(int(rec["k"]), MAX_SPEC_K), float(rec["acceptance"])
+            out = Speculation("draft_model", False, k, k, tuple(p ** i for i in range(1, k + 1)),
+                              draft=str(rec.get("draft")))
+        else:
+            out = Speculation(str(rec["method"]), bool(rec["fused"]), int(rec["spec_k"]), int(rec["proposed"]),
+                              tuple(float(a) for a in rec["acceptance"]), bool(rec.get("stated", True)),
+                              str(rec.get("source", "")), None if rec.get("draft") is None else str(rec["draft"]))
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None
+    rates = out.acceptance
+    return out if len(rates) == out.proposed and all(0 <= a <= 1 for a in rates) else None
+
+
+@dataclass(frozen=True)
 class RunDescription:
     workload: Workload
     deployment: Deployment
@@ -192,6 +246,7 @@ class RunDescription:
     hardware: Hardware | None
     # what a device measured (a Neuron Explorer profile's Summary), by metric catalogue key
     measured: Mapping[str, float] = field(default_factory=dict)
+    speculation: Speculation | None = None  # decode and serve runs that speculate
 
 
 def describe(meta: Mapping) -> RunDescription:
@@ -225,4 +280,4 @@ def describe(meta: Mapping) -> RunDescription:
     software = Software(str(m.get("compiler", "")), m.get("optlevel"), config)
     measured = m.get("measured") if isinstance(m.get("measured"), Mapping) else {}
     return RunDescription(workload, deployment, software, hardware_of(m),
-                          {str(k): float(v) for k, v in measured.items() if _number(v)})
+                          {str(k): float(v) for k, v in measured.items() if _number(v)}, speculation_of(m))

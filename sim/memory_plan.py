@@ -22,6 +22,7 @@ from sim.config import (
 from sim.deploy import Deployment, MemoryNeed, memory_needed, plan_deployment
 from sim.errors import ConfigError
 from sim.hardware.chip import Chip
+from sim.speculation import drafter_of
 from sim.workloads import (
     ModelSpec,
     Phase,
@@ -30,6 +31,7 @@ from sim.workloads import (
     parameters,
 )
 from sim.workloads.models import ENCODER_DECODER
+from sim.workloads.speculation import drafter_parameters
 from sim.workloads.training import recomputed
 from sim.workloads.transformer import kv_heads_per_core
 
@@ -48,9 +50,9 @@ def memory_need(cfg: RunConfig, spec: ModelSpec, chip: Chip, seq: int, dt: int) 
         probe = build_program(spec, Phase(cfg.batch, seq, seq, training=cfg.mode == "training",
                                           flash=flash_attention(cfg), head=cfg.head), dt)
         params = sum(op.params for op in probe.ops)
-    if cfg.draft:  # the draft model's weights sit beside the model's
-        draft = get_model(cfg.draft)
-        params += sum(op.params for op in build_program(draft, Phase(1, 8, 8), dt).ops)
+    drafting = drafter_of(cfg, spec)
+    if drafting is not None:  # the draft model's or the head's weights sit beside the model's
+        params += drafter_parameters(drafting, dt)
     weight_bytes = run_precision(cfg, chip).weight_bits / 8
     # the activations of the widest op live somewhere: its input and output, spilled to device memory
     # when SBUF cannot hold them (what makes a batch no chip could hold refused, not simulated)

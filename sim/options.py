@@ -16,6 +16,7 @@ from sim.config import (
     DTYPE_BYTES,
     GENERATING,
     KV_CACHE_DTYPES,
+    MAX_SPEC_K,
     MODES,
     NKI_KERNELS,
     RunConfig,
@@ -23,12 +24,14 @@ from sim.config import (
 from sim.hardware.chip import DEFAULT_OPT_LEVEL, OPT_LEVELS
 from sim.hardware.instances import all_instances
 from sim.quant import QUANTS, SCALES
-from sim.stacks import SAMPLINGS, STACKS
+from sim.stacks import DEFAULT_STACK, SAMPLINGS, STACKS
 from sim.workloads import preset_names
+from sim.workloads.speculation import SPEC_METHODS
 from sim.workloads.training import CHECKPOINTS
 from sim.workloads.transformer import GQA_SHARDINGS, HEADS
 
 TEXT, CHOICE, INT, FLOAT, SWITCH, LENGTHS, SET = "text", "choice", "int", "float", "switch", "lengths", "set"
+RATES = "rates"  # one or more rates from 0 to 1
 GENERAL, TRAINING, MOE, GENERATION = "general", "training at scale", "mixtures of experts", "decode and serve"
 ALL = tuple(MODES)
 MAX_INT = 1 << 30  # bounds the form's number boxes where nothing smaller is a limit
@@ -81,6 +84,8 @@ class Option:
             raise ValueError(f"must be a number from {self.lo:g} to {self.hi:g}, got {value:g}")
         if self.kind == LENGTHS and any(v < 1 for v in value):
             raise ValueError(f"must be positive whole numbers of positions, got {' '.join(map(str, value))}")
+        if self.kind == RATES and not (value and all(0 <= v <= 1 for v in value)):
+            raise ValueError(f"must be rates from 0 to 1, got {','.join(f'{v:g}' for v in value) or 'none'}")
         return value
 
 
@@ -176,16 +181,33 @@ OPTIONS: tuple[Option, ...] = (
     Option("stack", "--stack", "Serving stack", CHOICE, "the software serving the generation: a server (vllm, "
            "optimum-neuron) receives, tokenises and schedules each request before its prompt is encoded; "
            "transformers-neuronx samples each token on the host; nxd-inference runs offline (default: vllm, a "
-           "decode one request of it)", choices=STACKS, none="vllm", modes=GENERATING, group=GENERATION),
+           "decode one request of it)", choices=STACKS, none=f"{DEFAULT_STACK} (default)", modes=GENERATING,
+           group=GENERATION),
     Option("sampling", "--sampling", "Sampling", CHOICE, "where each step's next token is sampled: on the device, "
            "inside the compiled graph, or on the host, its logits copied back first (default: as the stack does)",
            choices=SAMPLINGS, none="stack default", modes=GENERATING, group=GENERATION),
-    Option("draft", "--draft", "Draft model", TEXT, "speculative decoding: the draft model (preset or config.json) "
-           "proposing tokens", none="none", choices=preset_names(), modes=GENERATING, group=GENERATION),
-    Option("spec_k", "--spec-k", "Draft tokens", INT, "tokens the draft proposes per step", default=0, lo=0, hi=16,
-           modes=GENERATING, group=GENERATION),
-    Option("acceptance", "--acceptance", "Acceptance", FLOAT, "probability each draft token is accepted (0 to 1)",
-           default=0.0, lo=0.0, hi=1.0, modes=GENERATING, group=GENERATION),
+    Option("spec_method", "--spec-method", "Speculation", CHOICE, "speculative decoding as vLLM's speculative_config "
+           "method names it: draft_model (a model of its own, --draft, proposing each token in a decode step of "
+           "it), eagle or eagle3 (a head on the model's hidden states: one decoder layer of its dimensions and an LM "
+           "head; eagle3 fuses three of its layers' hidden states and predicts a reduced vocabulary); default "
+           "draft_model with --draft", choices=SPEC_METHODS, none="none (draft_model with --draft)", modes=GENERATING,
+           group=GENERATION),
+    Option("draft", "--draft", "Draft model", TEXT, "speculative decoding with a draft model (preset or config.json) "
+           "proposing the tokens", none="none", choices=preset_names(), modes=GENERATING, group=GENERATION),
+    Option("spec_k", "--spec-k", "Draft tokens", INT, "num_speculative_tokens: the tokens the draft proposes per step "
+           "(with --enable-fused-speculation NxD Inference's speculation_length, which counts the model's own token: "
+           "one fewer drafted)", default=0, lo=0, hi=MAX_SPEC_K, modes=GENERATING, group=GENERATION),
+    Option("spec_acceptance", "--spec-acceptance", "Acceptance", RATES, "the draft's acceptance as vLLM's benchmark "
+           "reports it, a property of the draft, the model and the data, not of the chip: one mean rate (the share "
+           "of draft tokens accepted, e.g. 0.74) or a rate per draft position (the share of steps whose tokens up to "
+           "it were all accepted, e.g. 0.865,0.725,0.635; past the last, its conditional rate); default: the "
+           "published figure of sim/hardware/data/speculation.toml (vLLM Neuron's EAGLE3 tutorial for "
+           "Llama-3.1-8B)", none="published default", aliases=("--acceptance",), modes=GENERATING, group=GENERATION,
+           to_config=lambda v: {"spec_acceptance": tuple(v) if v else None}),
+    Option("fused_speculation", "--enable-fused-speculation", "Fused speculation", SWITCH, "NxD Inference's fused "
+           "speculation (enable_fused_speculation): the draft and the model compiled into one graph, run without "
+           "the host between them; --spec-k is then its speculation_length", default=False,
+           aliases=("--fused-speculation",), modes=GENERATING, group=GENERATION),
     Option("concurrency", "--concurrency", "Concurrency / users", INT, "requests in flight on the graph compiled "
            "for --batch, each prompt encoded alone and every token step paying for the padded batch (decode "
            "default: static batching); serve: users each sending a request when their last is done, or with "

@@ -22,7 +22,6 @@ from sim.config import (
     optlevel_of,
     request_count,
     run_precision,
-    tokens_per_step,
 )
 from sim.cost.dma import memory_share_bytes_per_s
 from sim.deploy import Deployment
@@ -45,6 +44,7 @@ from sim.memory_plan import plan
 from sim.scheduler import CoreScheduler, column, psum_columns
 from sim.serve import ServeLog, serve, serving_record, serving_summary
 from sim.serve import lengths as serve_lengths
+from sim.speculation import drafter_of, proposed_tokens, speculation
 from sim.stacks import samples_on_host, stack_of
 from sim.timeline import RunPhase, Tables, Timeline
 from sim.trace import PIPELINE_BUBBLE, Counter, Trace, Track
@@ -53,12 +53,11 @@ from sim.workloads import (
     Phase,
     Program,
     build_program,
-    get_model,
-    speculative_step,
     training_program,
 )
 from sim.workloads.models import DECODER, ENCODER_DECODER
 from sim.workloads.pipeline import heaviest_stage, stage_program
+from sim.workloads.speculation import prefill_graphs, step_graphs
 from sim.workloads.training import FP32_BYTES as GRADIENT_BYTES
 from sim.workloads.training import DataParallel
 from sim.workloads.transformer import context_encoding_kernel, kv_heads_per_core
@@ -108,8 +107,8 @@ def _prefill_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, 
     tp, start, sample = dep.shards, launch(dep.chip), _sampling(cfg, spec, dep, batch)
     if not cfg.prefill_chunk:
         ce = _bucket(seq, lengths)
-        return [RunPhase("prefill", build_program(spec, Phase(batch, ce, ce, tp, **_kernels(cfg, ce, dep.lnc)), dt),
-                       before=start, after=sample)]
+        first, *then = _prompt_graphs(cfg, spec, Phase(batch, ce, ce, tp, **_kernels(cfg, ce, dep.lnc)), dt)
+        return [RunPhase("prefill", first, before=start, after=sample, then=tuple(then))]
     chunks = -(-seq // cfg.prefill_chunk)
     if static_chunks(cfg):  # one graph for every chunk, run back to back
         return [RunPhase("prefill chunk", _chunk_program(cfg, spec, 0, batch, seq, tp, dt), chunks, number_from=1,
@@ -122,7 +121,7 @@ def _sampling(cfg: RunConfig, spec: ModelSpec, dep: Deployment, rows: int) -> tu
     """What the host does after each execution of a generating graph of ``rows`` sequences: with
     sampling on the host, the logits it returns sampled there (every execution returns them, a
     prompt's chunks too; a speculative step's for the draft's tokens and the model's next one)."""
-    positions = cfg.spec_k + 1 if cfg.draft else 1
+    positions = proposed_tokens(cfg) + 1 if speculation(cfg) else 1
     return host_sampling(dep.chip, samples_on_host(cfg.stack, cfg.sampling), rows * positions, spec.vocab)
 
 
@@ -161,10 +160,11 @@ def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int)
                        before=copy_in + start, after=copy_out)]
     prompts, contexts = bucket_lengths(cfg, seq)
     out = _prefill_phases(cfg, spec, seq, dep, dt, prompts)
-    per_step, sample = tokens_per_step(cfg), _sampling(cfg, spec, dep, cfg.batch)
+    spec_run, sample = speculation(cfg), _sampling(cfg, spec, dep, cfg.batch)
     for bucket, steps in _decode_buckets(seq, cfg.new_tokens, contexts):
-        out.append(RunPhase(f"decode ctx {bucket}", _token_step(cfg, spec, bucket, tp, dt),
-                          max(1, round(steps / per_step)) if cfg.draft else steps, before=start, after=sample))
+        first, *then = _token_step(cfg, spec, bucket, tp, dt)
+        out.append(RunPhase(f"decode ctx {bucket}", first, max(1, round(steps / spec_run.tokens_per_step)) if spec_run
+                            else steps, before=start, after=sample, then=tuple(then)))
     return out
 
 
@@ -191,13 +191,24 @@ def _encoder_decoder_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Depl
     return out
 
 
-def _token_step(cfg: RunConfig, spec: ModelSpec, bucket: int, tp: int, dt: int) -> Program:
-    """One token step of the graph compiled for ``cfg.batch`` over contexts of ``bucket``
-    positions: the model's, or the draft's proposals and the model's verification."""
+def _prompt_graphs(cfg: RunConfig, spec: ModelSpec, phase: Phase, dt: int) -> tuple[Program, ...]:
+    """The graphs that encode a whole prompt (``phase``): the model's, and with speculation the
+    drafter's too (:func:`sim.workloads.speculation.prefill_graphs`)."""
+    d = drafter_of(cfg, spec)
+    if d is None:
+        return (build_program(spec, phase, dt),)
+    return prefill_graphs(spec, d, proposed_tokens(cfg), phase, dt)
+
+
+def _token_step(cfg: RunConfig, spec: ModelSpec, bucket: int, tp: int, dt: int) -> tuple[Program, ...]:
+    """The graphs of one token step of the graph compiled for ``cfg.batch`` over contexts of
+    ``bucket`` positions: the model's, or the drafter's proposals and the model's verification
+    (:func:`sim.workloads.speculation.step_graphs`)."""
     phase = Phase(cfg.batch, 1, bucket, tp, decode_step=True, **_kernels(cfg))
-    if not cfg.draft:
-        return build_program(spec, phase, dt)
-    return speculative_step(spec, get_model(cfg.draft), cfg.spec_k, phase, dt)
+    d = drafter_of(cfg, spec)
+    if d is None:
+        return (build_program(spec, phase, dt),)
+    return step_graphs(spec, d, proposed_tokens(cfg), phase, dt)
 
 
 def _run_serving(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int, max_events: int
@@ -215,16 +226,15 @@ def _run_serving(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt:
         if key not in steps:
             kind, n = key
             if kind == "decode":
-                steps[key] = RunPhase(f"decode ctx {n}", _token_step(cfg, spec, n, tp, dt), before=start,
-                                      after=step_sample)
+                first, *then = _token_step(cfg, spec, n, tp, dt)
+                steps[key] = RunPhase(f"decode ctx {n}", first, before=start, after=step_sample, then=tuple(then))
             elif kind == "chunk":  # chunk n of a prompt (any chunk: one graph for all, :func:`static_chunks`)
                 name = "prefill chunk" if static_chunks(cfg) else f"prefill chunk {n + 1}"
                 steps[key] = RunPhase(name, _chunk_program(cfg, spec, n, 1, seq, tp, dt), before=start,
                                       after=prompt_sample)
             else:  # a whole prompt, padded to its bucket
-                steps[key] = RunPhase(f"prefill ctx {n}",
-                                    build_program(spec, Phase(1, n, n, tp, **_kernels(cfg, n, dep.lnc)), dt),
-                                    before=start, after=prompt_sample)
+                first, *then = _prompt_graphs(cfg, spec, Phase(1, n, n, tp, **_kernels(cfg, n, dep.lnc)), dt)
+                steps[key] = RunPhase(f"prefill ctx {n}", first, before=start, after=prompt_sample, then=tuple(then))
         return timeline.run(steps[key], t)
 
     def prefill(t: float, prompt: int, i: int) -> float:
@@ -240,7 +250,7 @@ def _run_serving(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt:
                 concurrency=cfg.concurrency, rate=cfg.rate, seed=cfg.seed, batch=cfg.batch, chunk=chunk,
                 handling_s=sum(c.dur_s for c in handling), prefill=prefill,
                 decode=lambda t, context: run(("decode", _bucket(context, contexts)), t),
-                speculation=(cfg.spec_k, cfg.acceptance) if cfg.draft else None)
+                acceptance=spec_run.acceptance if (spec_run := speculation(cfg)) else None)
     for sent, ready, admitted in zip(log.sent, log.ready, log.admitted, strict=True):
         # beside the engine's steps for the requests already in flight: no layer's
         timeline.beside(handling, sent)
@@ -497,9 +507,9 @@ def _meta(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alone: Dep
         meta["precision"] = {"quant": cfg.quant, "scales": cfg.quant_scales if cfg.quant else None,
                              "sparsity": cfg.sparsity, "weight_bits": prec.weight_bits,
                              "sparse_speedup": prec.sparse_speedup}
-    if cfg.draft:
-        meta["speculation"] = {"draft": cfg.draft, "k": cfg.spec_k, "acceptance": cfg.acceptance,
-                               "tokens_per_step": tokens_per_step(cfg)}
+    spec_run = speculation(cfg)
+    if spec_run is not None:  # what the run took for acceptance, and whether it stated it
+        meta["speculation"] = spec_run.record()
     if cfg.mode in GENERATING and spec.family == DECODER and not spec.mla:  # what each core caches and reads
         meta["kv_heads_per_core"] = kv_heads_per_core(spec.heads, spec.kv_heads, dep.shards, cfg.gqa)
     if cfg.mode == "decode":

@@ -69,11 +69,14 @@ def send_times(requests: int, rate: float | None, seed: int) -> np.ndarray:
     return np.concatenate(([0.0], np.cumsum(gaps[1:])))
 
 
-def accepted_tokens(rng: np.random.Generator, k: int, p: float, n: int) -> np.ndarray:
-    """Tokens ``n`` speculative steps each yield: the draft's leading accepted tokens (each of
-    ``k`` accepted with probability ``p`` while the ones before it were) and the model's own."""
-    accepted = rng.random((n, k)) < p
-    return 1 + np.cumprod(accepted, axis=1).sum(axis=1)
+def accepted_tokens(rng: np.random.Generator, acceptance: tuple[float, ...], n: int) -> np.ndarray:
+    """Tokens ``n`` speculative steps each yield: the draft's leading accepted tokens and the
+    model's own. With cumulative per-position ``acceptance`` (each the chance that the draft's
+    tokens up to that position are all accepted: :mod:`sim.speculation`), a step accepts at least
+    i tokens with probability ``acceptance[i - 1]``: one uniform draw u a step, it accepts the
+    positions whose rate exceeds u."""
+    u = rng.random(n)
+    return 1 + (u[:, None] < np.asarray(acceptance)[None, :]).sum(axis=1)
 
 
 def lengths(mean: int, spread: int, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -87,13 +90,13 @@ def lengths(mean: int, spread: int, n: int, rng: np.random.Generator) -> np.ndar
 
 def serve(*, prompts: np.ndarray, outputs: np.ndarray, concurrency: int | None, rate: float | None, seed: int,
           batch: int, chunk: int, handling_s: float, prefill: Callable[[float, int, int], float],
-          decode: Callable[[float, int], float], speculation: tuple[int, float] | None = None) -> ServeLog:
+          decode: Callable[[float, int], float], acceptance: tuple[float, ...] | None = None) -> ServeLog:
     """Serve one request per entry of ``prompts`` (its prompt's tokens) and ``outputs`` (the
     tokens generated for it) on graphs compiled for ``batch``. ``prefill(t, prompt, i)``
     encodes chunk ``i`` of a prompt of ``prompt`` tokens in chunks of ``chunk`` (0: all of it
     at once, ``i`` = 0) from ``t``, and ``decode(t, context)`` runs one token step over
-    contexts of up to ``context`` positions; both return when the step ends. ``speculation`` is
-    (draft tokens per step, acceptance probability)."""
+    contexts of up to ``context`` positions; both return when the step ends. A speculative run's
+    ``acceptance`` is its cumulative rate at each draft position (:func:`accepted_tokens`)."""
     requests = len(prompts)
     due = send_times(requests, rate, seed)
     limit = concurrency or (requests if rate else batch)
@@ -154,7 +157,7 @@ def serve(*, prompts: np.ndarray, outputs: np.ndarray, concurrency: int | None, 
         if running:
             ran = True
             clock = decode(clock, max(r.prompt + r.generated for r in running))
-            tokens = (accepted_tokens(rng, *speculation, len(running)) if speculation
+            tokens = (accepted_tokens(rng, acceptance, len(running)) if acceptance
                       else np.ones(len(running), int))
             produced = 0
             for r, n in zip(list(running), tokens, strict=True):

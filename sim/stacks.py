@@ -27,6 +27,7 @@ DEFAULT_STACK = "vllm"
 class Stack:
     key: str
     label: str
+    short: str  # as a number's validation error names it ("±9% (5 vLLM trn2 rows)")
     server: bool  # a server receives, tokenises and schedules each request
     sampling: str  # DEVICE or HOST
 
@@ -37,7 +38,7 @@ def stacks() -> dict[str, Stack]:
     out = {}
     for key, entry in load_toml("stacks.toml").items():
         where = f"stacks.toml [{key}]"
-        out[key] = Stack(key, entry["label"], bool(sourced(entry, "server", where)),
+        out[key] = Stack(key, entry["label"], entry["short"], bool(sourced(entry, "server", where)),
                          str(sourced(entry, "sampling", where)))
         if out[key].sampling not in SAMPLINGS:
             raise ValueError(f"{where}.sampling: choose one of {', '.join(SAMPLINGS)}")

@@ -33,7 +33,10 @@ class RunPhase:
     events; with ``number_from`` its executions are numbered from there even when not repeated.
     With ``idle_periods`` the core waits instead, for that many times the program's duration.
     Each execution is preceded by the host's costs ``before`` (the runtime's launch, the inputs'
-    copy) and followed by those ``after`` (the outputs' copy, the host's loop calling the next)."""
+    copy) and followed by those ``after`` (the outputs' copy, the host's loop calling the next).
+    With ``then``, each execution also runs these programs after ``program``, each compiled apart
+    (a speculative step's draft and verification graphs): each between the same host costs, none
+    of its work starting before the graph before it has ended."""
 
     name: str
     program: Program
@@ -44,6 +47,12 @@ class RunPhase:
     numbered: bool = True  # False: every execution keeps the layers' own names (requests back to back)
     before: tuple[HostCost, ...] = ()
     after: tuple[HostCost, ...] = ()
+    then: tuple[Program, ...] = ()
+
+    @property
+    def graphs(self) -> tuple[Program, ...]:
+        """The programs one execution runs, one after another."""
+        return (self.program, *self.then)
 
     def label(self, execution: int) -> str:
         """The name of the ``execution``-th run (from 0), which prefixes its layers' names."""
@@ -70,12 +79,13 @@ class Tables:
         self.layer_stats: dict[str, list[float]] = {k: [] for k in LAYER_STATS}  # per layer, summed over its ops
         self._program_stats: dict[int, dict[str, list[float]]] = {}
 
-    def add_execution(self, prog: Program, label: str, lowered: list[LoweredOp], before: tuple[HostCost, ...],
-                      after: tuple[HostCost, ...]) -> None:
-        """The ops and layers of one execution of ``prog``, the host's costs around it included."""
-        self.add_host(label, before)
-        self.add_program(prog, label, lowered)
-        self.add_host(label, after)
+    def add_execution(self, graphs: tuple[Program, ...], label: str, lowered: list[list[LoweredOp]],
+                      before: tuple[HostCost, ...], after: tuple[HostCost, ...]) -> None:
+        """The ops and layers of one execution of ``graphs``, the host's costs around each included."""
+        for prog, ops in zip(graphs, lowered, strict=True):
+            self.add_host(label, before)
+            self.add_program(prog, label, ops)
+            self.add_host(label, after)
 
     def add_host(self, label: str, items: tuple[HostCost, ...], layered: bool = True) -> None:
         """An op for each of the host's costs ``items``, each in a layer of its own (kind
@@ -183,21 +193,25 @@ class Timeline:
     def run(self, phase: RunPhase, t0: float) -> float:
         """Run ``phase`` from ``t0``, each execution between the host's costs ``phase.before`` and
         ``phase.after`` (a program run before keeps its first run's); return when it ends."""
-        prog, repeat, sched, tables = phase.program, phase.repeat, self.sched, self.tables
-        key = (id(prog), phase.before, phase.after)
-        stride = len(phase.before) + len(prog.ops) + len(phase.after)  # ops of one execution
+        graphs, repeat, sched, tables = phase.graphs, phase.repeat, self.sched, self.tables
+        key = (tuple(id(g) for g in graphs), phase.before, phase.after)
+        stride = sum(len(phase.before) + len(g.ops) + len(phase.after) for g in graphs)  # ops of one execution
         seen = self._seen.get(key)
         if seen is None:
             mark, first_op = log_mark(sched.log), len(tables.op_names)
-            lowered = [lower(self.ctx, op) for op in prog.ops]
-            t = self._host(phase.before, t0, first_op)
-            sched.run(prog, lowered, first_op + len(phase.before), t)
-            t = self._host(phase.after, max(sched.free.max(), t), first_op + len(phase.before) + len(prog.ops))
+            lowered = [[lower(self.ctx, op) for op in g.ops] for g in graphs]
+            t, op = t0, first_op
+            for g, ops in zip(graphs, lowered, strict=True):
+                t = self._host(phase.before, t, op)
+                sched.run(g, ops, op + len(phase.before), t)
+                op += len(phase.before) + len(g.ops)
+                t = self._host(phase.after, max(sched.free.max(), t), op)
+                op += len(phase.after)
             period = t - t0
             per_step = sum(len(a) for a in sched.log.start[mark[0]:])
             stored = max(1, min(repeat, phase.max_stored or repeat, self._room(per_step) + 1))
             for r in range(stored):
-                tables.add_execution(prog, phase.label(r), lowered, phase.before, phase.after)
+                tables.add_execution(graphs, phase.label(r), lowered, phase.before, phase.after)
             self._seen[key] = ((mark, log_mark(sched.log)), first_op, t0, period, len(self.spans), lowered, per_step)
             repeat_tail(sched.log, mark, stored - 1, period, stride)
             self.spans.append({"name": phase.label(0) if phase.number_from else phase.name, "start": t0,
@@ -209,7 +223,7 @@ class Timeline:
             reps = np.arange(stored)
             copy_span(sched.log, *marks, t0 - first_t + reps * period, len(tables.op_names) - first_op + reps * stride)
             for r in range(stored):
-                tables.add_execution(prog, phase.label(r), lowered, phase.before, phase.after)
+                tables.add_execution(graphs, phase.label(r), lowered, phase.before, phase.after)
             if extend:
                 span = self.spans[-1]
                 span.update(end=t0 + period * repeat, repeat=span["repeat"] + repeat, stored=span["stored"] + stored)

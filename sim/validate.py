@@ -50,6 +50,7 @@ from sim.metrics import RunMetrics, compute_metrics
 from sim.run import simulate
 from sim.workloads import get_model, preset_names
 from sim.workloads.models import ENCODER
+from sim.workloads.speculation import DRAFT_MODEL
 from sim.workloads.transformer import CONVERT_TO_MHA, REPLICATE_TO_TP
 
 CALIBRATION = Path(__file__).with_name("calibration")
@@ -386,9 +387,9 @@ def _row_2025(r: dict[str, str], setups: list[dict]) -> Row:
                   measured=value, source=r["source"], batch=setup["batch"] if setup else _int(r["batch"], 1),
                   seq=f"{r['input_len'].split()[0]}/{r['output_len'].split()[0]}", published_metric=r["metric"])
     skip = ""
-    if " + " in published_model:
-        skip = ("speculation's acceptance rate is what this run measured, not a setting it states (and an "
-                "EAGLE draft head is not a model of its own)")
+    speculative = " + " in published_model  # the model and its draft
+    if speculative:
+        skip = _speculation_skip(setup.get("speculation") if setup else None)
     elif setup is None:
         skip = "no instance named, and no setup for this source in setups-2025-2026.toml"
     elif model not in preset_names():
@@ -418,8 +419,31 @@ def _row_2025(r: dict[str, str], setups: list[dict]) -> Row:
                     token_buckets=_lengths(setup.get("token_buckets")),
                     nki_kernels=tuple(setup.get("nki_kernels", ())),
                     sequence_parallel=setup.get("sequence_parallel", False), stack=setup["stack"],
-                    sampling=setup.get("sampling"), **spreads)
+                    sampling=setup.get("sampling"), **spreads,
+                    **(_speculation(setup["speculation"]) if speculative else {}))
     return Row(**common, config=cfg, independent=metric != "request_tok_s")
+
+
+def _speculation_skip(stated: dict | None) -> str:
+    """Why a speculative row is not simulated ("" when it is): its source's setup states no
+    speculation, or no acceptance, which is the draft's, the model's and the data's: an input
+    taken from what the publication states, never from its measured times."""
+    if stated is None:
+        return "no speculative setup for this source in setups-2025-2026.toml"
+    if "acceptance" not in stated:
+        return ("its source states no acceptance rate, which is the draft's, the model's and the data's, not the "
+                "chip's: an input a simulation takes from the publication, never from its measured times")
+    return ""
+
+
+def _speculation(stated: dict) -> dict:
+    """The RunConfig fields of the speculative run a source states (``setups-2025-2026.toml``
+    speculation): vLLM's method and num_speculative_tokens, NxD Inference's fused speculation, the
+    draft model, and the acceptance its benchmark reported at each draft position."""
+    draft = stated.get("draft") if stated["method"] == DRAFT_MODEL else None
+    return dict(spec_method=stated["method"], spec_k=stated["num_speculative_tokens"],
+                spec_acceptance=tuple(stated["acceptance"]), fused_speculation=stated.get("fused", False),
+                draft=_preset(draft) if draft else None)
 
 
 def read_rows(path: Path = PUBLISHED, path_2025: Path | None = PUBLISHED_2025) -> list[Row]:

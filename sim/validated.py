@@ -50,9 +50,13 @@ class ClassError:
     rows: int  # independent published rows of the class
     median_abs_error: float
 
+    def brief(self) -> str:
+        """"±17% (7 rows)": where the class is said beside it (a pane's header names its stack)."""
+        return f"±{100 * self.median_abs_error:.0f}% ({self.rows} row{'s' * (self.rows > 1)})"
+
     def text(self) -> str:
         """"±17% (7 vLLM trn2 rows)"."""
-        rows = f"{self.rows} {describe_class(self.cls)} row{'s' * (self.rows > 1)}"
+        rows = f"{self.rows} {describe_class(self.cls, short=True)} row{'s' * (self.rows > 1)}"
         return f"±{100 * self.median_abs_error:.0f}% ({rows})"
 
 
@@ -64,16 +68,23 @@ def software_of(cfg) -> str:
     return TRAINING if cfg.mode == TRAINING else INFERENCE
 
 
+def software_label(cfg) -> str:
+    """The stack a generating run's header names ("vLLM", "TNX"), empty for other runs."""
+    software = software_of(cfg)
+    return stacks()[software].short if software in stacks() else ""
+
+
 def class_of(cfg, generation: str, metric: str) -> ErrorClass:
     """The class of ``metric`` (the validation's name) of a run of ``cfg`` on ``generation``."""
     return ErrorClass(generation, software_of(cfg), MOE if get_model(cfg.model).experts else DENSE, metric)
 
 
-def describe_class(cls: ErrorClass) -> str:
-    """"vLLM on Neuron trn2", "trn1 training", "Transformers NeuronX inf2 MoE"."""
+def describe_class(cls: ErrorClass, short: bool = False) -> str:
+    """"vLLM on Neuron trn2", "trn1 training", "Transformers NeuronX inf2 MoE" (``short``: "vLLM
+    trn2", "TNX inf2 MoE", as a header has room for)."""
     stack = stacks().get(cls.software)
     other = SOFTWARE_LABELS.get(cls.software, cls.software)
-    words = [stack.label, cls.generation] if stack else [cls.generation, other]
+    words = [stack.short if short else stack.label, cls.generation] if stack else [cls.generation, other]
     return " ".join(w for w in (*words, "MoE" if cls.kind == MOE else "") if w)
 
 

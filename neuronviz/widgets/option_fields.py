@@ -1,5 +1,5 @@
 """A form field for each run option, built from its declaration (:mod:`sim.options`): a number box,
-a list to choose from, a switch, a line of lengths or a row of switches, each with the option's
+a list to choose from, a switch, a line of lengths or of rates or a row of switches, each with the option's
 label, help, bounds and default, and what leaving it unset means."""
 
 from __future__ import annotations
@@ -88,6 +88,8 @@ class OptionField:
             w.setCurrentText(o.none if value is None else str(value))
         elif o.kind == options.LENGTHS:
             w.setText(" ".join(map(str, value or ())))
+        elif o.kind == options.RATES:
+            w.setText(",".join(f"{v:g}" for v in value or ()))
         else:
             w.setText("" if value is None else str(value))
 
@@ -108,6 +110,8 @@ class OptionField:
             return None if text == o.none else next(c for c in o.choices if str(c) == text)
         if o.kind == options.LENGTHS:
             return self._lengths(w.text())
+        if o.kind == options.RATES:
+            return self._rates(w.text())
         text = (w.currentText() if isinstance(w, QComboBox) else w.text()).strip()
         return None if not text or text == o.none else text
 
@@ -119,6 +123,17 @@ class OptionField:
         except ValueError:
             raise ConfigError(f"{self.option.label}: positive whole numbers of positions, got {text!r}") from None
         return lengths or None
+
+    def _rates(self, text: str) -> tuple[float, ...] | None:
+        """The rates typed (commas or spaces between them), None for none."""
+        try:
+            rates = tuple(float(word) for word in text.replace(",", " ").split())
+            if rates:
+                self.option.check(rates)
+        except ValueError:
+            raise ConfigError(f"{self.option.label}: one rate or several separated by commas, each from 0 to 1, got "
+                              f"{text!r}") from None
+        return rates or None
 
     def set_enabled(self, on: bool) -> None:
         self.widget.setEnabled(on)

@@ -28,7 +28,7 @@ from sim.catalogue import BY_KEY, label, text, unit_of
 from sim.description import RunDescription
 from sim.integrals import CounterIntegral, IntegralStack, replayed
 from sim.trace import Counter
-from sim.validated import headline_errors
+from sim.validated import headline_errors, headline_text, software_label
 
 COUNTER_BAND_HEIGHT = 70
 AREA_COLOR = (0, 114, 178, 40)  # the selected window: translucent blue over the tracks
@@ -156,20 +156,21 @@ def _workload_text(run: RunDescription) -> str:
     if w.mode == "serve":
         users = f"arriving at {w.rate:g}/s" if w.rate else f"from {w.concurrency or 1} users"
         out += f" · {w.requests:,} requests {users}"
-    return out + (f" · {w.dtype}" if w.dtype else "")
+    software = software_label(run.software.config) if run.software.config is not None else ""
+    return out + (f" · {w.dtype}" if w.dtype else "") + (f" · {software}" if software else "")
 
 
 def _trust(run: Run):
     """A function giving, for a headline figure's key, its class's validation error in the header's
-    gray ("±17% (7 NxD Inference trn2 rows)", "not validated"; one unbreakable piece), or nothing
-    for a figure the validation does not compare."""
+    gray ("±17% (7 rows)", "not validated"; one unbreakable piece; the header's tooltip names each
+    class), or nothing for a figure the validation does not compare."""
     errors = headline_errors(run.trace)
 
     def trust(key: str) -> str:
         if key not in errors:
             return ""
         e = errors[key]
-        said = e.text() if e is not None else "not validated"
+        said = e.brief() if e is not None else "not validated"
         return f" <span style='color:gray'>{said.replace(' ', '&nbsp;')}</span>"
 
     return trust
@@ -647,6 +648,8 @@ class ComparisonPane(QWidget):
         runs = self.session.runs
         baseline = runs[self.session.baseline] if runs else None
         self.header.setText(header_html(self.run, baseline))
+        validated = headline_text(self.run.trace)  # each figure's class, named in full
+        self.header.setToolTip(f"<p>Validated against published measurements: {validated}</p>" if validated else "")
 
     def apply_time_mode(self, normalised: bool) -> None:
         scale = 1.0 / self.run.duration_ns if normalised else 1.0

@@ -10,7 +10,7 @@ from neuronviz.session import Session
 from neuronviz.widgets import compact_rows
 from sim import catalogue
 from sim.metrics import ENGINES
-from sim.validated import headline_text
+from sim.validated import headline_errors, headline_text
 
 # the catalogue's figures the table compares, in this order; a column shows when a run's mode has it
 SUMMARY_KEYS = ("latency_ms", "latency_under_load_ms", "time_to_first_token_ms", "per_token_ms",
@@ -34,7 +34,8 @@ def summary_columns(session: Session) -> list[str]:
     (:data:`SUMMARY_KEYS`, by key), what the throughput counts and the speed-up."""
     keys = [k for k in SUMMARY_KEYS if any(catalogue.applies(catalogue.BY_KEY[k], r.trace) for r in session.runs)]
     at = keys.index("throughput_per_s") + 1 if "throughput_per_s" in keys else len(keys)
-    return ["run", "instance", *keys[:at], ITEMS_COLUMN, SPEED_UP, *keys[at:], VALIDATED]
+    validated = [VALIDATED] if any(headline_errors(r.trace) for r in session.runs) else []  # of simulated runs
+    return ["run", "instance", *keys[:at], ITEMS_COLUMN, SPEED_UP, *keys[at:], *validated]
 
 
 def summary_rows(session: Session, columns: list[str]) -> list[list[object]]:

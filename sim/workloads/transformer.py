@@ -82,8 +82,10 @@ class Phase:
         return self.sequence_parallel and self.tp > 1 and not self.decode_step
 
 
-def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool, layer: int = 0) -> None:
-    """Self-attention sub-block: fused QKV projection, scores, softmax, context, output.
+def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool, layer: int = 0, qkv_input: int = 0) -> None:
+    """Self-attention sub-block: fused QKV projection, scores, softmax, context, output. The QKV
+    projection reads ``qkv_input`` features a token, normalised before it (0: the hidden size;
+    an EAGLE-3 head's, the token's embedding beside the hidden state, each normalised: twice it).
 
     A query of a windowed layer (a sliding window, or Llama 4's chunks) attends its window's
     positions at most: the kernels skip the blocks outside it and a decode step reads that much
@@ -105,11 +107,11 @@ def attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, causal: bool, layer
     kv = kv_heads_per_core(spec.heads, spec.kv_heads, ph.tp, ph.gqa)
     tokens, window = ph.batch * ph.seq, spec.window(layer)
     ctx = min(ph.context, window) if window else ph.context
-    _block_input(b, spec, ph, "attn")
+    _block_input(b, spec, ph, "attn", qkv_input)
     normalised = b.last
     gate = heads * hd if spec.attn_output_gate else 0
     with b.fused(ph.qkv_kernel):
-        qkv = b.matmul("qkv", tokens, spec.hidden, (heads + 2 * kv) * hd + gate,
+        qkv = b.matmul("qkv", tokens, qkv_input or spec.hidden, (heads + 2 * kv) * hd + gate,
                        weight_run_rows=_kernel_rows(ph.qkv_kernel))
     chosen, selected = -1, 0
     if spec.is_sparse_layer(layer):
@@ -306,11 +308,11 @@ def _latent_attention(b: ProgramBuilder, spec: ModelSpec, ph: Phase, layer: int)
     _block_output(b, spec, ph, "attn")
 
 
-def _block_input(b: ProgramBuilder, spec: ModelSpec, ph: Phase, name: str) -> None:
-    """The normalisation before a block's matmuls: of this core's share of the tokens, gathered
-    from the others, with sequence parallelism."""
+def _block_input(b: ProgramBuilder, spec: ModelSpec, ph: Phase, name: str, width: int = 0) -> None:
+    """The normalisation of ``width`` features a token (0: the hidden size) before a block's
+    matmuls: of this core's share of the tokens, gathered from the others, with sequence parallelism."""
     tokens = ph.batch * ph.seq
-    _normalise(b, _shard(tokens, ph.tp) if ph.split_tokens else tokens, spec.hidden)
+    _normalise(b, _shard(tokens, ph.tp) if ph.split_tokens else tokens, width or spec.hidden)
     if ph.split_tokens:
         b.collective(f"{name}_allgather", elems=tokens * spec.hidden, ranks=ph.tp, kind="all_gather")
 

@@ -361,7 +361,7 @@ def test_a_short_pane_leaves_out_the_counter_bands_that_do_not_fit(demo_window, 
     pane = demo_window.panes[0]
     vb = pane.counters.getViewBox()
     assert vb.viewRange()[1] == [0, 3]
-    demo_window.resize(1600, 760)
+    demo_window.resize(1600, 780)  # the demo's headers take two or three lines
     qtbot.waitUntil(lambda: vb.viewRange()[1] == [0, 2], timeout=2000)
     assert [legend.isVisible() for legend in pane.legends] == [True, True, False]
     (_, major), _ = pane.band_axis.tickValues(0, 2, 100)
@@ -1262,7 +1262,7 @@ def test_a_panes_header_gives_each_headline_figure_its_validation_error():
     from neuronviz.session import Run
     from neuronviz.widgets.pane import header_html
     from sim.run import RunConfig, simulate
-    from sim.validated import class_of, error_table
+    from sim.validated import class_of, error_table, headline_text
 
     cfg = RunConfig(model="llama-2-7b", chip="inf2", mode="decode", seq=128, new_tokens=8, cores=8,
                     stack="transformers-neuronx")
@@ -1270,8 +1270,12 @@ def test_a_panes_header_gives_each_headline_figure_its_validation_error():
     ttft, tpot = (errors[class_of(cfg, "inf2", m)] for m in ("ttft_ms", "tpot_ms"))
     html = header_html(Run(simulate(cfg, max_events=0)), None)
     for e in (ttft, tpot):
-        said = f"±{100 * e.median_abs_error:.0f}% ({e.rows} Transformers NeuronX inf2 rows)".replace(" ", "&nbsp;")
+        said = f"±{100 * e.median_abs_error:.0f}% ({e.rows} rows)".replace(" ", "&nbsp;")
         assert f"<span style='color:gray'>{said}</span>" in html
+    assert " · bf16 · TNX" in html  # the stack whose rows they are, named once
+    text = headline_text(Run(simulate(cfg, max_events=0)).trace)  # the header's tooltip, the Summary, report
+    assert text == (f"TTFT ±{100 * ttft.median_abs_error:.0f}% ({ttft.rows} TNX inf2 rows) · TPOT "
+                    f"±{100 * tpot.median_abs_error:.0f}% ({tpot.rows} TNX inf2 rows)")
     trn3 = header_html(Run(simulate(RunConfig(model="llama-2-7b", chip="trn3", mode="decode", seq=128, new_tokens=8),
                                     max_events=0)), None)
     assert trn3.count("not&nbsp;validated") == 2  # its TTFT and its time per token

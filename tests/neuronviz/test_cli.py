@@ -147,6 +147,34 @@ def test_bad_numbers_exit_2(capsys, flag, value):
     assert err.count("\n") == 1 and "whole number" in err and err.endswith("(see neuronviz simulate --help)\n")
 
 
+@pytest.mark.parametrize("value, message", [("0.9,1.5", "must be rates from 0 to 1, got 0.9,1.5"),
+                                            ("most", "'most' is not a rate, nor rates separated by commas")])
+def test_bad_acceptance_exits_2(capsys, value, message):
+    with pytest.raises(SystemExit) as info:
+        main(["simulate", "--model", "gpt2", "--spec-acceptance", value])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+def test_acceptance_is_a_mean_rate_or_one_a_position_and_the_old_flag_still_reads(capsys, tmp_path):
+    from sim.io import load_file
+
+    common = ["--model", "llama-3.1-8b", "--chips", "trn2", "--cores", "8", "--mode", "decode", "--new-tokens", "8",
+              "--spec-method", "eagle3", "--spec-k", "3"]
+    runs = {}
+    for name, flags in (("positions", ["--spec-acceptance", "0.8649,0.7247,0.6346"]), ("old", ["--acceptance", "0.7"]),
+                        ("default", [])):
+        path = tmp_path / f"{name}.nvtrace"
+        code, _, _ = run_cli(capsys, "simulate", *common, *flags, "-o", str(path))
+        assert code == 0
+        (trace,) = load_file(str(path))
+        runs[name] = trace.run.speculation
+    assert runs["positions"].acceptance == (0.8649, 0.7247, 0.6346) and runs["positions"].stated
+    assert runs["old"].tokens_per_step == pytest.approx(1 + 3 * 0.7) and runs["old"].stated
+    assert runs["default"].acceptance == runs["positions"].acceptance and not runs["default"].stated
+
+
 def test_a_default_chip_that_cannot_run_the_configuration_is_left_out_with_a_note(capsys):
     """Inferentia1 reads no FP8, so a KV cache in it runs on the other default chips; asked for
     by name, it is an error."""

@@ -25,7 +25,7 @@ def _set(panel, **values) -> None:
                 box.setChecked(choice in value)
         elif kind in (options.INT, options.FLOAT):
             w.setValue(value)
-        elif kind == options.LENGTHS or (kind == options.TEXT and not field.option.choices):
+        elif kind in (options.LENGTHS, options.RATES) or (kind == options.TEXT and not field.option.choices):
             w.setText(value)
         else:
             w.setCurrentText(str(value))
@@ -51,7 +51,11 @@ def test_the_panel_has_a_field_for_every_option_with_its_label_and_help(demo_win
       "--prefill-chunk", "64", "--qkv-kernel-enabled", "--kv-cache", "fp8"],
      dict(model="gpt2", instance="trn2.48xlarge", mode="serve", batch=2, concurrency=3, requests=6, seq=128,
           seq_spread=16, new_tokens=8, rate=20.0, seed=3, prefill_chunk=64, nki_kernels=("qkv",), kv_cache="fp8")),
-], ids=["4-node-zero1-training", "serve"])
+    (["--model", "llama-3.1-8b", "--instance", "trn2.48xlarge", "--mode", "decode", "--cores", "8", "--seq", "128",
+      "--new-tokens", "8", "--spec-method", "eagle3", "--spec-k", "3", "--spec-acceptance", "0.865,0.725,0.635"],
+     dict(model="llama-3.1-8b", instance="trn2.48xlarge", mode="decode", cores=8, seq=128, new_tokens=8,
+          spec_method="eagle3", spec_k=3, spec_acceptance="0.865, 0.725, 0.635")),
+], ids=["4-node-zero1-training", "serve", "eagle3"])
 def test_the_panel_reproduces_the_clis_run_exactly(demo_window, tmp_path, capsys, flags, fields):
     path = tmp_path / "cli.nvtrace"
     assert main(["simulate", *flags, "-o", str(path)]) == 0
@@ -70,7 +74,8 @@ def test_edit_and_rerun_fills_every_field_from_the_panes_run(demo_window, tmp_pa
 
     cfg = RunConfig(model="gpt2", instance="trn2.48xlarge", mode="decode", batch=2, seq=100, new_tokens=6, cores=2,
                     lnc=1, quant="fp8", attention="compiler", context_buckets=(128,), token_buckets=(128, 256),
-                    nki_kernels=("mlp",), draft="gpt2", spec_k=3, acceptance=0.5, concurrency=1, optlevel=1)
+                    nki_kernels=("mlp",), draft="gpt2", spec_k=3, spec_acceptance=(0.6, 0.5), concurrency=1,
+                    optlevel=1)
     path = tmp_path / "one.nvtrace"
     save_file(str(path), [simulate(cfg, max_events=10_000)])
     assert demo_window.open_files([str(path)])
@@ -128,7 +133,8 @@ def test_the_panel_sets_up_a_published_tutorial_as_validation_runs_it(demo_windo
     panel = demo_window.run_panel
     _set(panel, model="llama-3.3-70b", instance="trn2.48xlarge", mode="decode", cores=64, seq=10000,
          new_tokens=1500, max_seq=12800, context_buckets="2048, 4096 8192 12288", token_buckets="2048 4096 8192 12800",
-         nki_kernels=("qkv", "mlp", "attention"), sequence_parallel=True, concurrency=row.config.concurrency)
+         nki_kernels=("qkv", "mlp", "attention"), sequence_parallel=True, concurrency=row.config.concurrency,
+         stack="vllm")  # the tutorial serves it with vllm serve
     (cfg,) = panel.configs()
     assert cfg == row.config
 

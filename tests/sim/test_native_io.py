@@ -17,7 +17,7 @@ import xxhash
 
 from sim.errors import TraceFileError
 from sim.io import columns, load_file
-from sim.io.native import load_traces, save_traces
+from sim.io.native import MANIFEST, decoded_bytes, load_traces, save_traces
 from sim.trace import EVENT_COLUMNS, TRACE_FORMAT_VERSION
 
 DATA = Path(__file__).parents[1] / "data"
@@ -273,6 +273,21 @@ def test_fuzzed_files_load_or_fail_cleanly(saved, tmp_path):
                 assert np.all(tr.events["dur_ns"] >= 0) and np.all(np.isfinite(tr.events["start_ns"]))
             outcomes["loaded"] += 1
     assert outcomes["rejected"] > 100
+
+
+def test_a_manifest_that_does_not_inflate_sizes_nothing(tmp_path):
+    """The size a file's columns decode to (what the app reads before it opens it) is 0 for a
+    manifest whose deflated bytes are damaged: the load then says what is wrong."""
+    path = tmp_path / "damaged.nvtrace"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(MANIFEST, json.dumps({"runs": [{"arrays": {f"a{i}": {"length": i, "dtype": "f8"}
+                                                                for i in range(400)}}]}))
+    data = bytearray(path.read_bytes())
+    start = data.index(MANIFEST.encode()) + len(MANIFEST)
+    data[start + 40:start + 48] = b"\xff" * 8  # inside the deflated stream
+    path.write_bytes(bytes(data))
+    with zipfile.ZipFile(path) as zf:
+        assert decoded_bytes(zf) == 0
 
 
 def test_golden_file_of_format_1_still_loads():

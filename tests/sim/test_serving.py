@@ -120,45 +120,6 @@ def test_impossible_serving_setups_are_refused(kw, message):
         _decode(**kw)
 
 
-# --- speculative decoding ----------------------------------------------------------------------
-
-def _spec(**kw):
-    from sim.run import RunConfig
-
-    base = dict(model="qwen3-32b", instance="trn2.48xlarge", cores=16, mode="decode", seq=128, new_tokens=65,
-                draft="qwen3-0.6b", spec_k=4, acceptance=0.7)
-    return RunConfig(**{**base, **kw})
-
-
-@pytest.mark.parametrize("k, p, expected", [(4, 0.0, 1.0), (4, 1.0, 5.0), (4, 0.7, (1 - 0.7 ** 5) / 0.3),
-                                            (3, 0.741, (1 - 0.741 ** 4) / 0.259)])
-def test_tokens_per_step_follow_the_acceptance_rate(k, p, expected):
-    from sim.config import tokens_per_step
-
-    assert tokens_per_step(_spec(spec_k=k, acceptance=p)) == pytest.approx(expected)
-
-
-def test_a_speculative_run_takes_the_steps_its_accepted_tokens_need():
-    from sim.config import tokens_per_step
-    from sim.run import simulate
-
-    cfg = _spec()
-    trace = simulate(cfg)
-    steps = sum(ph["repeat"] for ph in trace.meta["phases"] if ph["name"].startswith("decode"))
-    assert steps == round((cfg.new_tokens - 1) / tokens_per_step(cfg))
-    assert trace.meta["speculation"]["tokens_per_step"] == pytest.approx(tokens_per_step(cfg))
-    step = [name for name in trace.layer_names if name.startswith("decode")]
-    assert any("/draft 4/" in n for n in step) and any("/verify/lm_head" in n for n in step)
-
-
-@pytest.mark.parametrize("spec_k, acceptance", [(2, 0.5), (16, 1.0)])
-def test_a_speculative_runs_tokens_after_the_first_take_its_time_per_token_each(spec_k, acceptance):
-    """Eight new tokens: the prompt's pass makes the first, the steps the seven others, even when
-    one step of 16 accepted drafts could make 17."""
-    met = compute_metrics(simulate(_spec(spec_k=spec_k, acceptance=acceptance, new_tokens=8)))
-    assert met.latency_s - met.time_to_first_token_s == pytest.approx(7 * met.per_token_s, rel=1e-9)
-
-
 def test_a_run_of_one_new_token_has_no_time_per_token():
     """The prompt's pass makes the only token: a request a latency on each copy, and no decode rate."""
     trace = simulate(RunConfig(model="gpt2", chip="trn2", mode="decode", seq=128, new_tokens=1))
@@ -166,38 +127,3 @@ def test_a_run_of_one_new_token_has_no_time_per_token():
     assert (met.per_token_s, met.per_token_under_load_s) == (None, None)
     assert met.latency_s == pytest.approx(met.time_to_first_token_s)
     assert met.throughput_per_s == pytest.approx(trace.meta["copies"] / met.latency_under_load_s)
-
-
-def test_verification_runs_the_model_once_for_the_k_drafts_and_its_own_token():
-    from sim.workloads import Phase, get_model, speculative_step
-
-    spec, draft = get_model("qwen3-32b"), get_model("qwen3-0.6b")
-    prog = speculative_step(spec, draft, 4, Phase(2, 1, 1024, decode_step=True), 2)
-    heads = [op for op in prog.ops if op.name == "lm_head"]
-    assert [op.m for op in heads] == [2, 2, 2, 2, 2 * 5]  # four draft tokens, then every position verified
-    verify = prog.layers[-1]
-    assert verify.name.startswith("verify/")
-
-
-def test_a_good_draft_speeds_decoding_up_and_a_useless_one_slows_it_down():
-    from sim.run import RunConfig, simulate
-
-    plain = simulate(RunConfig(model="qwen3-32b", instance="trn2.48xlarge", cores=16, mode="decode", seq=128,
-                               new_tokens=65)).meta["per_token_ns"]
-    assert simulate(_spec(acceptance=0.8)).meta["per_token_ns"] < plain < simulate(_spec(acceptance=0.0)).meta[
-        "per_token_ns"]
-
-
-@pytest.mark.parametrize("kw, message", [
-    (dict(mode="inference", model="bert-base", draft="gpt2"), "is for decode and serve modes"),
-    (dict(draft=None), "go with --draft MODEL"),
-    (dict(spec_k=0), "--spec-k is the tokens the draft proposes"),
-    (dict(acceptance=1.5), "--acceptance is a probability"),
-    (dict(draft="bert-base"), "must be a GPT-style decoder"),
-])
-def test_bad_speculation_is_refused(kw, message):
-    from sim.errors import ConfigError
-    from sim.run import simulate
-
-    with pytest.raises(ConfigError, match=message):
-        simulate(_spec(**kw))

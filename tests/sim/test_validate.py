@@ -151,7 +151,7 @@ def test_serving_rows_follow_the_setup_their_source_states():
         "llama-3.1-8b", 4, 32, 1, 4096, False)
     spec = _row_2025(_parse(HEADER_2025, line.replace("llama-3.1-8b-instruct", '"llama-3.1-8b-instruct + EAGLE3 '
                                                       'draft (k=3, acceptance 74.1%)"')), _setups())
-    assert spec.config is None and "acceptance rate is what this run measured" in spec.skip
+    assert spec.config is None and spec.skip == "no speculative setup for this source in setups-2025-2026.toml"
     assert cfg.mode == "decode" and cfg.seq_spread == 0  # one user alone
     # 128 users on the graph compiled for 32: a serving run of the row's users (guidellm 0.1.0
     # keeps 127 of them in flight) and stated spreads, with the 235 tokens a request its results
@@ -162,6 +162,23 @@ def test_serving_rows_follow_the_setup_their_source_states():
     assert (many.metric, c.mode, c.batch, c.concurrency, c.seq_spread, c.new_tokens_spread) == (
         "output_tok_s", "serve", 32, 127, 150, 20)
     assert (c.new_tokens, c.requests, cfg.new_tokens, cfg.requests) == (235, 100, 250, None)
+
+
+def test_speculative_rows_run_the_acceptance_their_source_states_or_stay_skipped():
+    """vLLM Neuron's EAGLE3 tutorials print their acceptance per draft position (86.49, 72.47,
+    63.46% for Llama-3.1-8B; 69.00% for gpt-oss-120b's one token), which their setups quote; NxD
+    Inference's Qwen3-32B tutorial reports none, so its speculative rows are not simulated."""
+    rows = read_rows()
+    eagle = [r for r in rows if r.source.endswith("max-concurrency 2, 50 prompts)") and r.batch == 2]
+    tpot = next(r for r in eagle if r.metric == "tpot_ms" and r.measured == 6.41)
+    cfg = tpot.config
+    assert (cfg.spec_method, cfg.spec_k, cfg.spec_acceptance, cfg.fused_speculation, cfg.draft) == (
+        "eagle3", 3, (0.8649, 0.7247, 0.6346), False, None)
+    assert (cfg.mode, cfg.concurrency, cfg.cores) == ("serve", 2, 8)  # as the baseline beside it
+    gpt = next(r for r in rows if r.model == "gpt-oss-120b" and r.measured == 5.82)
+    assert (gpt.config.spec_method, gpt.config.spec_k, gpt.config.spec_acceptance) == ("eagle3", 1, (0.69,))
+    qwen = [r for r in rows if "sd-inference-tutorial.rst" in r.source and r.measured in (47.4, 5.64, 137.8)]
+    assert len(qwen) == 3 and all(r.config is None and "states no acceptance rate" in r.skip for r in qwen)
 
 
 def test_guidellm_0_1_keeps_one_request_fewer_in_flight_than_its_users():
@@ -291,9 +308,9 @@ def test_unsupported_models_are_reported_as_skipped():
 
 def test_every_published_row_is_read_and_has_a_setup_or_a_reason():
     rows = read_rows()
-    # every row of both tables (and the seven tutorial rows and optimum-neuron's eight CPU-sampling rows added
+    # every row of both tables (and the ten tutorial rows and optimum-neuron's eight CPU-sampling rows added
     # to the second)
-    assert len(rows) == 292 + 26 + 7 + 8
+    assert len(rows) == 292 + 26 + 10 + 8
     assert all((r.config is None) == bool(r.skip) for r in rows)
     assert all(isinstance(r, Row) for r in rows)
     assert {r.generation for r in rows if r.config} >= {"inf1", "inf2", "trn1", "trn2"}
