@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sim.errors import TraceFileError
-from sim.io.inputs import csv_export_of, open_regular, profile_of
+from sim.io.inputs import csv_export_of, explorer_json_export, open_regular, profile_of
 from sim.io.native import load_traces, read_problem, save_traces
 from sim.trace import Trace
 
@@ -75,7 +75,13 @@ def load_file(path: str | os.PathLike, progress: Callable[[float], None] | None 
         if is_legacy_json(head):  # neuron-profile's JSON of a device profile (before Neuron Explorer)
             return load_legacy_json(path, progress)
     if head.startswith(GZIP_MAGIC) or text[:1] in (b"{", b"["):
-        return load_chrome(path, progress)
+        try:
+            return load_chrome(path, progress)
+        except TraceFileError:
+            export = explorer_json_export(path)  # not Chrome JSON but named as Neuron Explorer names its JSON
+            if export is None:
+                raise
+            raise TraceFileError(f"{label}: {export}") from None
     if not head:
         raise TraceFileError(f"{label}: the file is empty")
     raise TraceFileError(f"{label}: not a trace file (expected a {NATIVE_SUFFIX} file, Chrome trace JSON or a "

@@ -2,10 +2,12 @@
 
 Export writes one process (``pid``) per run and NeuronCore and one thread (``tid``) per track,
 named with ``process_name`` / ``thread_name`` metadata events; every Trace event becomes a complete
-event (``"ph": "X"``, times in microseconds) whose args hold its layer, FLOPs and bytes, and every
-counter sample a counter event (``"ph": "C"``). The tables a Chrome trace has no place for (meta,
-tracks, op and layer tables, counter units) go to ``otherData["neuronviz"]``, so our own files load
-back into the same runs, one Trace per run; times come back within float rounding of microseconds.
+event (``"ph": "X"``, times in microseconds) whose args hold its layer, FLOPs and bytes, every
+counter sample a counter event (``"ph": "C"``) and every flow arrow (``meta["flows"]``) a pair of
+flow events (``s`` and ``f``) that bind to its two slices in any reader. The tables a Chrome trace
+has no place for (meta, tracks, op and layer tables, counter units) go to ``otherData["neuronviz"]``,
+so our own files load back into the same runs, one Trace per run; times come back within float
+rounding of microseconds.
 
 Import also reads files of other tools (PyTorch profiler / Kineto, Neuron profiler JSON exports):
 plain or gzip JSON, an object with ``traceEvents`` or a bare array (an array without its closing
@@ -49,6 +51,7 @@ from __future__ import annotations
 import collections
 import gc
 import gzip
+import itertools
 import math
 import operator
 import os
@@ -105,6 +108,7 @@ _READ_CHUNK = 1 << 20  # bytes read (or decompressed) at a time
 _KINDS_RE = re.compile(
     r"(?<![a-z])(tensor|vector|scalar|gpsimd|dma[ _-]?read|dma[ _-]?write|collective)(?![a-z])", re.IGNORECASE)
 _NUMBER = (int, float)
+FLOW_NAME = "flow"  # the category of the flow events written, and the name of a flow without one
 
 
 # ----------------------------------------------------------------------------------------------
@@ -242,6 +246,7 @@ def _objects(values: Sequence[Any]) -> np.ndarray:
 def _event_chunks(traces: Sequence[Trace], layouts: list[_Layout]) -> Iterator[list[dict[str, Any]]]:
     """Every event of the export, a chunk at a time; columns are converted with NumPy, not per event."""
     yield _metadata_events(traces, layouts)
+    flow_ids = itertools.count(1)  # a flow's id is the file's, across runs
     for trace, lay in zip(traces, layouts, strict=True):
         ev = trace.events
         track_pid = np.array([lay.pids[t.core] for t in trace.tracks] or [0], np.int64)
@@ -264,6 +269,7 @@ def _event_chunks(traces: Sequence[Trace], layouts: list[_Layout]) -> Iterator[l
                 for e, o, li in zip(chunk, op.tolist(), layer.tolist(), strict=True):
                     e["args"]["op"], e["args"]["layer_index"] = o, li
             yield chunk
+        yield _flow_events(trace, track_pid, track_tid, flow_ids)
         pid = next(iter(lay.pids.values()))
         for c in trace.counters.values():
             name = c.name
@@ -271,6 +277,34 @@ def _event_chunks(traces: Sequence[Trace], layouts: list[_Layout]) -> Iterator[l
             for lo in range(0, len(ts), CHUNK_EVENTS):
                 yield [{"ph": "C", "name": name, "ts": t, "pid": pid, "args": {name: v}}
                        for t, v in zip(ts[lo:lo + CHUNK_EVENTS], values[lo:lo + CHUNK_EVENTS], strict=True)]
+
+
+def _flow_events(trace: Trace, track_pid: np.ndarray, track_tid: np.ndarray,
+                 ids: Iterator[int]) -> list[dict[str, Any]]:
+    """The run's flow arrows (``meta["flows"]``) as flow events of the first version, so that any
+    reader of the file draws them: an ``s`` where the slice the arrow leaves starts and an ``f``
+    (bound to the slice holding it) in the slice it enters, at its start or, when that is earlier,
+    the first's; an arrow into a slice that ends before the first starts has no such events."""
+    flows = trace.meta.get("flows")
+    if not isinstance(flows, dict):
+        return []
+    ev, n = trace.events, trace.n_events
+    names = [str(x) for x in flows.get("names", [])] or [FLOW_NAME]
+    out = []
+    for a, b, k in zip(flows.get("from", []), flows.get("to", []), flows.get("name", []), strict=False):
+        if not (type(a) is int and type(b) is int and 0 <= a < n and 0 <= b < n and a != b):
+            continue
+        start_a, start_b = float(ev["start_ns"][a]), float(ev["start_ns"][b])
+        t = max(start_a, start_b)
+        if t > start_b + float(ev["dur_ns"][b]):
+            continue
+        name = names[k] if type(k) is int and 0 <= k < len(names) else FLOW_NAME
+        flow = {"cat": FLOW_NAME, "name": name, "id": next(ids)}
+        out.append({"ph": "s", **flow, "pid": int(track_pid[ev["track"][a]]), "tid": int(track_tid[ev["track"][a]]),
+                    "ts": start_a / 1e3})
+        out.append({"ph": "f", "bp": "e", **flow, "pid": int(track_pid[ev["track"][b]]),
+                    "tid": int(track_tid[ev["track"][b]]), "ts": t / 1e3})
+    return out
 
 
 @contextmanager

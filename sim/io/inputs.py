@@ -116,3 +116,21 @@ def csv_export_of(path: str | os.PathLike) -> list[Path] | None:
     except OSError:
         return None
     return [p] if p.suffix.lower() == ".csv" and p.stem in CSV_TABLES else None
+
+
+# what ``neuron-explorer view --output-format json`` writes (aws-neuron-sdk tools/neuron-explorer/get-started.rst,
+# "Export to JSON"): a system profile and a device profile a compiled model; its documentation shows
+# sample events, not the files' layout
+EXPLORER_JSON = re.compile(r"(system_profile|device_profile_model_[^/\\]*)\.json", re.IGNORECASE)
+
+
+def explorer_json_export(path: str | os.PathLike) -> str | None:
+    """What to say of a file named as Neuron Explorer's JSON export names one, when it is no trace
+    neuronviz reads (None for any other name)."""
+    m = EXPLORER_JSON.fullmatch(Path(path).name)
+    if m is None:
+        return None
+    what = "system profile" if m[1].lower() == "system_profile" else "device profile"
+    return (f"is Neuron Explorer's JSON export of a {what} (--output-format json), whose layout is not "
+            "documented and which neuronviz does not read: open the profile's directory of Parquet tables "
+            "(neuron-explorer view's default output) instead")

@@ -597,6 +597,68 @@ def test_flows_bind_to_the_slices_perfetto_binds_them_to(tmp_path):
     assert trace.meta["unbound_flow_points"] == 1 and trace.meta["skipped_events"] == 1
 
 
+def _arrows(trace) -> list[tuple]:
+    """Each flow arrow as the slices it joins (name, start us) and its name."""
+    flows, ev = trace.meta["flows"], trace.events
+
+    def at(e):
+        return trace.op_names[ev["op"][e]], ev["start_ns"][e] / 1e3
+
+    return sorted((at(a), at(b), flows["names"][k]) for a, b, k in zip(flows["from"], flows["to"], flows["name"],
+                                                                        strict=True))
+
+
+def test_flows_are_written_as_flow_events_any_reader_binds_to_the_same_slices(tmp_path):
+    x = {"ph": "X", "pid": 1}
+    trace = _load_events(tmp_path, [
+        {**x, "tid": 1, "name": "launch", "ts": 0, "dur": 10}, {**x, "tid": 1, "name": "inner", "ts": 2, "dur": 4},
+        {**x, "tid": 2, "name": "kernel", "ts": 20, "dur": 10}, {**x, "tid": 2, "name": "later", "ts": 40, "dur": 10},
+        {**x, "tid": 3, "name": "early", "ts": 1, "dur": 30},
+        {"ph": "s", "id": 1, "cat": "c", "name": "go", "pid": 1, "tid": 1, "ts": 3},
+        {"ph": "f", "id": 1, "cat": "c", "name": "go", "pid": 1, "tid": 2, "ts": 25, "bp": "e"},
+        {"ph": "s", "id": 2, "cat": "c", "name": "next", "pid": 1, "tid": 1, "ts": 8},
+        {"ph": "t", "id": 2, "cat": "c", "name": "next", "pid": 1, "tid": 2, "ts": 22},
+        {"ph": "f", "id": 2, "cat": "c", "name": "next", "pid": 1, "tid": 2, "ts": 45, "bp": "e"},
+        # into a slice that began before the one it leaves, which it still holds
+        {"ph": "s", "id": 3, "cat": "c", "name": "back", "pid": 1, "tid": 2, "ts": 21},
+        {"ph": "f", "id": 3, "cat": "c", "name": "back", "pid": 1, "tid": 3, "ts": 22, "bp": "e"},
+    ])
+    arrows = _arrows(trace)
+    assert [(a[0], b[0], n) for a, b, n in arrows] == [("inner", "kernel", "go"), ("kernel", "early", "back"),
+                                                       ("kernel", "later", "next"), ("launch", "kernel", "next")]
+    path = tmp_path / "again.json"
+    save_chrome(path, [trace])
+    doc = json.loads(path.read_text())
+    assert _arrows(load_chrome(path)[0]) == arrows  # our own file: the run as it was
+    assert sum(e["ph"] == "s" for e in doc["traceEvents"]) == sum(e["ph"] == "f" for e in doc["traceEvents"]) == 4
+    del doc["otherData"]  # read as another tool's file, by its events alone
+    path.write_text(json.dumps(doc))
+    assert _arrows(load_chrome(path)[0]) == arrows
+
+
+def test_a_pftraces_flows_are_written_to_chrome_json(tmp_path):
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    from sim.io.perfetto import load_pftrace
+
+    b = TraceProtoBuilder()
+    for ts, kind, track, name, flows, ends in ((0, 1, 1, "send", [7], []), (10, 2, 1, "", [], []),
+                                               (5, 3, 2, "receive", [], [7])):
+        p = b.add_packet()
+        p.timestamp, p.track_event.type, p.track_event.track_uuid = ts, kind, track
+        if name:
+            p.track_event.name = name
+        p.track_event.flow_ids.extend(flows)
+        p.track_event.terminating_flow_ids.extend(ends)
+    (tmp_path / "f.pftrace").write_bytes(b.serialize())
+    (trace,) = load_pftrace(tmp_path / "f.pftrace")
+    save_chrome(tmp_path / "f.json", [trace])
+    doc = json.loads((tmp_path / "f.json").read_text())
+    del doc["otherData"]
+    (tmp_path / "f.json").write_text(json.dumps(doc))
+    assert _arrows(load_chrome(tmp_path / "f.json")[0]) == [(("send", 0.0), ("receive", 0.005), "flow")]
+
+
 def test_processes_and_threads_follow_their_sort_index_then_first_appearance(tmp_path):
     x = {"ph": "X", "ts": 0, "dur": 1, "name": "e"}
     trace = _load_events(tmp_path, [

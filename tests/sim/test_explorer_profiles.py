@@ -318,6 +318,37 @@ def test_a_legacy_neuron_profile_json_opens_with_its_summary(tmp_path):
         load_file(path)
 
 
+# the system profile's sample events in Neuron Explorer's get-started page ("Export to JSON"); the
+# page shows no more of the file's layout, nor any of the device profiles'
+SYSTEM_PROFILE_SAMPLE = b"""{
+    "Neuron_Runtime_API_Event": {"duration": 27094, "group": "nrt-nc-000", "id": 1,
+        "instance_id": "i-0f207fb2a99bd2d08", "name": "nrt_tensor_write", "timestamp": 1729888371056597613, "type": 11},
+    "Framework_Event": {"duration": 3758079, "group": "framework-80375131", "instance_id": "i-0f207fb2a99bd2d08",
+        "name": "PjitFunction(matmul_allgather)", "timestamp": 1729888382798557372}
+}"""
+
+
+@pytest.mark.parametrize("name, what", [("system_profile.json", "system profile"),
+                                        ("device_profile_model_10001.json", "device profile")])
+def test_explorers_json_export_is_named_in_one_line_and_not_guessed_at(tmp_path, name, what):
+    path = tmp_path / name
+    path.write_bytes(SYSTEM_PROFILE_SAMPLE)
+    with pytest.raises(TraceFileError) as err:
+        load_file(path)
+    assert str(err.value) == (
+        f"{path}: is Neuron Explorer's JSON export of a {what} (--output-format json), whose layout is not "
+        "documented and which neuronviz does not read: open the profile's directory of Parquet tables "
+        "(neuron-explorer view's default output) instead")
+    # a file so named that is a trace neuronviz reads opens as one: the legacy device JSON, Chrome JSON
+    path.write_bytes(LEGACY)
+    assert load_file(path)[0].n_events == 2
+    path.write_bytes(b'{"traceEvents": [{"ph": "X", "name": "nrt_execute", "pid": 1, "tid": 1, "ts": 0, "dur": 5}]}')
+    assert load_file(path)[0].n_events == 1
+    (tmp_path / "other.json").write_bytes(SYSTEM_PROFILE_SAMPLE)
+    with pytest.raises(TraceFileError, match="not a Chrome trace"):
+        load_file(tmp_path / "other.json")
+
+
 def test_a_layers_bytes_are_its_instructions_hbm_bytes(profile):
     from sim.analysis import analyse
 

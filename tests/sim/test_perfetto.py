@@ -10,6 +10,7 @@ from perfetto.trace_builder.proto_builder import TraceProtoBuilder
 
 from sim.errors import TraceFileError
 from sim.io import load_file, perfetto, save_file
+from sim.io.protowire import varint_bytes
 from sim.run import RunConfig, simulate
 
 BEGIN, END, INSTANT, COUNTER = (pb.TrackEvent.Type.TYPE_SLICE_BEGIN, pb.TrackEvent.Type.TYPE_SLICE_END,
@@ -120,7 +121,7 @@ def test_a_damaged_trace_is_one_line(tmp_path, damage, message):
 def test_compressed_packets_are_inflated_only_within_a_ratio(tmp_path):
     bomb = pb.TracePacket(compressed_packets=zlib.compress(b"\x0a\x00" * (50 << 20), 9))
     path = tmp_path / "bomb.pftrace"
-    path.write_bytes(b"\x0a" + perfetto._varint_bytes(bomb.ByteSize()) + bomb.SerializeToString())
+    path.write_bytes(b"\x0a" + varint_bytes(bomb.ByteSize()) + bomb.SerializeToString())
     with pytest.raises(TraceFileError, match=r"compressed packets inflate to more than 100 times their size$"):
         load_file(path)
 
@@ -154,3 +155,120 @@ def test_a_pftrace_of_a_profile_keeps_its_depths_and_flows(tmp_path):
     assert _rows(back) == _rows(trace)
     ops = [[back.op_names[back.events["op"][i]] for i in back.meta["flows"][k]] for k in ("from", "to")]
     assert ops == [["aten::linear"], ["enqueue"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# read a window at a time, only the fields used
+
+
+def _packets(*packets) -> bytes:
+    return b"".join(b"\x0a" + varint_bytes(p.ByteSize()) + p.SerializeToString() for p in packets)
+
+
+def _event(ts, kind, track, **fields):
+    p = pb.TracePacket(timestamp=ts, trusted_packet_sequence_id=fields.pop("seq", 1))
+    p.track_event.type, p.track_event.track_uuid = kind, track
+    for name, value in fields.items():
+        if isinstance(value, list):
+            getattr(p.track_event, name).extend(value)
+        else:
+            setattr(p.track_event, name, value)
+    return p
+
+
+def test_windows_and_batches_of_any_size_read_the_same_run(tmp_path, monkeypatch):
+    sim = simulate(RunConfig(model="gpt2", chip="trn1", mode="decode", seq=64, new_tokens=4))
+    path = tmp_path / "run.pftrace"
+    save_file(path, [sim])
+    (whole,) = load_file(path)
+    # windows of 256 bytes (packets across their edges) and every message read a field at a time
+    monkeypatch.setattr(perfetto, "WINDOW", 256)
+    monkeypatch.setattr(perfetto.pw, "TAIL", 1 << 30)
+    (pieces,) = load_file(path)
+    assert pieces.n_events == whole.n_events == sim.n_events
+    for column in whole.events:
+        assert np.array_equal(pieces.events[column], whole.events[column]), column
+    assert pieces.op_names == whole.op_names and list(pieces.counters) == list(whole.counters)
+
+
+def test_names_are_interned_per_sequence_until_a_packet_clears_them(tmp_path):
+    p = pb.TracePacket(trusted_packet_sequence_id=1, sequence_flags=1)
+    p.interned_data.event_names.add(iid=1, name="first")
+    q = pb.TracePacket(trusted_packet_sequence_id=2, sequence_flags=1)
+    q.interned_data.event_names.add(iid=1, name="other sequence")
+    cleared = pb.TracePacket(trusted_packet_sequence_id=1, sequence_flags=1)
+    cleared.interned_data.event_names.add(iid=1, name="after the clear")
+    path = tmp_path / "interned.pftrace"
+    path.write_bytes(_packets(p, q, _event(10, INSTANT, 5, name_iid=1), _event(20, INSTANT, 5, name_iid=1, seq=2),
+                              cleared, _event(30, INSTANT, 5, name_iid=1), _event(40, INSTANT, 5, name_iid=2)))
+    (trace,) = load_file(path)
+    # an iid never interned (2) names its slice as an unnamed one
+    assert [trace.op_names[o] for o in trace.events["op"]] == ["first", "other sequence", "after the clear", "slice"]
+
+
+def _with(packet, extra: bytes) -> bytes:
+    """A packet whose track event holds ``extra`` fields after its own, framed."""
+    event = packet.track_event.SerializeToString() + extra
+    packet.ClearField("track_event")
+    body = packet.SerializeToString() + b"\x5a" + varint_bytes(len(event)) + event
+    return b"\x0a" + varint_bytes(len(body)) + body
+
+
+def _len_field(key: int, payload: bytes) -> bytes:
+    return varint_bytes(key) + varint_bytes(len(payload)) + payload
+
+
+def test_what_protobuf_refuses_deep_down_in_fields_not_read_opens(tmp_path):
+    """A debug annotation nested 100,000 deep (protobuf stops at 100) is skipped unread, as is a
+    packed list of a million flow ids beyond the first 64; a name not UTF-8 is read with its bad
+    bytes replaced."""
+    heads, size = [], 0  # DebugAnnotation.dict_entries in dict_entries..., each's key and length, the inner first
+    for _ in range(100_000):
+        heads.append(varint_bytes(11 << 3 | 2) + varint_bytes(size))
+        size += len(heads[-1])
+    annotation = b"".join(reversed(heads))
+    flows = np.arange(1, 1_000_001, dtype="<u8").tobytes()  # TrackEvent.flow_ids, packed
+    path = tmp_path / "deep.pftrace"
+    path.write_bytes(_with(_event(100, BEGIN, 2, name="deep"), _len_field(4 << 3 | 2, annotation))
+                     + _packets(_event(200, END, 2))
+                     + _with(_event(300, BEGIN, 3, name="many flows"), _len_field(47 << 3 | 2, flows))
+                     + _with(_event(350, INSTANT, 3), _len_field(23 << 3 | 2, b"\xffA"))  # its name
+                     + _packets(_event(400, INSTANT, 4, name="ends 1", terminating_flow_ids=[1]),
+                                _event(450, INSTANT, 4, name="ends 65", terminating_flow_ids=[65]),
+                                _event(500, END, 3)))
+    with pytest.raises(Exception, match="Error parsing message"):
+        pb.Trace.FromString(path.read_bytes())
+    (trace,) = load_file(path)
+    assert _rows(trace) == [("track 2", "deep", 0, 100), ("track 3", "many flows", 200, 400),
+                            ("track 3 ·1", "\ufffdA", 250, 250), ("track 4", "ends 1", 300, 300),
+                            ("track 4", "ends 65", 350, 350)]
+    ops = [[trace.op_names[trace.events["op"][i]] for i in trace.meta["flows"][k]] for k in ("from", "to")]
+    assert ops == [["many flows"], ["ends 1"]]  # flow 65 is beyond the 64 read of the slice
+
+
+@pytest.mark.parametrize("payload", [
+    b"\x0b\x0c",  # a group: no Perfetto message has one
+    b"\x5a\x03\xfa\x02\x7f",  # a track event's packed flow ids past its end
+    b"\x5a\x02\x48\xff",  # its type's varint cut short
+    b"\x00\x01",  # field 0
+])
+def test_damage_in_a_field_read_over_is_one_line(tmp_path, payload):
+    path = tmp_path / "bad.pftrace"
+    path.write_bytes(_packets(_event(1, INSTANT, 1, name="fine")) + b"\x0a" + varint_bytes(len(payload)) + payload)
+    with pytest.raises(TraceFileError) as err:
+        load_file(path)
+    assert str(err.value) == f"{path}: is not a Perfetto trace, or is damaged (a packet does not parse)"
+
+
+def test_compressed_packets_nested_too_deep_are_refused(tmp_path):
+    data = _packets(_event(1, INSTANT, 1, name="inside"))
+    for _ in range(perfetto.MAX_NESTED):
+        data = _packets(pb.TracePacket(compressed_packets=zlib.compress(data)))
+    path = tmp_path / "nested.pftrace"
+    path.write_bytes(data)
+    (trace,) = load_file(path)  # as deep as allowed: read
+    assert trace.op_names == ("inside",)
+    path.write_bytes(_packets(pb.TracePacket(compressed_packets=zlib.compress(data))))
+    with pytest.raises(TraceFileError) as err:
+        load_file(path)
+    assert str(err.value) == f"{path}: compressed packets are nested more than {perfetto.MAX_NESTED} deep"
