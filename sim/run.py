@@ -367,9 +367,12 @@ def _build_trace(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alo
     n_layers = len(tables.layer_names)
     lstart = np.full(n_layers, np.inf)
     lend = np.zeros(n_layers)
-    layered = layer >= 0  # the host's work beside the engines' is no layer's
-    np.minimum.at(lstart, layer[layered], start_ns[layered])
-    np.maximum.at(lend, layer[layered], (start_ns + dur_ns)[layered])
+    if len(layer):  # each layer's first start and last end, over the runs of it on a track (in time order)
+        first = np.flatnonzero(np.concatenate(([True], (layer[1:] != layer[:-1]) | (track[1:] != track[:-1]))))
+        runs = layer[first]
+        layered = runs >= 0  # the host's work beside the engines' is no layer's
+        np.minimum.at(lstart, runs[layered], np.minimum.reduceat(start_ns, first)[layered])
+        np.maximum.at(lend, runs[layered], np.maximum.reduceat(start_ns + dur_ns, first)[layered])
     lstart[np.isinf(lstart)] = 0.0
     events = {"track": track, "start_ns": start_ns, "dur_ns": dur_ns, "op": op, "layer": layer,
               "flops": _moved(log.flops, np.float64)[order]}
