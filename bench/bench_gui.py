@@ -1,8 +1,12 @@
-"""GUI figures, measured offscreen: launch to first painted frame, and repaint times of four panes
-while animating and while zooming a one-million-event trace.
+"""GUI figures, measured offscreen: launch to the first painted frame against a bare PySide6 and
+pyqtgraph window, and four panes of a big trace opened, animated and zoomed.
 
-Run: QT_QPA_PLATFORM=offscreen .venv/bin/python bench/bench_gui.py
-(targets: first frame < 2 s; median repaint < 16 ms, i.e. 60 frames per second)
+Run: QT_QPA_PLATFORM=offscreen .venv/bin/python bench/bench_gui.py [MILLIONS ...]   (default 10 25)
+Targets (issue 48): launch at most 1.5x the bare window (a QMainWindow holding one PlotWidget,
+shown and painted in a fresh interpreter, as the app's launch is); four panes of MILLIONS million
+events each: animating and zooming p95 < 16 ms (60 frames a second) at 10 million; four of 25
+million open and stay usable. Launch times are medians of launches taken in turns with the bare
+window's, so that both meet the machine alike.
 """
 
 from __future__ import annotations
@@ -16,26 +20,61 @@ import time
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+MAX_LAUNCH_RATIO = 1.5
+FRAME_MS = 16.0
+LAUNCHES = 7
+
+BARE = """
+import time; t0 = time.perf_counter()
+import pyqtgraph as pg
+from PySide6.QtWidgets import QApplication, QMainWindow
+app = QApplication([])
+w = QMainWindow()
+w.setCentralWidget(pg.PlotWidget())
+w.resize(1600, 1000)
+w.show()
+w.grab()
+print(time.perf_counter() - t0)
+"""
+
+# as `neuronviz` launches the demo: its command line's module first, then the app (run_app), its
+# settings, the demo's traces from the cache folder
 LAUNCH = """
 import time; t0 = time.perf_counter()
-from PySide6.QtCore import QSettings, QTimer
+import sys
+from pathlib import Path
+import neuronviz.cli
+from PySide6.QtCore import QSettings
 from neuronviz.app import build_window, make_app
 app = make_app()
-w = build_window(None, QSettings(r"{ini}", QSettings.Format.IniFormat))
+w = build_window(None, QSettings(sys.argv[1], QSettings.Format.IniFormat), demo_cache=Path(sys.argv[2]))
 w.show()
 w.grab()
 print(time.perf_counter() - t0)
 """
 
 
-def first_frame_s() -> float:
-    """Seconds from a fresh interpreter to the demo window's first complete frame."""
+def first_frame_s(script: str, *args: str) -> float:
+    """Seconds from a fresh interpreter's first line to its window's first complete frame."""
+    out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=True)
+    return float(out.stdout.split()[-1])
+
+
+def launch_figures() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
-        out = subprocess.run([sys.executable, "-c", LAUNCH.format(ini=f"{tmp}/s.ini")], capture_output=True,
-                             text=True, check=True)
-        del out
-        return time.perf_counter() - t0
+        args = (f"{tmp}/s.ini", f"{tmp}/cache")
+        cold = first_frame_s(LAUNCH, *args)  # simulates the demo and fills the cache
+        bare, app = [], []
+        for _ in range(LAUNCHES):
+            bare.append(first_frame_s(BARE))
+            app.append(first_frame_s(LAUNCH, *args))
+    bare_s, app_s = statistics.median(bare), statistics.median(app)
+    ratio = app_s / bare_s
+    print(f"bare PySide6 + pyqtgraph window to its first frame: {bare_s:.2f} s (median of {LAUNCHES})")
+    print(f"launch to the demo's first frame: {app_s:.2f} s (median of {LAUNCHES}, the demo read from its cache); "
+          f"{ratio:.2f}x the bare window (target <= {MAX_LAUNCH_RATIO:g}x: "
+          f"{'meets' if ratio <= MAX_LAUNCH_RATIO else 'MISSES'} the target)")
+    print(f"  the first launch, simulating the demo into its cache: {cold:.2f} s, {cold / bare_s:.2f}x the bare window")
 
 
 def repaint_ms(window, step) -> list[float]:
@@ -65,33 +104,48 @@ def repaint_ms(window, step) -> list[float]:
         times.append((time.perf_counter() - t) * 1e3)
     for v in viewports:
         v.removeEventFilter(counter)
-    print(f"  ({PaintCounter.paints / 60 / len(viewports):.2f} paints per pane per frame)")
+    print(f"    ({PaintCounter.paints / 60 / len(viewports):.2f} paints per pane per frame)")
     return times
 
 
 def report(label: str, times: list[float]) -> None:
     times = sorted(times)
     p95 = times[int(0.95 * (len(times) - 1))]
-    print(f"{label}: median {statistics.median(times):.1f} ms, p95 {p95:.1f} ms "
-          f"(target median < 16 ms, ratio {statistics.median(times) / 16:.2f})")
+    print(f"  {label}: median {statistics.median(times):.1f} ms, p95 {p95:.1f} ms (target p95 < {FRAME_MS:g} ms: "
+          f"ratio {p95 / FRAME_MS:.2f})")
 
 
-def main() -> None:
-    print(f"launch to first painted frame (demo, fresh process): {first_frame_s():.2f} s (target < 2 s)")
+def peak_mb() -> float:
+    """This process's peak resident memory."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1e3
+
+
+def big_trace(millions: float):
+    """A decode of Llama-3-70B over trn2.48xlarge's 64 cores, kept to ``millions`` million events."""
+    from sim.run import RunConfig, simulate
+
+    cfg = RunConfig(model="llama-3-70b", instance="trn2.48xlarge", cores=64, mode="decode", seq=128,
+                    new_tokens=int(40 * millions))
+    return simulate(cfg, max_events=int(millions * 1e6))
+
+
+def pane_figures(millions: float) -> None:
     from PySide6.QtCore import QSettings
 
     from neuronviz.app import build_window, make_app
     from neuronviz.session import Run
-    from sim.run import RunConfig, simulate
 
     make_app()
-    trace = simulate(RunConfig(model="llama-3-8b", chip="inf2", mode="decode", seq=128, new_tokens=48))
-    print(f"big trace: {trace.n_events:,} events per pane, four panes")
+    trace = big_trace(millions)
+    print(f"four panes of {trace.n_events:,} events each (llama-3-70b decode on trn2.48xlarge, 64 cores)")
     with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
         window = build_window([Run(trace) for _ in range(4)], QSettings(f"{tmp}/s.ini", QSettings.Format.IniFormat))
         window.resize(1920, 1080)
         window.show()
         window.grab()
+        print(f"  opened and painted in {time.perf_counter() - t:.1f} s; peak memory {peak_mb():,.0f} MB")
         session = window.session
         animate = repaint_ms(window, lambda i: session.set_playhead(i / 60))
         report("animating (playhead moves, whole run visible)", animate)
@@ -105,5 +159,14 @@ def main() -> None:
         window.close()
 
 
+def main() -> None:
+    launch_figures()
+    for millions in sys.argv[1:] or ["10", "25"]:  # each in a process of its own: its peak memory is its own
+        subprocess.run([sys.executable, __file__, "--panes", millions], check=True)
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--panes"]:
+        pane_figures(float(sys.argv[2]))
+    else:
+        main()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import pyqtgraph as pg
 import shiboken6
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, QStandardPaths
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
@@ -36,12 +37,19 @@ def make_app(theme: str = "system") -> QApplication:
     return app
 
 
-def build_window(runs: list[Run] | None, settings: QSettings, path: str = "") -> MainWindow:
-    """A main window showing ``runs`` (the demo comparison when ``None``)."""
+def build_window(runs: list[Run] | None, settings: QSettings, path: str = "",
+                 demo_cache: Path | None = None) -> MainWindow:
+    """A main window showing ``runs`` (the demo comparison when ``None``, its traces kept in
+    ``demo_cache`` when given: see :func:`neuronviz.files.demo_runs`)."""
     session = Session()
     window = MainWindow(session, settings)
-    session.set_runs(demo_runs() if runs is None else runs, path=path)
+    session.set_runs(demo_runs(demo_cache) if runs is None else runs, path=path)
     return window
+
+
+def demo_cache() -> Path:
+    """Where the app keeps the demo's traces between launches: the user's cache folder."""
+    return Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.CacheLocation))
 
 
 def run_app(argv: list[str]) -> int:
@@ -50,7 +58,7 @@ def run_app(argv: list[str]) -> int:
     settings = QSettings()
     theme = str(settings.value("view/theme", "system"))
     apply_theme(theme if theme in THEMES else "system")
-    window = build_window(None if not argv else [], settings)
+    window = build_window(None if not argv else [], settings, demo_cache=demo_cache())
     window.show()
     if argv:
         window.open_files(argv)

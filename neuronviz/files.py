@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import zipfile
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
+import numpy as np
+
+import sim
 from neuronviz.session import Run
 from sim.errors import SimError, TraceFileError
-from sim.io import load_file, save_file
+from sim.io import NATIVE_SUFFIX, load_file, save_file
 from sim.io.inputs import open_regular, profile_of, table_files
 from sim.io.native import decoded_bytes
 from sim.run import RunConfig, simulate
 from sim.trace import Trace
 
+DEMO = RunConfig(model="bert-large", batch=1, seq=128)  # on each of DEMO_CHIPS
 DEMO_CHIPS = ("inf1", "inf2", "trn1", "trn2")
 OPEN_FILTERS = ("Traces and profiles (*.nvtrace *.json *.json.gz *.parquet)", "neuronviz traces (*.nvtrace)",
                 "Chrome trace JSON (*.json *.json.gz)", "Neuron Explorer profile, any of its tables (*.parquet)",
@@ -145,14 +151,43 @@ def with_suffix_of(path: str, name_filter: str) -> str:
     return path + SAVE_FILTERS.get(name_filter, ".nvtrace")
 
 
-def demo_runs() -> list[Run]:
+def demo_runs(cache: Path | None = None) -> list[Run]:
     """The embedded demo: bert-large, batch 1, sequence 128, inference, on four generations, each
     serving requests back to back for as long as the slowest takes for one, so every pane works
     for the whole playback and the faster chips finish more requests (the slowest one's single
-    request is its run)."""
-    single = [simulate(RunConfig(model="bert-large", chip=chip, batch=1, seq=128)) for chip in DEMO_CHIPS]
+    request is its run). With a ``cache`` folder, its traces are read from there when this
+    simulator made them (:func:`demo_key`), and put there when simulated (a launch then reads
+    them in a tenth of the time); a cache that cannot be read or written is simulated around."""
+    path = cache / f"demo-{demo_key()}{NATIVE_SUFFIX}" if cache is not None else None
+    if path is not None and path.is_file():
+        try:
+            return [Run(t, source="demo") for t in load_file(path)]
+        except (TraceFileError, OSError):
+            pass  # damaged or half gone: simulated again and rewritten
+    single = [simulate(replace(DEMO, chip=chip)) for chip in DEMO_CHIPS]
     longest = max(t.meta["total_ns"] for t in single)
     requests = [max(1, round(longest / t.meta["total_ns"])) for t in single]
-    return [Run(t if n == 1 else simulate(RunConfig(model="bert-large", chip=chip, batch=1, seq=128, requests=n)),
-                source="demo")
+    runs = [Run(t if n == 1 else simulate(replace(DEMO, chip=chip, requests=n)), source="demo")
             for chip, t, n in zip(DEMO_CHIPS, single, requests, strict=True)]
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            save_file(path, [r.trace for r in runs])
+            for old in path.parent.glob(f"demo-*{NATIVE_SUFFIX}"):  # made by another version of the simulator
+                if old != path:
+                    old.unlink(missing_ok=True)
+        except (SimError, OSError):
+            pass  # a read-only or full disk: the next launch simulates again
+    return runs
+
+
+def demo_key() -> str:
+    """What the demo's traces depend on, as a short hash: every file of the simulator (its code
+    and its chip, model and calibration data), NumPy's version and the demo's configuration."""
+    digest = hashlib.sha256(f"{np.__version__} {DEMO} {DEMO_CHIPS}".encode())
+    root = Path(sim.__file__).parent
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(path.relative_to(root).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]

@@ -66,6 +66,14 @@ OPEN_PROGRESS_STEPS = 1000  # the progress bar of a background open; the last st
 SUMMARY_HEIGHT = 150
 SCALING_HEIGHT = 320  # the Scaling and Sweep tabs' plots with readable axes
 ROOFLINE_HEIGHT = 420
+# the dock tabs after the Summary, Layer details and Selection: what makes each view, its height when shown
+TABS = (("Scaling", ScalingView, SCALING_HEIGHT), ("Sweep", SweepView, SCALING_HEIGHT),
+        ("Roofline", RooflineView, ROOFLINE_HEIGHT), ("Operators", OperatorsView, SCALING_HEIGHT),
+        ("Regions", RegionsView, SCALING_HEIGHT), ("Requests", RequestsView, SCALING_HEIGHT),
+        ("Ranks", RanksView, SCALING_HEIGHT))
+# made with the window: they cost nothing until shown (their analysis waits), and the Operators table's
+# height is the least the docks may be given
+EAGER_TABS = ("Operators", "Regions", "Ranks")
 ZOOM_STEP = 1.25
 PAN_STEP = 0.1
 PLAYHEAD_STEP = 0.01
@@ -117,23 +125,12 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.findChild(QDockWidget, "Summary"), details)
         selection = self._dock("Selection", self.area_stats, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.tabifyDockWidget(details, selection)
-        self.scaling = ScalingView(session)
-        self.sweep = SweepView(session)
-        self.roofline = RooflineView(session)
-        self.operators = OperatorsView(session)
-        self.regions = RegionsView(session)
-        self.requests = RequestsView(session)
-        self.ranks = RanksView(session)
-        self.operators.sig_show_span.connect(self.show_span)
-        self.ranks.sig_show_span.connect(self.show_span)
+        self._views: dict[str, QWidget] = {}  # the tabs' views made so far (see view())
         previous = selection
-        for title, view, height in (("Scaling", self.scaling, SCALING_HEIGHT), ("Sweep", self.sweep, SCALING_HEIGHT),
-                                    ("Roofline", self.roofline, ROOFLINE_HEIGHT),
-                                    ("Operators", self.operators, SCALING_HEIGHT),
-                                    ("Regions", self.regions, SCALING_HEIGHT),
-                                    ("Requests", self.requests, SCALING_HEIGHT),
-                                    ("Ranks", self.ranks, SCALING_HEIGHT)):
-            previous = self._tab(title, view, previous, height)
+        for title, _, height in TABS:
+            previous = self._tab(title, previous, height)
+        for title in EAGER_TABS:
+            self.view(title)
         sweep = self.findChild(QDockWidget, "Sweep")
         self.run_panel.sig_sweep.connect(lambda points: (sweep.raise_(), self.sweep.start_sweep(points, "Run panel")))
         self.findChild(QDockWidget, "Summary").raise_()
@@ -160,17 +157,44 @@ class MainWindow(QMainWindow):
             self.restoreState(state)
 
     # --- layout ---------------------------------------------------------------------------
-    def _tab(self, title: str, view: QWidget, after: QDockWidget, height: int) -> QDockWidget:
-        """A bottom dock tabbed after ``after``, given ``height`` pixels when it is shown (its plots and
-        tables are unreadable squeezed)."""
-        dock = self._dock(title, view, Qt.DockWidgetArea.BottomDockWidgetArea)
+    def _tab(self, title: str, after: QDockWidget, height: int) -> QDockWidget:
+        """A bottom dock tabbed after ``after``, its view made when the tab is first brought
+        forward (:meth:`view`), given ``height`` pixels when it is shown (its plots and tables are
+        unreadable squeezed)."""
+        dock = self._dock(title, QWidget(), Qt.DockWidgetArea.BottomDockWidgetArea)
         self.tabifyDockWidget(after, dock)
+        # a tab behind another hears it is hidden when the window is shown, the tab in front shown
+        dock.visibilityChanged.connect(lambda shown: shown and not dock.visibleRegion().isEmpty()
+                                       and self.view(title))
         dock.visibilityChanged.connect(lambda shown: shown and self._grow_dock(dock, height))
         # runs that give the open tab something to show: it grows then (a tab behind another
         # counts as visible, with nothing of it on screen)
         self.session.sig_runs_changed.connect(
             lambda *_: not dock.visibleRegion().isEmpty() and self._grow_dock(dock, height))
         return dock
+
+    def view(self, title: str) -> QWidget:
+        """The view of the dock tab ``title``, made the first time it is shown or asked for (the
+        tabs behind the Summary cost the launch nothing)."""
+        if title not in self._views:
+            make = next(make for t, make, _ in TABS if t == title)
+            view = self._views[title] = make(self.session)
+            if hasattr(view, "sig_show_span"):
+                view.sig_show_span.connect(self.show_span)
+            dock = self.findChild(QDockWidget, title)
+            placeholder = dock.widget()
+            dock.setWidget(view)
+            view.show()  # a widget given to a dock on screen is not shown with it
+            placeholder.deleteLater()
+        return self._views[title]
+
+    scaling = property(lambda self: self.view("Scaling"), doc="The Scaling tab's view.")
+    sweep = property(lambda self: self.view("Sweep"), doc="The Sweep tab's view.")
+    roofline = property(lambda self: self.view("Roofline"), doc="The Roofline tab's view.")
+    operators = property(lambda self: self.view("Operators"), doc="The Operators tab's view.")
+    regions = property(lambda self: self.view("Regions"), doc="The Regions tab's view.")
+    requests = property(lambda self: self.view("Requests"), doc="The Requests tab's view.")
+    ranks = property(lambda self: self.view("Ranks"), doc="The Ranks tab's view.")
 
     def _grow_dock(self, dock: QDockWidget, height: int) -> None:
         """Give a bottom dock at least ``height`` pixels (its plots are unreadable squeezed), unless
@@ -499,7 +523,8 @@ class MainWindow(QMainWindow):
             self._remember(path)
         if replace:  # another comparison: nothing of the last one's sweep or search stays
             self.session.set_runs(runs, path=paths[0] if len(paths) == 1 else "")
-            self.sweep.clear()
+            if "Sweep" in self._views:
+                self.sweep.clear()
             self.playback.search.clear()
         else:
             self.session.add_runs(runs)
@@ -612,8 +637,10 @@ class MainWindow(QMainWindow):
             return
         self.runner.cancel()
         self.loader.cancel()
-        self.scaling.runner.cancel()
-        self.sweep.shutdown()
+        if "Scaling" in self._views:
+            self.scaling.runner.cancel()
+        if "Sweep" in self._views:
+            self.sweep.shutdown()
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/state", self.saveState())
         super().closeEvent(event)

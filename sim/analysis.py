@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cache, cached_property, lru_cache
 
 import numpy as np
 
@@ -50,7 +51,7 @@ class Stats:
     spill_reload_bytes: float = 0.0
     throttled_ns: float = 0.0  # TensorE time lost to the warm-up (dI/dt) throttle
     tensor_wait_ns: float = 0.0  # TensorE occupied waiting on semaphores before its instructions (not active)
-    ops: tuple[Stats, ...] = ()
+    ops: Sequence[Stats] = ()  # a layer's ops (or a block's layers), in order of their start
 
     @property
     def arithmetic_intensity(self) -> float:
@@ -66,7 +67,7 @@ class Stats:
             out["tensor"] = min(1.0, out["tensor"] + self.tensor_wait_ns / self.time_ns)
         return out
 
-    @property
+    @cached_property
     def bound(self) -> str:
         """The most active resource, as Neuron Explorer's active times rank the engines; or
         ``latency`` when none is occupied half of the time.
@@ -84,6 +85,35 @@ class Stats:
     @property
     def achieved_flops_per_s(self) -> float:
         return self.flops / (self.time_ns * 1e-9) if self.time_ns > 0 else 0.0
+
+
+class LazyOps(Sequence):
+    """A layer's ops, made on first use: a run's op table is a pass over every event and a Stats
+    per op (a decode's hundred thousand), which a report that reads no op need not pay."""
+
+    def __init__(self, make: Callable[[], Sequence[Stats]]) -> None:
+        self._make: Callable[[], Sequence[Stats]] | None = make
+        self._ops: tuple[Stats, ...] = ()
+
+    def _made(self) -> tuple[Stats, ...]:
+        if self._make is not None:
+            self._ops, self._make = tuple(self._make()), None
+        return self._ops
+
+    def __getitem__(self, i):
+        return self._made()[i]
+
+    def __len__(self) -> int:
+        return len(self._made())
+
+    def __iter__(self) -> Iterator[Stats]:
+        return iter(self._made())
+
+    def __eq__(self, other: object) -> bool:
+        return self._made() == tuple(other) if isinstance(other, Sequence) else NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(self._made())
 
 
 @dataclass(frozen=True)
@@ -260,12 +290,8 @@ def layer_table(trace: Trace, with_ops: bool = False) -> list[Stats]:
         return values if len(values) == n else np.zeros(n)
 
     # the executions each stored layer stands for scale its time and what its metadata counts
-    layer_rep = np.ones(n)
+    layer_rep = trace.layer_repeats
     layered = ev["layer"] >= 0
-    if layered.any():
-        counts = np.bincount(ev["layer"][layered], minlength=n)
-        sums = np.bincount(ev["layer"][layered], weights=ctx.repeats[layered], minlength=n)
-        layer_rep = np.where(counts > 0, sums / np.maximum(counts, 1), 1.0)
     start, end = layer_windows(trace)
     span = end - start
     tracks = _core0_tracks(trace)
@@ -285,18 +311,17 @@ def layer_table(trace: Trace, with_ops: bool = False) -> list[Stats]:
     spill_reload = per_layer("spill_reload_bytes") * layer_rep * ctx.shards
     throttled = per_layer("tensor_throttled_ns") * layer_rep
     waited = per_layer("tensor_waited_ns") * layer_rep
+    op_table = cache(lambda: _op_tables(trace, ctx))
+    # a Stats per layer, from Python floats (indexing arrays element by element costs more)
+    columns = [a.tolist() for a in (start, end, time_ns, flops, nbytes, spill_save, spill_reload, throttled, waited)]
+    fractions = zip(*(v.tolist() for v in busy.values()), strict=True) if busy else iter(((),) * n)
     layers = []
-    for i in range(n):
-        t = time_ns[i] * 1e-9
-        layers.append(Stats(
-            trace.layer_names[i], trace.layer_kinds[i], float(start[i]), float(end[i]), float(time_ns[i]),
-            float(flops[i]), float(nbytes[i]), {k: float(v[i]) for k, v in busy.items()},
-            ctx.mfu(flops[i], t),
-            ctx.mbu(nbytes[i], t),
-            float(spill_save[i]), float(spill_reload[i]), float(throttled[i]), float(waited[i])))
-    if with_ops:
-        ops = _op_tables(trace, ctx)
-        layers = [Stats(**{**layer.__dict__, "ops": tuple(ops.get(i, ()))}) for i, layer in enumerate(layers)]
+    for i, (s, e, t_ns, fl, nb, save, reload, thr, wait) in enumerate(zip(*columns, strict=True)):
+        t = t_ns * 1e-9
+        ops = LazyOps(lambda i=i: op_table().get(i, ())) if with_ops else ()
+        layers.append(Stats(trace.layer_names[i], trace.layer_kinds[i], s, e, t_ns, fl, nb,
+                            dict(zip(busy, next(fractions), strict=True)), ctx.mfu(fl, t), ctx.mbu(nb, t), save,
+                            reload, thr, wait, ops))
     return _per_request(_merge_same_names(layers, ctx), requests_back_to_back(trace))
 
 
@@ -309,7 +334,8 @@ def _per_request(layers: list[Stats], requests: int) -> list[Stats]:
         return replace(st, time_ns=st.time_ns / requests, flops=st.flops / requests, bytes=st.bytes / requests,
                        spill_save_bytes=st.spill_save_bytes / requests,
                        spill_reload_bytes=st.spill_reload_bytes / requests, throttled_ns=st.throttled_ns / requests,
-                       tensor_wait_ns=st.tensor_wait_ns / requests, ops=tuple(scale(o) for o in st.ops))
+                       tensor_wait_ns=st.tensor_wait_ns / requests,
+                       ops=LazyOps(lambda: [scale(o) for o in st.ops]))
 
     return [scale(st) for st in layers]
 
@@ -324,12 +350,12 @@ def _merge(members: list[Stats], ctx: _Context) -> Stats:
     flops, nbytes = sum(m.flops for m in members), sum(m.bytes for m in members)
     busy = {k: sum(m.busy.get(k, 0.0) * m.time_ns for m in members) / time if time else 0.0 for k in first.busy}
     t = time * 1e-9
-    ops = _merge_same_names([o for m in members for o in m.ops], ctx) if first.ops else ()
+    ops = LazyOps(lambda: _merge_same_names([o for m in members for o in m.ops], ctx) if first.ops else ())
     return Stats(first.name, first.kind, first.start_ns, first.end_ns, time, flops, nbytes, busy,
                  ctx.mfu(flops, t),
                  ctx.mbu(nbytes, t),
                  sum(m.spill_save_bytes for m in members), sum(m.spill_reload_bytes for m in members),
-                 sum(m.throttled_ns for m in members), sum(m.tensor_wait_ns for m in members), tuple(ops))
+                 sum(m.throttled_ns for m in members), sum(m.tensor_wait_ns for m in members), ops)
 
 
 def _merge_same_names(stats: list[Stats], ctx: _Context) -> list[Stats]:
@@ -403,6 +429,7 @@ def _span(layers: list[Stats]) -> tuple[float, float]:
 _EXECUTION = re.compile(r"(?: #\d+|(?<=micro-batch) \d+|(?<=chunk) \d+)(?=/)")
 
 
+@lru_cache(maxsize=1 << 16)  # a report asks for each of a decode's layers once per rule
 def model_layer(name: str) -> str:
     """The layer of the model a layer of the run is, whichever execution ran it: its name without
     the execution's number (``decode ctx 256 #27/layer0.mlp``: ``decode ctx 256/layer0.mlp``)."""

@@ -100,13 +100,7 @@ def scaled_layer_total(trace: Trace, key: str) -> float:
     per_layer = (trace.meta.get("layer_stats") or {}).get(key)
     if not per_layer or len(per_layer) != len(trace.layer_names):
         return 0.0
-    ev = trace.events
-    n = len(trace.layer_names)
-    layered = ev["layer"] >= 0
-    counts = np.bincount(ev["layer"][layered], minlength=n)
-    sums = np.bincount(ev["layer"][layered], weights=trace.event_repeats[layered], minlength=n)
-    rep = np.where(counts > 0, sums / np.maximum(counts, 1), 1.0)
-    return float(np.dot(np.asarray(per_layer, float), rep))
+    return float(np.dot(np.asarray(per_layer, float), trace.layer_repeats))
 
 
 def memory_bytes_per_s_per_core(trace: Trace) -> float | None:

@@ -354,10 +354,13 @@ def _step(starts: np.ndarray, ends: np.ndarray, amounts: np.ndarray) -> tuple[np
     if not len(starts):
         return np.zeros(1), np.zeros(1)
     # round to picoseconds so a span ending where the next begins does not count twice
-    t = np.round(np.concatenate([starts, ends]), 3)
-    d = np.concatenate([amounts, -amounts])
+    t = np.concatenate([starts, ends])
+    np.round(t, 3, out=t)
     order = np.argsort(t, kind="stable")
-    t, v = t[order], np.cumsum(d[order])
+    t = t[order]
+    v = np.concatenate([amounts, -amounts])[order]
+    del order  # the temporaries of a few million spans go as soon as they are used
+    np.cumsum(v, out=v)
     last = np.append(t[1:] != t[:-1], True)
     t, v = t[last], v[last]
     v[np.abs(v) < 1e-6 * max(1.0, float(np.abs(amounts).max()))] = 0.0
@@ -374,23 +377,33 @@ def _build_trace(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alo
                  served: dict | None = None) -> Trace:
     sched, tables = timeline.sched, timeline.tables
     log = sched.log
-    track = column(log.track, np.int16)
-    start_ns = np.concatenate(log.start) * 1e9
-    dur_ns = np.concatenate(log.dur) * 1e9
-    op = column(log.op, np.int32)
+    track = _moved(log.track, np.int16)
+    start_ns = _moved(log.start, np.float64)
+    start_ns *= 1e9
+    dur_ns = _moved(log.dur, np.float64)
+    dur_ns *= 1e9
+    op = _moved(log.op, np.int32)
     order = np.lexsort((start_ns, track))
-    track, start_ns, dur_ns, op = track[order], start_ns[order], dur_ns[order], op[order]
+    track = track[order]  # a column at a time, each unsorted one let go as its sorted one is made
+    start_ns = start_ns[order]
+    dur_ns = dur_ns[order]
+    op = op[order]
     op_layer = np.asarray(tables.op_layer, np.int32)
     layer = op_layer[op]
     n_layers = len(tables.layer_names)
     lstart = np.full(n_layers, np.inf)
     lend = np.zeros(n_layers)
-    layered = layer >= 0  # the host's work beside the engines' is no layer's
-    np.minimum.at(lstart, layer[layered], start_ns[layered])
-    np.maximum.at(lend, layer[layered], (start_ns + dur_ns)[layered])
+    if len(layer):  # each layer's first start and last end, over the runs of it on a track (in time order)
+        first = np.flatnonzero(np.concatenate(([True], (layer[1:] != layer[:-1]) | (track[1:] != track[:-1]))))
+        runs = layer[first]
+        layered = runs >= 0  # the host's work beside the engines' is no layer's
+        np.minimum.at(lstart, runs[layered], np.minimum.reduceat(start_ns, first)[layered])
+        np.maximum.at(lend, runs[layered], np.maximum.reduceat(start_ns + dur_ns, first)[layered])
     lstart[np.isinf(lstart)] = 0.0
     events = {"track": track, "start_ns": start_ns, "dur_ns": dur_ns, "op": op, "layer": layer,
-              "flops": column(log.flops, np.float64)[order], "bytes": column(log.nbytes, np.float64)[order]}
+              "flops": _moved(log.flops, np.float64)[order]}
+    events["bytes"] = _moved(log.nbytes, np.float64)[order]
+    del order
     tracks = tuple(Track(f"NC0 {name}", name, 0) for i, name in enumerate(RESOURCE_NAMES)
                    if i != GPSIMD or dep.chip.gpsimd is not None) + (Track(HOST_TRACK, HOST, 0),)
     remap = np.array([tracks.index(next(t for t in tracks if t.kind == n)) if any(t.kind == n for t in tracks)
@@ -412,12 +425,22 @@ def _build_trace(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, alo
                  layer_start_ns=lstart, layer_end_ns=lend, counters=_counters(log, events, tracks, tables))
 
 
+def _moved(parts: list, dtype) -> np.ndarray:
+    """A column of the scheduler's event log, moved out of it: joined, and the log's list of its
+    parts emptied, so that the trace's columns never sit beside a copy of the whole log (a 4M-event
+    decode held both, and the sorted columns, at once)."""
+    out = column(parts, dtype)
+    parts.clear()
+    return out
+
+
 def _counters(log, events: dict, tracks: tuple[Track, ...], tables: Tables) -> dict[str, Counter]:
     out = {}
     for name, spans in (("sbuf_bytes", log.sbuf), ("psum_bytes", None)):
         if spans is None:
             continue
         a = np.array(spans, dtype=np.float64).reshape(-1, 3)
+        spans.clear()  # moved out of the log, as its event columns are (_moved)
         t, v = _step(a[:, 0] * 1e9, a[:, 1] * 1e9, a[:, 2])
         out[name] = Counter(name, "B", t, v)
     if log.psum:

@@ -71,9 +71,11 @@ def _freeze(a: np.ndarray) -> np.ndarray:
 def union_intervals(start: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The intervals ``[start, start + dur)`` merged where they overlap: sorted, disjoint starts
     and durations covering the same time."""
-    order = np.argsort(start, kind="stable")
-    s = np.asarray(start, np.float64)[order]
-    e = s + np.asarray(dur, np.float64)[order]
+    s, d = np.asarray(start, np.float64), np.asarray(dur, np.float64)
+    if not np.all(s[1:] >= s[:-1]):  # usually in order already: one track's events, as a Trace stores them
+        order = np.argsort(s, kind="stable")
+        s, d = s[order], d[order]
+    e = s + d
     if len(s) < 2:
         return s, e - s
     reach = np.maximum.accumulate(e)
@@ -149,6 +151,17 @@ class Trace:
         events never overlap; nested slices of an imported trace count once)."""
         sel = self.events["track"] == track
         return union_length(self.events["start_ns"][sel], self.events["dur_ns"][sel])
+
+    @cached_property
+    def layer_repeats(self) -> np.ndarray:
+        """Executions each stored layer stands for: the mean :attr:`event_repeats` of its events
+        (1 for a layer without events)."""
+        layer = self.events["layer"]
+        layered = layer >= 0
+        n = len(self.layer_names)
+        counts = np.bincount(layer[layered], minlength=n)
+        sums = np.bincount(layer[layered], weights=self.event_repeats[layered], minlength=n)
+        return _freeze(np.where(counts > 0, sums / np.maximum(counts, 1), 1.0))
 
     @cached_property
     def event_repeats(self) -> np.ndarray:

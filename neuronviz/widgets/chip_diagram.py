@@ -74,6 +74,20 @@ def engine_label(kind: str, level: float, cell: QRectF, metrics: QFontMetrics) -
     return one_line if metrics.horizontalAdvance(one_line) <= cell.width() - 4 else percent
 
 
+class _CellStyle:
+    """The pens, colours and fonts of a frame's engine cells, each made once for all of them."""
+
+    def __init__(self, p: QPainter, fg: QColor) -> None:
+        self.fg, self.white = fg, QColor("white")
+        self.absent = _pen(QColor(fg.red(), fg.green(), fg.blue(), 60), 1.0, Qt.PenStyle.DashLine)
+        self.colors = {kind: engine_color(kind) for kind in CORE_ENGINES}
+        self.pens = {kind: _pen(color, 1.5) for kind, color in self.colors.items()}
+        self.font, self.metrics = p.font(), p.fontMetrics()
+        self.small = QFont(self.font)
+        self.small.setPointSizeF(SMALL_POINTS)
+        self.small_metrics = QFontMetrics(self.small, p.device())
+
+
 class ChipDiagram(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -218,44 +232,46 @@ class ChipDiagram(QWidget):
         gap = 5.0
         cols, cw, ch = self.core_grid(n, area.width(), area.height(), gap)
         active = n if st.active is None else st.active
+        cells = _CellStyle(p, fg)  # what every core's cells share, made once a frame (a Trn2 has 32 of them)
+        outline = {idle: _pen(fg, 1.0, Qt.PenStyle.DashLine if idle else Qt.PenStyle.SolidLine)
+                   for idle in (False, True)}
         for c in range(n):
             r = QRectF(area.left() + (c % cols) * (cw + gap), area.top() + (c // cols) * (ch + gap), cw, ch)
             idle = c >= active
-            p.setPen(_pen(fg, 1.0, Qt.PenStyle.DashLine if idle else Qt.PenStyle.SolidLine))
+            p.setPen(outline[idle])
             p.setBrush(Qt.BrushStyle.NoBrush)
             p.drawRoundedRect(r, 4, 4)
             label = f"NC{c} idle" if idle else f"NC{c} done" if st.done else f"NC{c}"
-            if p.fontMetrics().horizontalAdvance(label) > r.width() - 6:
+            if cells.metrics.horizontalAdvance(label) > r.width() - 6:
                 label = "done" if st.done and not idle else f"NC{c}"  # a narrow box: a dashed outline says idle
             p.drawText(r.adjusted(4, 1, 0, 0), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop, label)
-            self._engines(p, r.adjusted(4, 14, -4, -4), fg, idle)
+            self._engines(p, r.adjusted(4, 14, -4, -4), cells, idle)
 
-    def _engines(self, p: QPainter, r: QRectF, fg: QColor, idle: bool = False) -> None:
+    def _engines(self, p: QPainter, r: QRectF, cells: _CellStyle, idle: bool = False) -> None:
         engines = self.state.engines
         half_w, half_h = r.width() / 2, r.height() / 2
         for i, kind in enumerate(CORE_ENGINES):
             cell = QRectF(r.left() + (i % 2) * half_w + 1, r.top() + (i // 2) * half_h + 1, half_w - 2, half_h - 2)
-            color = engine_color(kind)
             if kind not in engines:
-                p.setPen(_pen(QColor(fg.red(), fg.green(), fg.blue(), 60), 1.0, Qt.PenStyle.DashLine))
+                p.setPen(cells.absent)
                 p.setBrush(Qt.BrushStyle.NoBrush)
                 p.drawRect(cell)
                 continue
             level = 0.0 if idle else self.state.activity.get(kind, 0.0)
-            fill = QColor(color)
+            fill = QColor(cells.colors[kind])
             fill.setAlpha(int(35 + 220 * level))
-            p.setPen(_pen(color, 1.5))
+            p.setPen(cells.pens[kind])
             p.setBrush(fill)
             p.drawRect(cell)
-            p.save()
-            if cell.height() < p.fontMetrics().height():  # many cores: a smaller font, if that fits
-                small = QFont(p.font())
-                small.setPointSizeF(SMALL_POINTS)
-                p.setFont(small)
-            if cell.height() >= p.fontMetrics().height():
-                p.setPen(QColor("white") if level > 0.5 else fg)
-                p.drawText(cell, Qt.AlignmentFlag.AlignCenter, engine_label(kind, level, cell, p.fontMetrics()))
-            p.restore()
+            metrics = cells.metrics
+            if cell.height() < metrics.height():  # many cores: a smaller font, if that fits
+                p.setFont(cells.small)
+                metrics = cells.small_metrics
+            if cell.height() >= metrics.height():
+                p.setPen(cells.white if level > 0.5 else cells.fg)
+                p.drawText(cell, Qt.AlignmentFlag.AlignCenter, engine_label(kind, level, cell, metrics))
+            if metrics is cells.small_metrics:
+                p.setFont(cells.font)
 
     def _bar(self, p: QPainter, r: QRectF, frac: float, color: QColor, label: str, fg: QColor) -> None:
         p.setPen(_pen(fg))

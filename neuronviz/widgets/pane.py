@@ -455,7 +455,8 @@ class ComparisonPane(QWidget):
         events = [view.row_events(r) for r in rows]
         self.slices_item = SliceRows(rows, [ev["start_ns"][e] for e in events],
                                      [ev["start_ns"][e] + ev["dur_ns"][e] for e in events],
-                                     [ev["op"][e] for e in events], tr.op_names, [name_color(n) for n in tr.op_names],
+                                     [ev["op"][e] for e in events], tr.op_names,
+                                     [name_color(n) for n in tr.op_names] if rows else [],  # a simulation has none
                                      self.run.duration_ns)
         self.timeline.addItem(self.slices_item)
         a, b = view.flow_from, view.flow_to

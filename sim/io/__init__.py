@@ -41,8 +41,6 @@ def format_for(path: str | os.PathLike) -> str:
 def load_file(path: str | os.PathLike, progress: Callable[[float], None] | None = None) -> list[Trace]:
     """Every run in a native or Chrome JSON trace file. ``progress`` hears the share of a Chrome
     file read as it goes (a native file loads in one go); an exception it raises stops the load."""
-    from sim.io.chrome import GZIP_MAGIC, load_chrome  # JSON support loads when a file is opened, not at startup
-
     label = str(path)
     if profile_of(path) is not None:  # a Neuron Explorer profile: a directory of Parquet tables, or one of them
         from sim.io.explorer import load_profile  # pyarrow loads when a profile is opened
@@ -62,6 +60,7 @@ def load_file(path: str | os.PathLike, progress: Callable[[float], None] | None 
         raise TraceFileError(f"{label}: {read_problem(exc)}") from None
     if head.startswith(ZIP_MAGIC):
         return load_traces(path)
+    from sim.io.chrome import GZIP_MAGIC, load_chrome  # JSON support loads when such a file is opened
     from sim.io.perfetto import looks_like_perfetto
 
     if looks_like_perfetto(head):

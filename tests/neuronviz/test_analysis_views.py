@@ -33,6 +33,21 @@ def test_a_tab_behind_another_is_analysed_only_when_brought_forward(demo_window)
     assert demo_window.operators.shown
 
 
+def test_a_tab_behind_another_is_made_only_when_brought_forward(demo_window):
+    """The Scaling, Sweep, Roofline and Requests views are made when their tab is first shown (or
+    a view of the window asks for one), not with the window."""
+    from neuronviz.widgets.scaling import ScalingView
+    from neuronviz.widgets.sweep_view import SweepView
+
+    QGuiApplication.processEvents()
+    dock = {title: demo_window.findChild(QDockWidget, title) for title in ("Scaling", "Sweep", "Roofline", "Requests")}
+    assert not any(isinstance(d.widget(), ScalingView | SweepView) for d in dock.values())
+    show(demo_window, "Scaling")
+    assert isinstance(dock["Scaling"].widget(), ScalingView) and dock["Scaling"].widget().isVisible()
+    assert dock["Scaling"].widget() is demo_window.scaling and not isinstance(dock["Sweep"].widget(), SweepView)
+    assert isinstance(demo_window.sweep, SweepView) and dock["Sweep"].widget() is demo_window.sweep
+
+
 def test_the_roofline_marks_every_layer_of_every_run_under_its_roofs(demo_window):
     show(demo_window, "Roofline")
     view = demo_window.roofline

@@ -22,6 +22,58 @@ def test_demo_opens_four_panes_on_four_generations(demo_window):
     assert "bert-large" in demo_window.panes[0].header.text()
 
 
+def test_the_demo_is_kept_in_a_cache_folder_and_read_back_as_simulated(tmp_path, monkeypatch):
+    import neuronviz.files as files
+
+    simulated = files.demo_runs(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [f"demo-{files.demo_key()}.nvtrace"]
+    monkeypatch.setattr(files, "simulate", lambda *_: pytest.fail("the demo was simulated again"))
+    kept = files.demo_runs(tmp_path)
+    assert [r.source for r in kept] == ["demo"] * 4
+    for a, b in zip(simulated, kept, strict=True):
+        assert a.trace.meta["chip"] == b.trace.meta["chip"] and a.trace.layer_names == b.trace.layer_names
+        for name, column in a.trace.events.items():
+            np.testing.assert_array_equal(column, b.trace.events[name])
+        assert a.metrics == b.metrics
+
+
+def test_a_damaged_stale_or_unwritable_demo_cache_is_simulated_around(tmp_path, monkeypatch):
+    import neuronviz.files as files
+
+    calls = []
+    simulate = files.simulate
+    monkeypatch.setattr(files, "simulate", lambda cfg: calls.append(cfg) or simulate(cfg))
+    stale = tmp_path / "demo-0123456789abcdef.nvtrace"  # of another simulator
+    stale.write_bytes(b"old")
+    damaged = tmp_path / f"demo-{files.demo_key()}.nvtrace"
+    damaged.write_bytes(b"PK\x03\x04 cut short")
+    assert len(files.demo_runs(tmp_path)) == 4 and len(calls) == 7  # four runs, three of them again for requests
+    assert [p.name for p in tmp_path.iterdir()] == [damaged.name] and len(files.demo_runs(tmp_path)) == 4
+    assert len(calls) == 7  # read, not simulated
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+    assert len(files.demo_runs(not_a_folder)) == 4 and sorted(tmp_path.iterdir()) == [damaged, not_a_folder]
+
+
+def test_the_demo_cache_key_follows_every_file_of_the_simulator(tmp_path, monkeypatch):
+    import neuronviz.files as files
+    import sim
+
+    (tmp_path / "hardware").mkdir()
+    (tmp_path / "__init__.py").write_text("")
+    chip = tmp_path / "hardware" / "trn2.toml"
+    chip.write_text("tensor = 1")
+    monkeypatch.setattr(sim, "__file__", str(tmp_path / "__init__.py"))
+    key = files.demo_key()
+    chip.write_text("tensor = 2")
+    assert files.demo_key() != key
+    chip.write_text("tensor = 1")
+    assert files.demo_key() == key
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "x.pyc").write_bytes(b"compiled")  # not the simulator's own
+    assert files.demo_key() == key
+
+
 def test_playback_moves_the_playhead_and_the_chip_diagram_changes(demo_window, qtbot):
     session = demo_window.session
     pane = demo_window.panes[2]  # trn1: its run is short, so move within it

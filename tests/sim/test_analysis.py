@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from neuronviz.cli import main
-from sim.analysis import insights, layer_table, roofs, summary
+from sim.analysis import analyse, insights, layer_table, report_record, roofs, summary
 from sim.hardware.chip import get_chip
 from sim.host import GENERATE_LOOP, HOST
 from sim.run import RunConfig, simulate
@@ -100,6 +100,69 @@ def test_the_summary_uses_the_neuron_explorer_names():
     # one sequence's scores, 16 heads x 512 x 512 x 2 B = 8 MiB on one core, overflow SBUF's quarter
     assert s["spill_reload_bytes"] > 0
     assert 0 < s["mbu_estimated_percent"] < 100 and 0 < s["mfu_estimated_percent"] < 100
+
+
+# --- op tables -----------------------------------------------------------------------------------
+
+def with_ops(layer_names, op_names, rows, **meta):
+    """A trace of ``rows`` ``(engine, start_us, dur_us, op, layer, flops, bytes)`` on core 0 of trn2."""
+    trace = built([(name, "mlp", [("tensor", 0, 1, 0, 0)]) for name in layer_names], **meta)
+    cols = np.array([(KINDS.index(e), s * US, d * US, op, layer, fl, nb) for e, s, d, op, layer, fl, nb in rows])
+    cols = cols[np.lexsort((cols[:, 1], cols[:, 0]))]
+    layers = cols[:, 4].astype(int)
+    return Trace(meta=trace.meta, tracks=trace.tracks,
+                 events={k: cols[:, i] for i, k in enumerate(("track", "start_ns", "dur_ns", "op", "layer", "flops",
+                                                              "bytes"))},
+                 op_names=op_names, op_layer=np.array([0, 0, 1, 1, 0]), layer_names=trace.layer_names,
+                 layer_kinds=trace.layer_kinds,
+                 layer_start_ns=np.array([cols[layers == i, 1].min() for i in range(len(layer_names))]),
+                 layer_end_ns=np.array([(cols[layers == i, 1] + cols[layers == i, 2]).max()
+                                        for i in range(len(layer_names))]))
+
+
+# two layers; op 4 is named as op 0, so layer 0's qkv is both (three events over 0-4 us)
+OPS = ("qkv", "softmax", "qkv", "out", "qkv")
+OP_ROWS = [("tensor", 0, 2, 0, 0, 60.0, 0.0), ("dma_read", 0, 2, 0, 0, 0.0, 64.0), ("tensor", 2, 2, 4, 0, 40.0, 0.0),
+           ("vector", 4, 2, 1, 0, 10.0, 0.0),
+           ("tensor", 6, 4, 2, 1, 200.0, 0.0), ("scalar", 9, 3, 3, 1, 0.0, 0.0)]
+
+
+def test_each_layers_ops_are_grouped_by_name_over_their_own_spans():
+    trace = with_ops(("layer0", "layer1"), OPS, OP_ROWS)
+    peak = get_chip("trn2").tensor.peak_flops("bf16")
+    first, second = (layer.ops for layer in analyse(trace).layers)
+    assert [(o.name, o.start_ns, o.end_ns, o.time_ns, o.flops, o.bytes) for o in first] == [
+        ("qkv", 0.0, 4000.0, 4000.0, 100.0, 64.0), ("softmax", 4000.0, 6000.0, 2000.0, 10.0, 0.0)]
+    assert [(o.name, o.start_ns, o.end_ns, o.time_ns, o.flops) for o in second] == [
+        ("qkv", 6000.0, 10000.0, 4000.0, 200.0), ("out", 9000.0, 12000.0, 3000.0, 0.0)]
+    qkv = first[0]
+    assert qkv.busy == {"tensor": 1.0, "vector": 0.0, "scalar": 0.0, "gpsimd": 0.0, "memory": 0.5, "collective": 0.0}
+    assert qkv.bound == "tensor" and second[1].bound == "scalar"
+    assert qkv.mfu == pytest.approx(100.0 / (4e-6 * peak))
+    assert qkv.mbu == pytest.approx(64.0 / (4e-6 * roofs(trace).memory_bytes_per_s))
+
+
+def test_requests_back_to_back_give_each_op_one_requests_share():
+    # the same two layers run twice, one request after the other: each op's two runs summed, halved
+    second = [(e, s + 12, d, op, layer + 2, fl, nb) for e, s, d, op, layer, fl, nb in OP_ROWS]
+    trace = with_ops(("layer0", "layer1", "layer0", "layer1"), OPS, OP_ROWS + second, requests=2)
+    first, _ = (layer.ops for layer in analyse(trace).layers)
+    assert [(o.name, o.start_ns, o.time_ns, o.flops, o.bytes) for o in first] == [
+        ("qkv", 0.0, 4000.0, 100.0, 64.0), ("softmax", 4000.0, 2000.0, 10.0, 0.0)]
+    assert first[0].busy["memory"] == 0.5
+
+
+def test_the_op_tables_are_made_when_an_op_is_first_read(monkeypatch):
+    import sim.analysis
+
+    made = []
+    op_tables = sim.analysis._op_tables
+    monkeypatch.setattr(sim.analysis, "_op_tables", lambda *a: made.append(1) or op_tables(*a))
+    trace = with_ops(("layer0", "layer1"), OPS, OP_ROWS)
+    analysis = analyse(trace)
+    report_record(trace, analysis=analysis)  # the report reads no op
+    assert not made
+    assert [len(layer.ops) for layer in analysis.layers] == [2, 2] and len(made) == 1  # one pass for every layer
 
 
 # --- insights on built traces --------------------------------------------------------------------
