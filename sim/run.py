@@ -87,15 +87,17 @@ def _decode_buckets(prompt: int, new_tokens: int, lengths: list[int]) -> list[tu
     return out
 
 
-def _kernels(cfg: RunConfig, prompt: int = 0, lnc: int = 1) -> dict:
-    """How a run's programs are built: its attention kernel (for a whole prompt of ``prompt``
-    positions on logical cores of ``lnc``, the one NxD Inference picks), its QKV and MLP kernels,
-    whether tokens are split, and how experts are spread."""
+def _kernels(cfg: RunConfig, lnc: int, prompt: int = 0) -> dict:
+    """How a run's programs are built on logical cores of ``lnc`` physical cores: its attention
+    kernel (for a whole prompt of ``prompt`` positions, the one NxD Inference picks), its QKV and
+    MLP kernels, whether tokens are split, and how experts are spread and run."""
     asked = "attention" in cfg.nki_kernels
     flash = flash_attention(cfg) and (not prompt or context_encoding_kernel(prompt, lnc, asked))
     return {"flash": flash, "sequence_parallel": cfg.sequence_parallel, "ep": cfg.ep, "gqa": cfg.gqa,
-            "expert_imbalance": float(cfg.expert_imbalance), "head": cfg.head,
-            "qkv_kernel": "qkv" in cfg.nki_kernels, "mlp_kernel": "mlp" in cfg.nki_kernels}
+            "expert_imbalance": float(cfg.expert_imbalance), "lnc": lnc, "capacity_factor": cfg.capacity_factor,
+            "skip_dma": cfg.moe_skip_dma, "head": cfg.head,
+            "qkv_kernel": "qkv" in cfg.nki_kernels, "mlp_kernel": "mlp" in cfg.nki_kernels,
+            "moe_kernel": "moe" in cfg.nki_kernels}
 
 
 def _prefill_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int, lengths: list[int]
@@ -106,13 +108,13 @@ def _prefill_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, 
     tp, start = dep.shards, launch(dep.chip)
     if not cfg.prefill_chunk:
         ce = _bucket(seq, lengths)
-        return [RunPhase("prefill", build_program(spec, Phase(batch, ce, ce, tp, **_kernels(cfg, ce, dep.lnc)), dt),
+        return [RunPhase("prefill", build_program(spec, Phase(batch, ce, ce, tp, **_kernels(cfg, dep.lnc, ce)), dt),
                        before=start)]
     chunks = -(-seq // cfg.prefill_chunk)
     if static_chunks(cfg):  # one graph for every chunk, run back to back
-        return [RunPhase("prefill chunk", _chunk_program(cfg, spec, 0, batch, seq, tp, dt), chunks, number_from=1,
+        return [RunPhase("prefill chunk", _chunk_program(cfg, spec, 0, batch, seq, dep, dt), chunks, number_from=1,
                        before=start)]
-    return [RunPhase(f"prefill chunk {i + 1}", _chunk_program(cfg, spec, i, batch, seq, tp, dt), before=start)
+    return [RunPhase(f"prefill chunk {i + 1}", _chunk_program(cfg, spec, i, batch, seq, dep, dt), before=start)
             for i in range(chunks)]
 
 
@@ -125,14 +127,15 @@ def static_chunks(cfg: RunConfig) -> bool:
     return cfg.attention != "flash"
 
 
-def _chunk_program(cfg: RunConfig, spec: ModelSpec, n: int, batch: int, seq: int, tp: int, dt: int) -> Program:
+def _chunk_program(cfg: RunConfig, spec: ModelSpec, n: int, batch: int, seq: int, dep: Deployment, dt: int
+                   ) -> Program:
     """The program of chunk ``n`` of a prompt (:func:`static_chunks`)."""
     chunk = cfg.prefill_chunk
     if static_chunks(cfg):
-        phase = Phase(batch, chunk, compiled_length(cfg, seq) + chunk, tp, static_chunk=True,
-                      **{**_kernels(cfg), "flash": False})
+        phase = Phase(batch, chunk, compiled_length(cfg, seq) + chunk, dep.shards, static_chunk=True,
+                      **{**_kernels(cfg, dep.lnc), "flash": False})
     else:
-        phase = Phase(batch, chunk, (n + 1) * chunk, tp, **_kernels(cfg))
+        phase = Phase(batch, chunk, (n + 1) * chunk, dep.shards, **_kernels(cfg, dep.lnc))
     return build_program(spec, phase, dt)
 
 
@@ -144,7 +147,7 @@ def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int)
         return _training_phases(cfg, spec, seq, dep, dt)
     start = launch(dep.chip)
     if cfg.mode == "inference":
-        phase = Phase(cfg.batch, seq, seq, tp, **_kernels(cfg))
+        phase = Phase(cfg.batch, seq, seq, tp, **_kernels(cfg, dep.lnc))
         # the traced model's inputs and outputs in its own dtype: the compiler's auto-cast is inside the graph
         copy_in, copy_out = inference_copies(spec, phase, DTYPE_BYTES[cfg.dtype], dep.chip)
         return [RunPhase("inference", build_program(spec, phase, dt), repeat=request_count(cfg), numbered=False,
@@ -153,7 +156,7 @@ def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int)
     out = _prefill_phases(cfg, spec, seq, dep, dt, prompts)
     per_step = tokens_per_step(cfg)
     for bucket, steps in _decode_buckets(seq, cfg.new_tokens, contexts):
-        out.append(RunPhase(f"decode ctx {bucket}", _token_step(cfg, spec, bucket, tp, dt),
+        out.append(RunPhase(f"decode ctx {bucket}", _token_step(cfg, spec, bucket, dep, dt),
                           max(1, round(steps / per_step)) if cfg.draft else steps, before=start))
     return out
 
@@ -167,7 +170,7 @@ def _encoder_decoder_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Depl
     step the core waits for transformers' generate loop on the host to call the next."""
     prompts, contexts = encoder_decoder_lengths(cfg, seq)
     encoded, tp, start, host = _bucket(seq, prompts), dep.shards, launch(dep.chip), generate_loop(dep.chip)
-    kernels = {**_kernels(cfg), "flash": cfg.attention == "flash"}
+    kernels = {**_kernels(cfg, dep.lnc), "flash": cfg.attention == "flash"}
 
     def step(positions: int) -> Program:
         return build_program(spec, Phase(cfg.batch, 1, positions, tp, decode_step=True, beams=cfg.beams,
@@ -181,10 +184,10 @@ def _encoder_decoder_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Depl
     return out
 
 
-def _token_step(cfg: RunConfig, spec: ModelSpec, bucket: int, tp: int, dt: int) -> Program:
+def _token_step(cfg: RunConfig, spec: ModelSpec, bucket: int, dep: Deployment, dt: int) -> Program:
     """One token step of the graph compiled for ``cfg.batch`` over contexts of ``bucket``
     positions: the model's, or the draft's proposals and the model's verification."""
-    phase = Phase(cfg.batch, 1, bucket, tp, decode_step=True, **_kernels(cfg))
+    phase = Phase(cfg.batch, 1, bucket, dep.shards, decode_step=True, **_kernels(cfg, dep.lnc))
     if not cfg.draft:
         return build_program(spec, phase, dt)
     return speculative_step(spec, get_model(cfg.draft), cfg.spec_k, phase, dt)
@@ -204,13 +207,13 @@ def _run_serving(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt:
         if key not in steps:
             kind, n = key
             if kind == "decode":
-                steps[key] = RunPhase(f"decode ctx {n}", _token_step(cfg, spec, n, tp, dt), before=start)
+                steps[key] = RunPhase(f"decode ctx {n}", _token_step(cfg, spec, n, dep, dt), before=start)
             elif kind == "chunk":  # chunk n of a prompt (any chunk: one graph for all, :func:`static_chunks`)
                 name = "prefill chunk" if static_chunks(cfg) else f"prefill chunk {n + 1}"
-                steps[key] = RunPhase(name, _chunk_program(cfg, spec, n, 1, seq, tp, dt), before=start)
+                steps[key] = RunPhase(name, _chunk_program(cfg, spec, n, 1, seq, dep, dt), before=start)
             else:  # a whole prompt, padded to its bucket
                 steps[key] = RunPhase(f"prefill ctx {n}",
-                                    build_program(spec, Phase(1, n, n, tp, **_kernels(cfg, n, dep.lnc)), dt),
+                                    build_program(spec, Phase(1, n, n, tp, **_kernels(cfg, dep.lnc, n)), dt),
                                     before=start)
         return timeline.run(steps[key], t)
 
@@ -240,7 +243,7 @@ def _training_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment,
     ones adding to the gradients of the earlier ones; the gradient reductions overlap only the
     last backward pass, and the optimizer update follows it once. A pipelined copy is simulated
     on its slowest stage, which then waits for the others to fill and drain the pipeline."""
-    fwd = build_program(spec, Phase(cfg.batch, seq, seq, dep.shards, training=True, **_kernels(cfg)), dt)
+    fwd = build_program(spec, Phase(cfg.batch, seq, seq, dep.shards, training=True, **_kernels(cfg, dep.lnc)), dt)
     if dep.pipeline > 1:
         share = -(-cfg.batch * seq * spec.hidden // dep.shards)  # a rank's share of the activation between stages
         fwd = stage_program(fwd, dep.pipeline, heaviest_stage(fwd, dep.pipeline), share)
