@@ -114,6 +114,24 @@ def experts_touched(experts: int, per_token: int, tokens: int, among: int | None
     return max(min(among, math.ceil(per_token * among / experts)), min(among, round(expected)))
 
 
+def _expert_work(spec: ModelSpec, ph: Phase, tokens: int, experts: int) -> tuple[str, int, int, int]:
+    """The algorithm ExpertMLPsV2 runs for ``tokens`` tokens on a core holding ``experts`` of them,
+    the rows of each of its expert matmuls, how many there are and how many experts' weights they
+    read (see :func:`routed_experts`)."""
+    top_k = spec.experts_per_token
+    pairs = tokens * top_k
+    path = expert_path(tokens, ph.seq, top_k, spec.experts, ph.ep, ph.capacity_factor)
+    if path == SELECTIVE:
+        return path, 1, pairs, pairs
+    if path == ALL_EXPERTS:
+        return path, tokens, experts, experts
+    if path == CAPACITY:
+        return path, expert_capacity(tokens, top_k, spec.experts, ph.capacity_factor), experts, experts
+    block = kernel_settings("nxd_moe")["block_size"]
+    count = blocks(pairs, experts, block)
+    return path, block, count, experts_touched(spec.experts, top_k, tokens, experts) if ph.skip_dma else count
+
+
 def routed_experts(b: ProgramBuilder, spec: ModelSpec, ph: Phase, tokens: int, width: int, chosen: int) -> None:
     """The routed experts of one layer for ``tokens`` tokens, after the router's op ``chosen``.
 
@@ -139,21 +157,9 @@ def routed_experts(b: ProgramBuilder, spec: ModelSpec, ph: Phase, tokens: int, w
     """
     shard = expert_shard(spec, ph, width)
     top_k = spec.experts_per_token
-    path = expert_path(tokens, ph.seq, top_k, spec.experts, ph.ep, ph.capacity_factor)
-    pairs = tokens * top_k
-    local_pairs = math.ceil(pairs * shard.experts / spec.experts)  # the pairs that choose the group's experts
-    read_after = chosen
-    if path == SELECTIVE:
-        rows, count, loads = 1, pairs, pairs
-    elif path == ALL_EXPERTS:
-        rows, count, loads, read_after = tokens, shard.experts, shard.experts, -1
-    elif path == CAPACITY:
-        rows = expert_capacity(tokens, top_k, spec.experts, ph.capacity_factor)
-        count, loads, read_after = shard.experts, shard.experts, -1
-    else:
-        rows = kernel_settings("nxd_moe")["block_size"]
-        count = blocks(pairs, shard.experts, rows)
-        loads = experts_touched(spec.experts, top_k, tokens, shard.experts) if ph.skip_dma else count
+    path, rows, count, loads = _expert_work(spec, ph, tokens, shard.experts)
+    local_pairs = math.ceil(tokens * top_k * shard.experts / spec.experts)  # the pairs choosing the group's experts
+    read_after = -1 if path in (ALL_EXPERTS, CAPACITY) else chosen  # every expert's weights, whatever the choice
     blockwise = path == BLOCKWISE
     kernel = blockwise or (ph.moe_kernel and ph.seq == 1)
     moved = local_pairs if blockwise and ph.skip_dma else rows * count  # token rows a block's DMA moves
