@@ -410,6 +410,7 @@ def _row_2025(r: dict[str, str], setups: list[dict]) -> Row:
                     context_buckets=_lengths(setup.get("context_buckets")),
                     token_buckets=_lengths(setup.get("token_buckets")),
                     nki_kernels=tuple(setup.get("nki_kernels", ())),
+                    **({"optlevel": setup["optlevel"]} if "optlevel" in setup else {}),
                     sequence_parallel=setup.get("sequence_parallel", False), **spreads)
     return Row(**common, config=cfg, independent=metric != "request_tok_s")
 

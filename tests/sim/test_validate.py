@@ -337,5 +337,8 @@ def test_the_mixture_of_experts_rows_nothing_is_fitted_on_run_the_deployments_th
         ("deepseek-v3", "trn2.48xlarge", 64, 1, 1, 512, False, 256, 256),  # seq_len 512, no bucketing
     }
     assert {r.metric for r in rows} == {"ttft_ms", "tpot_ms"} and all(r.config.mode == "decode" for r in rows)
+    # Qwen3-MoE in optimum-neuron and DeepSeek-V3's contrib model compile at -O1, Llama 4 at the default
+    assert {r.model: r.config.optlevel for r in rows} == {"qwen3-30b-a3b": 1, "qwen3-235b-a22b": 1, "deepseek-v3": 1,
+                                                           "llama-4-scout": 2, "llama-4-maverick": 2}
     calibration = {(r.model, r.instance, r.config) for r in read_rows() if r.config is not None}
     assert not calibration & {(r.model, r.instance, r.config) for r in rows}
