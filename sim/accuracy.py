@@ -135,8 +135,10 @@ def fit_section(rows: Sequence[Row]) -> list[str]:
 
 HELD_OUT_INTRO = (
     "The rows of the same benchmark pages that the calibration tables do not have "
-    "(`sim/calibration/held-out.csv`: newer models and Neuron releases). No residual is fitted on "
-    "them; they show how the simulator does on measurements it was not tuned to.")
+    "(`sim/calibration/held-out.csv`: newer models and Neuron releases), and mixtures of experts served "
+    "on Trainium (`sim/calibration/held-out-moe.csv`: optimum-neuron's vLLM benchmarks, NxD Inference's "
+    "DeepSeek-V3). No residual is fitted on them; they show how the simulator does on measurements it "
+    "was not tuned to.")
 
 
 def _report_parts(results: list[Result]) -> tuple[list[str], list[str], str]:

@@ -113,10 +113,21 @@ def validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
     if cfg.ep > 1 and spec.experts % cfg.ep:
         raise ConfigError(f"{spec.name} has {spec.experts} experts: they cannot split into {cfg.ep} "
                           "expert-parallel groups")
+    if (cfg.capacity_factor is not None or cfg.moe_skip_dma) and not spec.experts:
+        raise ConfigError(f"{spec.name} is not a mixture-of-experts model: --capacity-factor and --moe-skip-dma "
+                          "set how its experts run")
+    if (cfg.capacity_factor is not None or cfg.moe_skip_dma) and cfg.mode not in GENERATING:
+        raise ConfigError("--capacity-factor and --moe-skip-dma are NxD Inference's, for decode and serve modes")
+    factor = cfg.capacity_factor
+    if factor is not None and (isinstance(factor, bool) or not isinstance(factor, int | float) or factor <= 0):
+        raise ConfigError(f"the capacity factor is a positive number of the mean tokens an expert takes, got {factor}")
     imbalance = cfg.expert_imbalance
     if isinstance(imbalance, bool) or not isinstance(imbalance, int | float) or not 1 <= imbalance <= max(1, cfg.ep):
         raise ConfigError(f"expert imbalance is the busiest group's share of the routed tokens over the mean, "
                           f"from 1 to --ep ({cfg.ep}); got {imbalance}")
+    if cfg.expert_imbalance != 1 and cfg.mode != "training":
+        raise ConfigError("--expert-imbalance is a training step's (its all-to-all); inference's expert-parallel "
+                          "groups each run every block their experts could need")
     if cfg.pipeline > 1 and spec.is_vision:
         raise ConfigError(f"pipeline stages are for text transformers; split {spec.name} with --cores or --copies")
     if cfg.pipeline > max(1, spec.layers):
@@ -157,8 +168,8 @@ def validate(cfg: RunConfig, spec: ModelSpec, chip: Chip) -> int:
     if unknown:
         raise ConfigError(f"unknown NKI kernel '{unknown[0]}': choose from {', '.join(NKI_KERNELS)}")
     if cfg.nki_kernels and cfg.mode not in GENERATING:
-        raise ConfigError("the QKV, MLP and attention kernel settings are NxD Inference's, for decode and serve "
-                          "modes")
+        raise ConfigError("the QKV, MLP, attention and MoE kernel settings are NxD Inference's, for decode and "
+                          "serve modes")
     if cfg.stack is not None and cfg.stack not in STACKS:
         raise ConfigError(f"unknown serving stack '{cfg.stack}': choose one of {', '.join(STACKS)}")
     if cfg.sampling is not None and cfg.sampling not in SAMPLINGS:

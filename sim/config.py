@@ -30,7 +30,7 @@ KV_CACHE_DTYPES = ("fp8",)  # NxD Inference's kv_cache_quant stores the cache in
 ATTENTION = ("flash", "compiler")
 
 
-NKI_KERNELS = ("qkv", "mlp", "attention")  # NxD Inference's qkv_, mlp_ and attn_kernel_enabled
+NKI_KERNELS = ("qkv", "mlp", "attention", "moe")  # NxD Inference's qkv_, mlp_, attn_ and moe_fused_nki_kernel_enabled
 
 
 MIN_DECODE_BUCKET = 128  # NxD Inference token-generation buckets: powers of two from 128
@@ -106,12 +106,19 @@ class RunConfig:
     # mlp_kernel_enabled; NKI_KERNELS): each runs as one kernel, its matmuls pipelined without the
     # compiler's per-instruction waits, its tiles kept in SBUF, its weights loaded in long runs;
     # "attention" (attn_kernel_enabled): the flash kernel also for the prompt buckets it leaves to
-    # the compiler's ops by default (one core a logical core: from 512 positions, not 4,096)
+    # the compiler's ops by default (one core a logical core: from 512 positions, not 4,096); "moe"
+    # (moe_fused_nki_kernel_enabled): a token step's experts as the fused MoE kernel runs them
+    # (sim.workloads.experts), as vLLM Neuron's own models always do
     nki_kernels: tuple[str, ...] = ()
-    # mixtures of experts: expert-parallel groups among the copy's cores (1: experts split
-    # tensor-parallel), and how many times the mean share of routed tokens the busiest group gets
+    # mixtures of experts: expert-parallel groups among the copy's logical cores (NxD Inference's
+    # moe_ep_degree; 1: experts split tensor-parallel); in training, how many times the mean share
+    # of routed tokens the busiest group gets; in inference, a prompt's capacity factor (None:
+    # dropless, NxD's default) and whether the blockwise kernel skips the DMA of padded token rows
+    # and of repeated experts' weights (blockwise_matmul_config skip_dma_token, skip_dma_weight)
     ep: int = 1
     expert_imbalance: float = 1.0
+    capacity_factor: float | None = None
+    moe_skip_dma: bool = False
     # inference: requests run back to back on each copy (a stream, as a server runs them); the
     # latency is one request's, the trace spans all of them. serve: the requests served (None:
     # SERVED_PER_USER per user, at least MIN_SERVED), sent by ``concurrency`` users (default

@@ -240,13 +240,15 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     # when neither the weights nor the input fit, one of them streamed again for every block of
     # the other that SBUF holds (whichever moves fewer bytes); or in blocks of samples, fused with
     # the ops around them, the weights streamed again for every block when they do not stay in
-    # SBUF: whichever moves fewer bytes
+    # SBUF: whichever moves fewer bytes. The ``count`` matmuls of weights (experts, heads) each
+    # meet only their own weights: what SBUF must hold together is one matmul's
     act = min(act_in + out, budget)
     weight_room = chip.sbuf_bytes * 3 / 4 - act
     weight_again = act_again = 0.0
-    if weights > weight_room and act_in > budget:
-        weight_again = weights * (ceil_div(int(act_in), int(budget)) - 1)
-        act_again = act_in * (ceil_div(int(weights), int(max(weight_room, 1.0))) - 1)
+    own = op.count if op.weights else 1
+    if weights / own > weight_room and act_in / own > budget:
+        weight_again = weights * (ceil_div(int(act_in / own), int(budget)) - 1)
+        act_again = act_in * (ceil_div(int(weights / own), int(max(weight_room, 1.0))) - 1)
         weight_again, act_again = (weight_again, 0.0) if weight_again <= act_again else (0.0, act_again)
     spill, spill_write = _spill(ctx, op, out)
     blocks = _blocks(ctx, op, act_in + out)
@@ -260,14 +262,16 @@ def _matmul(ctx: CoreContext, op: Op) -> LoweredOp:
     chunks = _chunks(reads, plan.psum_tiles)
     if op.fused:  # the kernel keeps only the output tiles in flight (see _held)
         act = min(act_in + _held(op, out, chunks), budget)
-    # weights are loaded in the compiler's weight descriptors (a row of a weight matrix shorter
-    # than one is loaded in its own descriptors), or by a kernel in its tiles of rows; a KV cache
-    # in runs of at least the compiler's cache descriptor (several positions when a position's
-    # row is shorter) or of one row
-    if op.weights and op.weight_run_rows > 1:
-        stream_run = op.weight_run_rows * op.n * prec.weight_bits / 8
-    elif op.weights:
-        stream_run = min(chip.efficiency.weight_descriptor_bytes, op.n * prec.weight_bits / 8)
+    # weights are loaded by a kernel in its tiles of rows, or in the compiler's weight descriptors
+    # (a row of a weight matrix shorter than one is loaded in its own descriptors, unless the
+    # matrix is one contiguous block: then a partition's consecutive rows); a KV cache in runs of
+    # at least the compiler's cache descriptor (several positions when a position's row is
+    # shorter) or of one row
+    if op.weights:
+        rows = ceil_div(op.k, chip.sbuf_partitions) if op.contiguous_weights else op.weight_run_rows
+        stream_run = rows * op.n * prec.weight_bits / 8
+        if not op.fused:
+            stream_run = min(chip.efficiency.weight_descriptor_bytes, stream_run)
     elif op.kv_row_elems and weights:
         stream_run = min(max(op.kv_row_elems * prec.weight_bits / 8, chip.efficiency.kv_descriptor_bytes),
                          _coalesced_run(ctx, weights))
@@ -444,5 +448,6 @@ def lower(ctx: CoreContext, op: Op) -> LoweredOp:
                passes=op.passes, rows=op.rows, hbm_elems=op.hbm_elems, hbm_write_elems=op.hbm_write_elems,
                params=op.params, act=op.act, dtype_bytes=op.dtype_bytes, collective=op.collective,
                across_copies=op.across_copies, weights=op.weights, fused=op.fused, reduced=op.reduced,
-               kv_row_elems=op.kv_row_elems, weight_run_rows=op.weight_run_rows, items=op.items)
+               kv_row_elems=op.kv_row_elems, weight_run_rows=op.weight_run_rows,
+               contiguous_weights=op.contiguous_weights, items=op.items)
     return _lower_cached(ctx, shape)

@@ -103,8 +103,8 @@ def plan(cfg: RunConfig) -> tuple[ModelSpec, int, int, Deployment]:
     dt = DTYPE_BYTES[compute_dtypes(cfg, chip)[0]]
     dep = plan_deployment(chip, inst, memory_need(cfg, spec, chip, seq, dt), cfg.cores, spec.name, cfg.copies,
                           cfg.nodes, cfg.pipeline)
-    if cfg.ep > 1 and dep.shards % cfg.ep:
-        raise ConfigError(f"{cfg.ep} expert-parallel groups cannot split the {dep.shards} cores of a copy: "
+    if cfg.ep > 1 and dep.cores_per_copy % cfg.ep:
+        raise ConfigError(f"{cfg.ep} expert-parallel groups cannot split the {dep.cores_per_copy} cores of a copy: "
                           "choose --ep dividing --cores")
     if cfg.nodes > 1 and not dep.instance.topology.efa_bytes_per_s:
         raise ConfigError(f"{dep.instance.name} has no published EFA bandwidth to join {cfg.nodes} nodes: choose an "

@@ -172,12 +172,20 @@ OPTIONS: tuple[Option, ...] = (
     Option("pipeline", "--pipeline", "Pipeline stages", INT, "split each copy's layers into N pipeline stages of "
            "--cores cores each (1F1B over the --grad-accum micro-batches; default 1)", default=1, lo=1, hi=512,
            modes=("training",), group=TRAINING),
-    Option("ep", "--ep", "Expert-parallel groups", INT, "expert-parallel groups among a copy's cores: each holds "
-           "1/N of the experts and tokens go to their experts' group and back (all-to-all); default 1: experts "
-           "split like MLPs", default=1, lo=1, hi=4096, group=MOE),
-    Option("expert_imbalance", "--expert-imbalance", "Expert imbalance", FLOAT, "the busiest group's share of the "
-           "routed tokens over the mean (default 1: uniform routing; at most --ep)", default=1.0, lo=1.0, hi=4096.0,
-           group=MOE),
+    Option("ep", "--ep", "Expert-parallel groups", INT, "expert-parallel groups among a copy's logical cores (NxD "
+           "Inference's moe_ep_degree): each holds 1/N of the experts, each split over --cores/N cores "
+           "(moe_tp_degree); inference: every group sees every token, the block's all-reduce sums the groups' "
+           "outputs; training: tokens go to their experts' group and back (all-to-all); default 1: experts split "
+           "like MLPs", default=1, lo=1, hi=4096, group=MOE),
+    Option("expert_imbalance", "--expert-imbalance", "Expert imbalance", FLOAT, "training with --ep: the busiest "
+           "group's share of the routed tokens over the mean (default 1: uniform routing; at most --ep)",
+           default=1.0, lo=1.0, hi=4096.0, modes=("training",), group=MOE),
+    Option("capacity_factor", "--capacity-factor", "Capacity factor", FLOAT, "a prompt's experts each take at most "
+           "this many times the mean tokens an expert gets, the rest dropped (NxD's capacity_factor; default: "
+           "dropless, the blockwise kernel)", lo=1e-3, hi=4096.0, none="dropless", modes=GENERATING, group=MOE),
+    Option("moe_skip_dma", "--moe-skip-dma", "Blockwise DMA skipping", SWITCH, "the prompt's blockwise kernel "
+           "skips the DMA of padded token rows and of weights the block before loaded (NxD's blockwise_matmul_config "
+           "skip_dma_token and skip_dma_weight; off by default)", default=False, modes=GENERATING, group=MOE),
     Option("stack", "--stack", "Serving stack", CHOICE, "the software serving the generation: a server (vllm, "
            "optimum-neuron) receives, tokenises and schedules each request before its prompt is encoded; "
            "transformers-neuronx samples each token on the host; nxd-inference runs offline (default: vllm, a "
@@ -240,14 +248,17 @@ OPTIONS: tuple[Option, ...] = (
            "the context-encoding ones)", none="automatic", modes=GENERATING, group=GENERATION,
            to_config=lambda v: {"token_buckets": _buckets(v)}),
     Option("nki_kernels", "--nki-kernels", "NKI kernels", SET, "NxD Inference's NKI kernels: the QKV projection "
-           "(qkv_kernel_enabled), the MLP (mlp_kernel_enabled) and the flash-attention kernel for prompts of every "
-           "bucket it can take (attn_kernel_enabled; on one core a logical core from 512 positions, not 4,096)",
+           "(qkv_kernel_enabled), the MLP (mlp_kernel_enabled), the flash-attention kernel for prompts of every "
+           "bucket it can take (attn_kernel_enabled; on one core a logical core from 512 positions, not 4,096) and "
+           "a token step's experts in one fused kernel (moe_fused_nki_kernel_enabled; vLLM Neuron's own models)",
            default=(), choices=NKI_KERNELS, modes=GENERATING, group=GENERATION,
-           flags=("--qkv-kernel-enabled", "--mlp-kernel-enabled", "--attn-kernel-enabled"),
+           flags=("--qkv-kernel-enabled", "--mlp-kernel-enabled", "--attn-kernel-enabled", "--moe-kernel-enabled"),
            flag_help=("NxD Inference's NKI kernel for the QKV projection (qkv_kernel_enabled)",
                       "NxD Inference's NKI kernel for the MLP (mlp_kernel_enabled)",
                       "NxD Inference's flash-attention kernel for prompts of every bucket it can take "
-                      "(attn_kernel_enabled; on one core a logical core from 512 positions, not 4,096)")),
+                      "(attn_kernel_enabled; on one core a logical core from 512 positions, not 4,096)",
+                      "NxD Inference's fused MoE kernel for a token step's experts (moe_fused_nki_kernel_enabled; "
+                      "what vLLM Neuron's own models run)")),
 )
 BY_NAME = {o.name: o for o in OPTIONS}
 

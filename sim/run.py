@@ -88,15 +88,17 @@ def _decode_buckets(prompt: int, new_tokens: int, lengths: list[int]) -> list[tu
     return out
 
 
-def _kernels(cfg: RunConfig, prompt: int = 0, lnc: int = 1) -> dict:
-    """How a run's programs are built: its attention kernel (for a whole prompt of ``prompt``
-    positions on logical cores of ``lnc``, the one NxD Inference picks), its QKV and MLP kernels,
-    whether tokens are split, and how experts are spread."""
+def _kernels(cfg: RunConfig, lnc: int, prompt: int = 0) -> dict:
+    """How a run's programs are built on logical cores of ``lnc`` physical cores: its attention
+    kernel (for a whole prompt of ``prompt`` positions, the one NxD Inference picks), its QKV and
+    MLP kernels, whether tokens are split, and how experts are spread and run."""
     asked = "attention" in cfg.nki_kernels
     flash = flash_attention(cfg) and (not prompt or context_encoding_kernel(prompt, lnc, asked))
     return {"flash": flash, "sequence_parallel": cfg.sequence_parallel, "ep": cfg.ep, "gqa": cfg.gqa,
-            "expert_imbalance": float(cfg.expert_imbalance), "head": cfg.head,
-            "qkv_kernel": "qkv" in cfg.nki_kernels, "mlp_kernel": "mlp" in cfg.nki_kernels}
+            "expert_imbalance": float(cfg.expert_imbalance), "lnc": lnc, "capacity_factor": cfg.capacity_factor,
+            "skip_dma": cfg.moe_skip_dma, "head": cfg.head,
+            "qkv_kernel": "qkv" in cfg.nki_kernels, "mlp_kernel": "mlp" in cfg.nki_kernels,
+            "moe_kernel": "moe" in cfg.nki_kernels}
 
 
 def _prefill_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int, lengths: list[int]
@@ -107,13 +109,13 @@ def _prefill_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, 
     tp, start, sample = dep.shards, launch(dep.chip), _sampling(cfg, spec, dep, batch)
     if not cfg.prefill_chunk:
         ce = _bucket(seq, lengths)
-        first, *then = _prompt_graphs(cfg, spec, Phase(batch, ce, ce, tp, **_kernels(cfg, ce, dep.lnc)), dt)
+        first, *then = _prompt_graphs(cfg, spec, Phase(batch, ce, ce, tp, **_kernels(cfg, dep.lnc, ce)), dt)
         return [RunPhase("prefill", first, before=start, after=sample, then=tuple(then))]
     chunks = -(-seq // cfg.prefill_chunk)
     if static_chunks(cfg):  # one graph for every chunk, run back to back
-        return [RunPhase("prefill chunk", _chunk_program(cfg, spec, 0, batch, seq, tp, dt), chunks, number_from=1,
+        return [RunPhase("prefill chunk", _chunk_program(cfg, spec, 0, batch, seq, dep, dt), chunks, number_from=1,
                        before=start, after=sample)]
-    return [RunPhase(f"prefill chunk {i + 1}", _chunk_program(cfg, spec, i, batch, seq, tp, dt), before=start,
+    return [RunPhase(f"prefill chunk {i + 1}", _chunk_program(cfg, spec, i, batch, seq, dep, dt), before=start,
                      after=sample) for i in range(chunks)]
 
 
@@ -134,14 +136,15 @@ def static_chunks(cfg: RunConfig) -> bool:
     return cfg.attention != "flash"
 
 
-def _chunk_program(cfg: RunConfig, spec: ModelSpec, n: int, batch: int, seq: int, tp: int, dt: int) -> Program:
+def _chunk_program(cfg: RunConfig, spec: ModelSpec, n: int, batch: int, seq: int, dep: Deployment, dt: int
+                   ) -> Program:
     """The program of chunk ``n`` of a prompt (:func:`static_chunks`)."""
     chunk = cfg.prefill_chunk
     if static_chunks(cfg):
-        phase = Phase(batch, chunk, compiled_length(cfg, seq) + chunk, tp, static_chunk=True,
-                      **{**_kernels(cfg), "flash": False})
+        phase = Phase(batch, chunk, compiled_length(cfg, seq) + chunk, dep.shards, static_chunk=True,
+                      **{**_kernels(cfg, dep.lnc), "flash": False})
     else:
-        phase = Phase(batch, chunk, (n + 1) * chunk, tp, **_kernels(cfg))
+        phase = Phase(batch, chunk, (n + 1) * chunk, dep.shards, **_kernels(cfg, dep.lnc))
     return build_program(spec, phase, dt)
 
 
@@ -153,7 +156,7 @@ def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int)
         return _training_phases(cfg, spec, seq, dep, dt)
     start = launch(dep.chip)
     if cfg.mode == "inference":
-        phase = Phase(cfg.batch, seq, seq, tp, **_kernels(cfg))
+        phase = Phase(cfg.batch, seq, seq, tp, **_kernels(cfg, dep.lnc))
         # the traced model's inputs and outputs in its own dtype: the compiler's auto-cast is inside the graph
         copy_in, copy_out = inference_copies(spec, phase, DTYPE_BYTES[cfg.dtype], dep.chip)
         return [RunPhase("inference", build_program(spec, phase, dt), repeat=request_count(cfg), numbered=False,
@@ -162,7 +165,7 @@ def _phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt: int)
     out = _prefill_phases(cfg, spec, seq, dep, dt, prompts)
     spec_run, sample = speculation(cfg), _sampling(cfg, spec, dep, cfg.batch)
     for bucket, steps in _decode_buckets(seq, cfg.new_tokens, contexts):
-        first, *then = _token_step(cfg, spec, bucket, tp, dt)
+        first, *then = _token_step(cfg, spec, bucket, dep, dt)
         out.append(RunPhase(f"decode ctx {bucket}", first, max(1, round(steps / spec_run.tokens_per_step)) if spec_run
                             else steps, before=start, after=sample, then=tuple(then)))
     return out
@@ -177,7 +180,7 @@ def _encoder_decoder_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Depl
     step the core waits for transformers' generate loop on the host to call the next."""
     prompts, contexts = encoder_decoder_lengths(cfg, seq)
     encoded, tp, start, host = _bucket(seq, prompts), dep.shards, launch(dep.chip), generate_loop(dep.chip)
-    kernels = {**_kernels(cfg), "flash": cfg.attention == "flash"}
+    kernels = {**_kernels(cfg, dep.lnc), "flash": cfg.attention == "flash"}
 
     def step(positions: int) -> Program:
         return build_program(spec, Phase(cfg.batch, 1, positions, tp, decode_step=True, beams=cfg.beams,
@@ -200,11 +203,11 @@ def _prompt_graphs(cfg: RunConfig, spec: ModelSpec, phase: Phase, dt: int) -> tu
     return prefill_graphs(spec, d, proposed_tokens(cfg), phase, dt)
 
 
-def _token_step(cfg: RunConfig, spec: ModelSpec, bucket: int, tp: int, dt: int) -> tuple[Program, ...]:
+def _token_step(cfg: RunConfig, spec: ModelSpec, bucket: int, dep: Deployment, dt: int) -> tuple[Program, ...]:
     """The graphs of one token step of the graph compiled for ``cfg.batch`` over contexts of
     ``bucket`` positions: the model's, or the drafter's proposals and the model's verification
     (:func:`sim.workloads.speculation.step_graphs`)."""
-    phase = Phase(cfg.batch, 1, bucket, tp, decode_step=True, **_kernels(cfg))
+    phase = Phase(cfg.batch, 1, bucket, dep.shards, decode_step=True, **_kernels(cfg, dep.lnc))
     d = drafter_of(cfg, spec)
     if d is None:
         return (build_program(spec, phase, dt),)
@@ -226,14 +229,14 @@ def _run_serving(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment, dt:
         if key not in steps:
             kind, n = key
             if kind == "decode":
-                first, *then = _token_step(cfg, spec, n, tp, dt)
+                first, *then = _token_step(cfg, spec, n, dep, dt)
                 steps[key] = RunPhase(f"decode ctx {n}", first, before=start, after=step_sample, then=tuple(then))
             elif kind == "chunk":  # chunk n of a prompt (any chunk: one graph for all, :func:`static_chunks`)
                 name = "prefill chunk" if static_chunks(cfg) else f"prefill chunk {n + 1}"
-                steps[key] = RunPhase(name, _chunk_program(cfg, spec, n, 1, seq, tp, dt), before=start,
+                steps[key] = RunPhase(name, _chunk_program(cfg, spec, n, 1, seq, dep, dt), before=start,
                                       after=prompt_sample)
             else:  # a whole prompt, padded to its bucket
-                first, *then = _prompt_graphs(cfg, spec, Phase(1, n, n, tp, **_kernels(cfg, n, dep.lnc)), dt)
+                first, *then = _prompt_graphs(cfg, spec, Phase(1, n, n, tp, **_kernels(cfg, dep.lnc, n)), dt)
                 steps[key] = RunPhase(f"prefill ctx {n}", first, before=start, after=prompt_sample, then=tuple(then))
         return timeline.run(steps[key], t)
 
@@ -263,7 +266,7 @@ def _training_phases(cfg: RunConfig, spec: ModelSpec, seq: int, dep: Deployment,
     ones adding to the gradients of the earlier ones; the gradient reductions overlap only the
     last backward pass, and the optimizer update follows it once. A pipelined copy is simulated
     on its slowest stage, which then waits for the others to fill and drain the pipeline."""
-    fwd = build_program(spec, Phase(cfg.batch, seq, seq, dep.shards, training=True, **_kernels(cfg)), dt)
+    fwd = build_program(spec, Phase(cfg.batch, seq, seq, dep.shards, training=True, **_kernels(cfg, dep.lnc)), dt)
     if dep.pipeline > 1:
         share = -(-cfg.batch * seq * spec.hidden // dep.shards)  # a rank's share of the activation between stages
         fwd = stage_program(fwd, dep.pipeline, heaviest_stage(fwd, dep.pipeline), share)

@@ -57,6 +57,7 @@ CALIBRATION = Path(__file__).with_name("calibration")
 PUBLISHED = CALIBRATION / "published.csv"
 PUBLISHED_2025 = CALIBRATION / "published-2025-2026.csv"
 HELD_OUT = CALIBRATION / "held-out.csv"  # published figures nothing is fitted on (calibration/README.md)
+HELD_OUT_MOE = CALIBRATION / "held-out-moe.csv"  # mixture-of-experts serving figures nothing is fitted on
 SETUPS_2025 = CALIBRATION / "setups-2025-2026.toml"
 RECIPES = CALIBRATION / "recipes-training.toml"
 TASKS = CALIBRATION / "benchmark-tasks.toml"
@@ -418,6 +419,7 @@ def _row_2025(r: dict[str, str], setups: list[dict]) -> Row:
                     context_buckets=_lengths(setup.get("context_buckets")),
                     token_buckets=_lengths(setup.get("token_buckets")),
                     nki_kernels=tuple(setup.get("nki_kernels", ())),
+                    **({"optlevel": setup["optlevel"]} if "optlevel" in setup else {}),
                     sequence_parallel=setup.get("sequence_parallel", False), stack=setup["stack"],
                     sampling=setup.get("sampling"), **spreads,
                     **(_speculation(setup["speculation"]) if speculative else {}))
@@ -458,9 +460,18 @@ def read_rows(path: Path = PUBLISHED, path_2025: Path | None = PUBLISHED_2025) -
 
 
 def read_held_out() -> list[Row]:
-    """The published figures no residual is fitted on (``held-out.csv``): how the simulator does
-    on measurements it was not tuned to."""
-    return read_rows(HELD_OUT, None)
+    """The published figures no residual is fitted on (``held-out.csv``, and the mixtures of experts'
+    serving figures of ``held-out-moe.csv``): how the simulator does on measurements it was not
+    tuned to."""
+    return read_rows(HELD_OUT, None) + read_held_out_moe()
+
+
+def read_held_out_moe() -> list[Row]:
+    """The mixture-of-experts serving figures no residual is fitted on (``held-out-moe.csv``, in
+    ``published-2025-2026.csv``'s schema, their setups in ``setups-2025-2026.toml``)."""
+    setups = _setups()
+    with open(HELD_OUT_MOE, newline="", encoding="utf-8") as f:
+        return _derived_throughputs([_row_2025(r, setups) for r in csv.DictReader(f) if _metric_2025(r["metric"])])
 
 
 def _duplicates(rows: list[Row]) -> list[Row]:

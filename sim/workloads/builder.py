@@ -67,7 +67,7 @@ class ProgramBuilder:
                hbm_elems: int | None = None, act: str = "", deps: tuple[int, ...] | None = None,
                shared_weights: bool = False, params: int | None = None, read_after: int = -1,
                weight_replicas: int = 1, kv_row_elems: int = 0, weight_run_rows: int = 1,
-               items: int | None = None) -> int:
+               contiguous_weights: bool = False, items: int | None = None) -> int:
         """``count`` x ``[m,k] @ [k,n]``; with ``weights`` the ``[k,n]`` operand comes from memory.
 
         ``shared_weights``: the weights belong to another op (tied embeddings) and are not
@@ -79,6 +79,7 @@ class ProgramBuilder:
         ``m`` rows (see :class:`Op`).
         ``kv_row_elems``: ``hbm_elems`` are a KV cache laid out in rows this long (see :class:`Op`).
         ``weight_run_rows``: weight rows one partition reads in one run (see :class:`Op`).
+        ``contiguous_weights``: the weights are one contiguous block, an expert's (see :class:`Op`).
         ``items``: the samples its activations divide into, when not the builder's (see :class:`Op`).
         """
         if hbm_elems is None:
@@ -89,7 +90,8 @@ class ProgramBuilder:
         return self.add(name, OpKind.MATMUL, deps, m=m, k=k, n=n, count=count, rows=m,
                         hbm_elems=hbm_elems, params=owned, weights=weights, act=act, read_after=read_after,
                         weight_replicas=weight_replicas, kv_row_elems=kv_row_elems,
-                        weight_run_rows=weight_run_rows, items=self.items if items is None else items)
+                        weight_run_rows=weight_run_rows, contiguous_weights=contiguous_weights,
+                        items=self.items if items is None else items)
 
     def transpose(self, name: str, rows: int, cols: int, *, count: int = 1,
                   deps: tuple[int, ...] | None = None) -> int:

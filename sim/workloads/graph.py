@@ -82,6 +82,10 @@ class Op:
     weight_run_rows : int
         Consecutive rows of the weight matrix one partition reads in one DMA run: 1 as compiled
         code's descriptors load weights, more in an NKI kernel that loads tiles of rows.
+    contiguous_weights : bool
+        The weight matrix is one contiguous block of device memory (an expert's shard in NxD's
+        ``[experts, k, n]`` layout), so compiled code's descriptors take the consecutive rows a
+        partition holds, up to the compiler's descriptor, rather than one row each.
     items : int
         Independent samples (images, sequences) the op's activations divide into: the compiler
         may run the op, with the ops around it, on blocks of whole samples (see
@@ -120,6 +124,7 @@ class Op:
     kv_row_elems: int = 0
     weight_replicas: int = 1
     weight_run_rows: int = 1
+    contiguous_weights: bool = False
     items: int = 1
     grad_passes: float | None = None
     random: bool = False

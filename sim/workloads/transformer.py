@@ -10,6 +10,7 @@ import numpy as np
 from sim.hardware.chip import kernel_settings
 from sim.workloads.builder import ProgramBuilder
 from sim.workloads.builder import share as _shard
+from sim.workloads.experts import experts_touched, routed_experts
 from sim.workloads.mixers import gated_deltanet, indexer
 from sim.workloads.models import CLIP, DECODER, ENCODER_DECODER, VISION_TRANSFORMER, ModelSpec
 
@@ -64,11 +65,18 @@ class Phase:
     # the masked-LM head's vocabulary logits for every token (AutoModelForMaskedLM)
     head: str = "classifier"
 
-    # expert parallelism: the experts split over ``ep`` groups of the tp cores (each expert over
-    # tp / ep of them), tokens sent to their experts' group and back (all-to-all); the busiest
-    # group's share of the routed tokens is ``expert_imbalance`` times the mean (1: uniform)
+    # mixtures of experts (sim.workloads.experts): ``ep`` expert-parallel groups of the logical
+    # cores (NxD Inference's moe_ep_degree), each of ``lnc`` physical cores; in a training step the
+    # tokens go to their experts' group and back (all-to-all), the busiest group's share of them
+    # ``expert_imbalance`` times the mean (1: uniform). Inference: the capacity factor of a prompt's
+    # experts (None: dropless), and whether the blockwise kernel skips the DMA of padded rows and
+    # of weights the block before loaded (blockwise_matmul_config skip_dma_token, skip_dma_weight)
     ep: int = 1
     expert_imbalance: float = 1.0
+    lnc: int = 1
+    capacity_factor: float | None = None
+    skip_dma: bool = False
+    moe_kernel: bool = False  # a token step's experts in NxD's fused MoE kernel (moe_fused_nki_kernel_enabled)
     # an encoder-decoder (T5): the hypotheses each of the ``batch`` sequences keeps (beam search;
     # a decoder step runs batch x beams rows), the encoder's positions a decoder step's
     # cross-attention meets, and in the encoder's pass the decoder's positions whose caches it fills
@@ -364,7 +372,14 @@ def mlp(b: ProgramBuilder, spec: ModelSpec, ph: Phase, layer: int = 0) -> None:
     _block_input(b, spec, ph, "mlp")
     if spec.is_moe_layer(layer):
         width = spec.moe_intermediate or spec.intermediate
-        _experts(b, spec, ph, tokens, width)
+        b.matmul("router", tokens, spec.hidden, spec.experts)
+        # which experts' weights to read is known once the router has chosen them: not earlier, as
+        # the weights of a dense MLP stream in during the attention before it
+        chosen = b.vector("router_topk", elems=tokens * spec.experts, rows=tokens)
+        if ph.training:
+            _trained_experts(b, spec, ph, tokens, width, chosen)
+        else:
+            routed_experts(b, spec, ph, tokens, width, chosen)
         if spec.shared_experts:
             _gated(b, "shared_", tokens, spec.hidden, _shard(spec.shared_expert_width, ph.tp), spec.act)
     else:
@@ -391,23 +406,9 @@ def _gated(b: ProgramBuilder, prefix: str, tokens: int, hidden: int, inter: int,
     b.matmul(f"{prefix}down", tokens, inter, hidden, weight_run_rows=rows)
 
 
-def experts_touched(experts: int, per_token: int, tokens: int, among: int | None = None) -> int:
-    """Distinct experts ``tokens`` tokens run, expected under uniform routing, in whole experts
-    (of the ``among`` experts one expert-parallel group holds; default all of them).
-
-    Each token picks ``per_token`` (k) of the ``experts`` (E) experts, uniformly and independently
-    of the other tokens: an expert is left out by one token with probability 1 - k/E and by all T
-    tokens with (1 - k/E)^T, so E x (1 - (1 - k/E)^T) experts are touched on average: k for one
-    token, nearly all of them for a large batch. Trained routers favour some experts; for a given
-    number of tokens that touches fewer of them, so uniform routing is the upper bound.
-    """
-    among = experts if among is None else among
-    expected = among * (1.0 - (1.0 - per_token / experts) ** tokens)
-    return max(min(among, math.ceil(per_token * among / experts)), min(among, round(expected)))
-
-
-def _experts(b: ProgramBuilder, spec: ModelSpec, ph: Phase, tokens: int, width: int) -> None:
-    """Mixture-of-experts MLP: a router, then each token's gated MLP in each of its top-k experts.
+def _trained_experts(b: ProgramBuilder, spec: ModelSpec, ph: Phase, tokens: int, width: int, chosen: int) -> None:
+    """A training step's routed experts, after the router's op ``chosen``: each token's gated MLP
+    in each of its top-k experts.
 
     Without expert parallelism each expert's MLP is sharded tensor-parallel like a dense one (its
     ``width`` split over the cores), and the router runs on every core. The tokens' k x T
@@ -422,10 +423,6 @@ def _experts(b: ProgramBuilder, spec: ModelSpec, ph: Phase, tokens: int, width: 
     they touch.
     """
     pairs = tokens * spec.experts_per_token
-    b.matmul("router", tokens, spec.hidden, spec.experts)
-    # which experts' weights to read is known once the router has chosen them: not earlier, as
-    # the weights of a dense MLP stream in during the attention before it
-    chosen = b.vector("router_topk", elems=tokens * spec.experts, rows=tokens)
     ep = ph.ep
     experts, local_pairs, inter = spec.experts // ep, pairs, _shard(width, ph.tp // ep)
     if ep > 1:

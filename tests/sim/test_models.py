@@ -10,8 +10,8 @@ from sim.errors import ConfigError, DoesNotFitError, UnknownNameError
 from sim.memory_plan import deployment
 from sim.run import RunConfig, simulate
 from sim.workloads import Phase, Program, build_program, get_model, preset_names
+from sim.workloads.experts import experts_touched
 from sim.workloads.graph import OpKind
-from sim.workloads.transformer import experts_touched
 
 PUBLISHED_PARAMS = {  # model cards: parameters including embeddings, +-5% for heads and tied weights
     "bert-base": 110e6, "bert-large": 335e6, "roberta-large": 355e6, "distilbert": 66e6, "gpt2": 124e6,
@@ -298,20 +298,25 @@ def test_a_simulated_mixtral_decode_step_streams_a_quarter_of_the_weights():
     assert read_bytes / (PUBLISHED_PARAMS["mixtral-8x7b"] * 2) == pytest.approx(0.27, abs=0.02)
 
 
-def test_a_large_batch_prefill_touches_every_expert():
+def test_a_large_batch_prefill_loads_an_expert_for_every_block():
+    # 1,024 tokens of top 2 of 8: the blockwise kernel's ceil((2048 - 7) / 512) + 7 = 11 blocks, each
+    # loading its expert's weights, of the 8 experts' parameters
     prog = build_program(get_model("mixtral-8x7b"), Phase(8, 128, 128), 2)
-    experts = _experts(prog, "experts_")
-    assert sum(op.hbm_elems for op in experts) == sum(op.params for op in experts)
+    experts = [op for op in _experts(prog, "experts_") if op.kind is OpKind.MATMUL]
+    assert sum(op.hbm_elems for op in experts) * 8 == sum(op.params for op in experts) * 11
 
 
-@pytest.mark.parametrize("tokens, touched", [(1, 2), (3, 5), (16, 8), (1000, 8)])
-def test_expected_experts_touched_under_uniform_routing(tokens, touched):
-    assert experts_touched(8, 2, tokens) == touched  # 8 x (1 - (3/4)^T), to the nearest expert
+@pytest.mark.parametrize("tokens, touched, loaded", [(1, 2, 2), (3, 5, 6), (16, 8, 8), (1000, 8, 8)])
+def test_a_token_step_loads_its_tokens_experts_until_they_are_as_many_as_the_experts(tokens, touched, loaded):
+    """Below T x k = E each of the T x k (token, expert) pairs loads its expert (3 tokens: 6 loads of the
+    5 experts they touch, 8 x (1 - (3/4)^T) to the nearest expert); from there every expert once."""
+    assert experts_touched(8, 2, tokens) == touched
     prog = build_program(get_model("mixtral-8x7b"), Phase(tokens, 1, 128, decode_step=True), 2)
     mlp = next(la for la in prog.layers if la.name == "layer0.mlp")
     gate_up = _experts(Program(prog.ops[mlp.first_op:mlp.first_op + mlp.n_ops]))
-    assert sum(op.count for op in gate_up) == touched
-    assert sum(op.m * op.count for op in gate_up) == tokens * 2  # each token's rows in its two experts
+    assert sum(op.count for op in gate_up) == loaded
+    # each token's rows in its two experts, or in all eight
+    assert sum(op.m * op.count for op in gate_up) == (tokens * 2 if tokens * 2 < 8 else tokens * 8)
 
 
 def test_mixtral_flops_per_token_are_twice_its_active_parameters():
@@ -398,7 +403,9 @@ def test_experts_weights_are_read_once_the_router_has_chosen_them(run):
     trace = run("mixtral-8x7b", "trn2", mode="decode", seq=128, new_tokens=2)
     ev, names = trace.events, trace.op_names
     reads = ev["track"] == trace.track_index("dma_read")
-    for name in ("prefill/layer3.mlp", "decode ctx 130/layer20.mlp"):  # NxD buckets end at prompt + new tokens
+    # a token step's two experts of eight, loaded selectively (the prompt's 128 tokens run all eight, whatever
+    # the router chooses); NxD buckets end at prompt + new tokens
+    for name in ("decode ctx 130/layer3.mlp", "decode ctx 130/layer20.mlp"):
         layer = trace.layer_names.index(name)
         in_layer = ev["layer"] == layer
         op = np.array([names[o] for o in ev["op"]], dtype=str)

@@ -97,10 +97,10 @@ def test_a_family_config_with_bad_structure_is_one_error(tmp_path):
         get_model(str(path))
 
 
-def test_expert_parallel_all_to_all_moves_each_ranks_share_of_the_routed_tokens():
+def test_a_training_steps_expert_parallel_all_to_all_moves_each_ranks_share_of_the_routed_tokens():
     spec = get_model("qwen3-30b-a3b")
     batch, tp, ep = 32, 8, 4
-    step = build_program(spec, Phase(batch, 1, 1024, tp, decode_step=True, ep=ep), 2)
+    step = build_program(spec, Phase(batch, 1, 1, tp, training=True, ep=ep), 2)
     pairs = batch * spec.experts_per_token  # 256 (token, expert) pairs
     for name in ("moe_dispatch", "moe_combine"):
         ops = [op for op in step.ops if op.name == name]
@@ -113,15 +113,15 @@ def test_expert_parallel_all_to_all_moves_each_ranks_share_of_the_routed_tokens(
     assert sum(op.count for op in gate_up) <= spec.experts // ep
 
 
-def test_expert_imbalance_and_parallelism_change_the_decode_step_as_expected():
-    def tpot(**kw):
-        cfg = RunConfig(model="qwen3-30b-a3b", instance="trn2.48xlarge", mode="decode", seq=256, new_tokens=4,
-                        batch=32, cores=8, **kw)
-        return simulate(cfg).meta["per_token_ns"]
+def test_expert_imbalance_and_parallelism_change_the_training_step_as_expected():
+    def step_ns(**kw):
+        cfg = RunConfig(model="trinity-nano", instance="trn2.48xlarge", mode="training", seq=256, batch=4, cores=8,
+                        **kw)
+        return simulate(cfg, max_events=0).meta["total_ns"]
 
-    balanced, skewed = tpot(ep=4), tpot(ep=4, expert_imbalance=2.0)
+    balanced, skewed = step_ns(ep=4), step_ns(ep=4, expert_imbalance=2.0)
     assert skewed > balanced
-    with pytest.raises(ConfigError, match="cannot split the 16 cores"):  # 8 logical cores of 2 (LNC 2)
-        tpot(ep=32)
+    with pytest.raises(ConfigError, match="cannot split the 8 cores"):  # 8 logical cores (16 physical at LNC 2)
+        step_ns(ep=16)
     with pytest.raises(ConfigError, match="cannot split into 3"):
-        tpot(ep=3)
+        step_ns(ep=3)

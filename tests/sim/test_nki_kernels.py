@@ -63,7 +63,7 @@ def test_a_decoder_with_the_kernels_generates_faster():
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(nki_kernels=("rmsnorm",)), "unknown NKI kernel 'rmsnorm': choose from qkv, mlp, attention"),
+    (dict(nki_kernels=("rmsnorm",)), "unknown NKI kernel 'rmsnorm': choose from qkv, mlp, attention, moe"),
     (dict(nki_kernels="qkv"), "NKI kernels are a list of names"),
     (dict(mode="training", new_tokens=1, nki_kernels=("mlp",)), "for decode and serve modes"),
 ])

@@ -16,6 +16,7 @@ from sim.validate import (
     _setups,
     by_group,
     generation_ratios,
+    read_held_out_moe,
     read_rows,
     relative_error,
     report,
@@ -338,3 +339,25 @@ def test_a_figure_published_on_two_pages_counts_once():
     results = [Result(r, 80.0) for r in rows]
     assert [r.counted for r in results] == [True, False]
     assert summarise(results).duplicates == 1
+
+
+def test_the_mixture_of_experts_rows_nothing_is_fitted_on_run_the_deployments_their_sources_state():
+    rows = read_held_out_moe()
+    assert len(rows) == 14 and all(r.config is not None and r.independent for r in rows)
+    runs = {(r.model, r.instance, r.config.cores, r.config.batch, r.config.concurrency, r.config.max_seq,
+             r.config.bucketing, r.config.seq, r.config.new_tokens) for r in rows}
+    assert runs == {
+        ("qwen3-30b-a3b", "trn2.3xlarge", 4, 16, 1, 4096, False, 1500, 250),  # the .env files' sizes, one user
+        ("qwen3-30b-a3b", "trn1.32xlarge", 32, 8, 1, 4096, False, 1500, 250),
+        ("qwen3-235b-a22b", "trn2.48xlarge", 64, 4, 1, 4096, False, 1500, 250),
+        ("llama-4-scout", "trn2.48xlarge", 64, 32, 1, 4096, False, 1500, 250),
+        ("llama-4-scout", "trn1.32xlarge", 32, 8, 1, 4096, False, 1500, 250),
+        ("llama-4-maverick", "trn2.48xlarge", 64, 8, 1, 4096, False, 1500, 250),
+        ("deepseek-v3", "trn2.48xlarge", 64, 1, 1, 512, False, 256, 256),  # seq_len 512, no bucketing
+    }
+    assert {r.metric for r in rows} == {"ttft_ms", "tpot_ms"} and all(r.config.mode == "decode" for r in rows)
+    # Qwen3-MoE in optimum-neuron and DeepSeek-V3's contrib model compile at -O1, Llama 4 at the default
+    assert {r.model: r.config.optlevel for r in rows} == {"qwen3-30b-a3b": 1, "qwen3-235b-a22b": 1, "deepseek-v3": 1,
+                                                           "llama-4-scout": 2, "llama-4-maverick": 2}
+    calibration = {(r.model, r.instance, r.config) for r in read_rows() if r.config is not None}
+    assert not calibration & {(r.model, r.instance, r.config) for r in rows}
