@@ -157,7 +157,13 @@ def _workload_text(run: RunDescription) -> str:
         users = f"arriving at {w.rate:g}/s" if w.rate else f"from {w.concurrency or 1} users"
         out += f" · {w.requests:,} requests {users}"
     software = software_label(run.software.config) if run.software.config is not None else ""
-    return out + (f" · {w.dtype}" if w.dtype else "") + (f" · {software}" if software else "")
+    out += (f" · {w.dtype}" if w.dtype else "") + (f" · {software}" if software else "")
+    spec = run.speculation
+    if spec is not None:  # how it speculates, and whether its acceptance is its own or the published default
+        said = "" if spec.stated else ", published default acceptance"
+        out += (f" · {spec.method}{' fused' if spec.fused else ''} ×{spec.proposed} "
+                f"({spec.tokens_per_step:.2f}&nbsp;tokens/step{said})")
+    return out
 
 
 def _trust(run: Run):

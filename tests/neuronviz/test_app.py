@@ -1331,3 +1331,17 @@ def test_a_panes_header_gives_each_headline_figure_its_validation_error():
     trn3 = header_html(Run(simulate(RunConfig(model="llama-2-7b", chip="trn3", mode="decode", seq=128, new_tokens=8),
                                     max_events=0)), None)
     assert trn3.count("not&nbsp;validated") == 2  # its TTFT and its time per token
+
+
+def test_a_speculating_panes_header_says_how_and_whether_its_acceptance_is_the_published_default():
+    from neuronviz.session import Run
+    from neuronviz.widgets.pane import header_html
+    from sim.run import RunConfig, simulate
+
+    kw = dict(model="llama-3.1-8b", chip="trn2", mode="decode", seq=128, new_tokens=8, cores=8, spec_method="eagle3",
+              spec_k=3)
+    default = header_html(Run(simulate(RunConfig(**kw), max_events=0)), None)
+    # the EAGLE3 tutorial's 86.49/72.47/63.46%: 1 + 2.2242 tokens a step
+    assert "eagle3 ×3 (3.22&nbsp;tokens/step, published default acceptance)" in default
+    stated = header_html(Run(simulate(RunConfig(**kw, spec_acceptance=(0.5,)), max_events=0)), None)
+    assert "eagle3 ×3 (2.50&nbsp;tokens/step)" in stated  # a mean rate of 0.5 over 3 drafts: 1.5 accepted
