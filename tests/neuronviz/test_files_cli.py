@@ -146,3 +146,24 @@ def test_a_compact_trace_file_is_read_by_what_its_columns_decode_to(tmp_path):
     columns = sum(a.nbytes for a in trace.events.values())
     assert path.stat().st_size < columns / 10  # stored compressed
     assert reading_bytes(str(path)) >= columns  # so a big one opens off the GUI thread
+
+
+def test_sizing_a_file_whose_manifest_inflates_past_what_it_declares_reads_no_more_than_that(tmp_path):
+    # a manifest declaring 10 KB that deflates to 64 MiB (the hostile corpus's bomb, smaller): the
+    # size estimate File > Open makes first inflates at most the 10 KB, then gives up on it
+    import tracemalloc
+    import zipfile
+
+    from neuronviz.files import reading_bytes
+    from sim.io.native import MANIFEST
+    from tests.fuzz_corpus import Member, deflate_repeated, write_zip
+
+    path = tmp_path / "bomb.nvtrace"
+    write_zip(path, [Member(MANIFEST, deflate_repeated((b"\0" * (1 << 20), 64)), zipfile.ZIP_DEFLATED, 10_000, 0)])
+    tracemalloc.start()
+    try:
+        assert reading_bytes(str(path)) == path.stat().st_size  # its size, above what the member declares
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20  # not the 64 MiB it inflates to
