@@ -19,6 +19,7 @@ from functools import cache
 from pathlib import Path
 
 from sim.catalogue import label
+from sim.errors import SimError
 from sim.stacks import stack_of, stacks
 from sim.workloads import get_model
 from sim.workloads.models import ENCODER_DECODER
@@ -70,7 +71,10 @@ def software_of(cfg) -> str:
 
 def software_label(cfg) -> str:
     """The stack a generating run's header names ("vLLM", "TNX"), empty for other runs."""
-    software = software_of(cfg)
+    try:
+        software = software_of(cfg)
+    except SimError:  # a model this machine cannot read
+        return ""
     return stacks()[software].short if software in stacks() else ""
 
 
@@ -147,7 +151,10 @@ def headline_errors(trace) -> dict[str, ClassError | None]:
     cfg = run.software.config
     if cfg is None or run.measured or not run.deployment.chip:
         return {}
-    return {key: error_of(cfg, run.deployment.chip, key) for key in HEADLINES.get(cfg.mode, ())}
+    try:
+        return {key: error_of(cfg, run.deployment.chip, key) for key in HEADLINES.get(cfg.mode, ())}
+    except SimError:  # a model this machine cannot read (a config.json path of the machine that simulated it)
+        return {}
 
 
 def headline_record(trace) -> dict[str, dict | None]:

@@ -97,3 +97,22 @@ def test_with_sampling_on_the_host_the_drawn_span_is_still_the_reported_time(mod
         return
     assert _drawn_end(trace) - start == pytest.approx(met.latency_s * 1e9, abs=1.0)
     assert _drawn_first_token(trace) - start == pytest.approx(met.time_to_first_token_s * 1e9, abs=1.0)
+
+
+def test_a_run_of_a_model_this_machine_cannot_read_has_no_class_and_no_error_beside_its_numbers(tmp_path):
+    # a trace simulated elsewhere from a config.json path that does not exist here still opens: its
+    # numbers carry no validation error rather than failing the header
+    import json
+
+    from sim.validated import headline_errors, headline_text, software_label
+    from sim.workloads import get_model
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 2,
+                                  "num_attention_heads": 8, "intermediate_size": 1024, "vocab_size": 1000}))
+    trace = simulate(RunConfig(model=str(config), chip="inf2", mode="decode", seq=64, new_tokens=4), max_events=0)
+    assert set(headline_errors(trace)) == {"time_to_first_token_ms", "per_token_ms"}
+    config.unlink()
+    get_model.cache_clear()  # as on another machine
+    assert headline_errors(trace) == {} and headline_text(trace) == ""
+    assert software_label(trace.run.software.config) == ""
