@@ -111,7 +111,8 @@ class _Columns:
     def first_row(self, columns: list[str] | None = None) -> dict[str, Any]:
         for batch in self.batches(columns or list(self.schema)):
             if batch.num_rows:
-                return {k: v[0] for k, v in batch.slice(0, 1).to_pydict().items()}
+                row = batch.slice(0, 1)
+                return {name: _values(row.column(name))[0] for name in row.schema.names}
         return {}
 
 
@@ -171,6 +172,16 @@ class _Table(_Columns):
                 self.fail(f"table {self.name} cannot be read ({_first_line(exc)})")
 
 
+def _values(array: pa.Array) -> list:
+    """``array`` as Python values; text that is not valid UTF-8 (a damaged page: Parquet does not
+    check it) read with its bad bytes replaced, as a trace's other readers read such names."""
+    try:
+        return array.to_pylist()
+    except UnicodeDecodeError:
+        raw = array.cast(pa.large_binary()).to_pylist()
+        return [None if b is None else b.decode("utf-8", "replace") for b in raw]
+
+
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 
@@ -207,7 +218,7 @@ class _Names:
             return np.full(batch.num_rows, -1 if missing is None else self.of(missing), np.int64)
         col = batch.column(i)
         encoded = col if pa.types.is_dictionary(col.type) else col.dictionary_encode()
-        words = encoded.dictionary.to_pylist()
+        words = _values(encoded.dictionary)
         lookup = np.array([self.of(w[:MAX_TEXT]) if w else (-1 if missing is None else self.of(missing))
                            for w in words] or [0], np.int64)
         idx = encoded.indices.to_numpy(zero_copy_only=False)

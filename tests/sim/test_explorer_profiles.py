@@ -356,3 +356,20 @@ def test_a_layers_bytes_are_its_instructions_hbm_bytes(profile):
     layer_1 = next(s for s in analyse(trace).layers if s.name == "layer_1")
     assert layer_1.bytes == 4096.0  # the MATMUL's hbm_read_bytes; the profile's DMA packets are in no layer
     assert next(o for o in layer_1.ops if o.name == "MATMUL").bytes == 4096.0
+
+
+def test_text_that_is_not_utf8_in_a_table_reads_with_its_bad_bytes_replaced(tmp_path):
+    # Parquet does not check a string column's bytes: a damaged page may hold invalid UTF-8, which
+    # pyarrow's conversion to Python refuses with a UnicodeDecodeError (the fuzz corpus's case 342).
+    # The profile opens, the bad bytes replaced, as the other readers read such names.
+    profile = small_profile(tmp_path / "p", every_table=False)
+    metadata = pq.read_table(profile / "Metadata.parquet")
+    column = metadata.schema.get_field_index("first_ts")
+    text = b"2026-11-30 \xba10:00:00"
+    offsets = pa.py_buffer(np.array([0, len(text)], np.int32).tobytes())
+    bad = pa.Array.from_buffers(pa.string(), 1, [None, offsets, pa.py_buffer(text)])
+    with pytest.raises(UnicodeDecodeError):
+        bad.to_pylist()
+    pq.write_table(metadata.set_column(column, "first_ts", bad), profile / "Metadata.parquet")
+    (trace,) = load_file(profile)
+    assert trace.meta["profile"]["metadata"]["first_ts"] == "2026-11-30 \ufffd10:00:00"
