@@ -37,8 +37,12 @@ def fitted_on(row: Row) -> bool:
 
 def fitted_and_not(results: list[Result], held_out: list[Result]) -> tuple[list[Result], list[Result]]:
     """The counted results some residual is fitted on, and the others (every held-out row's too)."""
-    fitted = [r for r in results if r.counted and fitted_on(r.row)]
-    return fitted, [r for r in results if r.counted and not fitted_on(r.row)] + [r for r in held_out if r.counted]
+    fitted: list[Result] = []
+    unfitted: list[Result] = []
+    for r in results:
+        if r.counted:
+            (fitted if fitted_on(r.row) else unfitted).append(r)
+    return fitted, unfitted + [r for r in held_out if r.counted]
 
 
 def class_points(results: Iterable[Result]) -> list[tuple[ErrorClass, float]]:

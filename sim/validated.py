@@ -53,12 +53,14 @@ class ClassError:
 
     def brief(self) -> str:
         """"±17% (7 rows)": where the class is said beside it (a pane's header names its stack)."""
-        return f"±{100 * self.median_abs_error:.0f}% ({self.rows} row{'s' * (self.rows > 1)})"
+        return self._said("")
 
     def text(self) -> str:
         """"±17% (7 vLLM trn2 rows)"."""
-        rows = f"{self.rows} {describe_class(self.cls, short=True)} row{'s' * (self.rows > 1)}"
-        return f"±{100 * self.median_abs_error:.0f}% ({rows})"
+        return self._said(describe_class(self.cls, short=True) + " ")
+
+    def _said(self, what: str) -> str:
+        return f"±{100 * self.median_abs_error:.0f}% ({self.rows} {what}row{'s' * (self.rows > 1)})"
 
 
 def software_of(cfg) -> str:
