@@ -27,6 +27,7 @@ from sim.errors import ConfigError, SimError
 from sim.hardware.instances import get_instance
 from sim.io.atomic import NAME_MAX, atomic_file
 from sim.metrics import compute_metrics
+from sim.progress import Progress
 from sim.quant import QUANTS
 from sim.record import run_record
 from sim.run import RunConfig, simulate
@@ -315,26 +316,6 @@ class Journal:
         self.parts = []
         with contextlib.suppress(OSError):
             self.folder.rmdir()
-
-
-class Progress:
-    """Rows done, rate and time left, for a progress bar."""
-
-    def __init__(self, total: int, done: int = 0) -> None:
-        self.total, self.start_done, self.done = total, done, done
-        self.started = time.perf_counter()
-
-    def advance(self, n: int) -> None:
-        self.done += n
-
-    @property
-    def rate(self) -> float:
-        elapsed = time.perf_counter() - self.started
-        return (self.done - self.start_done) / elapsed if elapsed > 0 else 0.0
-
-    @property
-    def eta_s(self) -> float | None:
-        return (self.total - self.done) / self.rate if self.rate > 0 else None
 
 
 def sweep(points: Sequence[Point], output: str | Path, resume: bool = False, engine: str = "local",
