@@ -302,7 +302,10 @@ class Journal:
 
         if not rows:
             return
-        self.folder.mkdir(exist_ok=True)
+        try:
+            self.folder.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot keep the finished rows in {self.folder}: {exc.strerror or exc}") from None
         number = int(self.parts[-1].stem) + 1 if self.parts else 0
         part = self.folder / f"{number:06d}.parquet"
         with atomic_file(part) as f:
@@ -359,8 +362,11 @@ def sweep(points: Sequence[Point], output: str | Path, resume: bool = False, eng
                 journal.append(unsaved)
                 saved_at, unsaved = time.perf_counter(), []
     finally:
-        journal.append(unsaved)  # kept should the results file fail to write (a full disk)
-        write_results(target, sorted(rows.values(), key=lambda r: order.get(r["config_id"], len(order))))
+        try:
+            write_results(target, sorted(rows.values(), key=lambda r: order.get(r["config_id"], len(order))))
+        except BaseException:
+            journal.append(unsaved)  # the rows are kept for --resume when the results file cannot be written
+            raise
         journal.remove()
     return new, len(rows)
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from neuronviz.cli import main
-from sim.errors import ConfigError, SimError
+from sim.errors import ConfigError, SimError, TraceFileError
 from sim.sweep import Journal, Point, best, candidates, frontier, grid, pareto_front, read_results, run_point, sweep
 
 SMALL = dict(models=["bert-base"], instances=["inf2.xlarge", "trn1.2xlarge"], batches=[1, 4], seqs=[128, 256])
@@ -144,6 +144,30 @@ def test_every_flush_appends_the_rows_finished_since_the_last_to_the_journal(tmp
     assert seen == list(range(len(points) + 1))  # a configuration a batch on one process: a flush each
     assert [r["config_id"] for r in _rows(out)] == [p.key for p in points]
     assert not Journal(out).folder.exists()
+
+
+def test_rows_the_results_file_could_not_take_stay_in_the_journal_for_resume(tmp_path, monkeypatch):
+    points, out = grid(**SMALL), tmp_path / "r.parquet"
+    whole = tmp_path / "whole.parquet"
+    sweep(points, whole, workers=1)
+
+    def full_disk(path, rows):
+        raise TraceFileError(f"cannot write {path}: No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr("sim.sweep.write_results", full_disk)
+        with pytest.raises(TraceFileError, match="No space left"):
+            sweep(points, out, workers=1, save_every_s=3600)  # nothing flushed before the end
+    assert not out.exists() and len(Journal(out).rows()) == len(points)
+    assert sweep(points, out, resume=True, workers=1) == (0, len(points))
+    assert _rows(out) == _rows(whole)
+
+
+def test_a_journal_folder_that_cannot_be_made_is_a_one_line_error(tmp_path):
+    out = tmp_path / "r.parquet"
+    Journal(out).folder.write_text("in the way")
+    with pytest.raises(ConfigError, match=r"cannot keep the finished rows in .*\.r\.parquet\.parts: File exists"):
+        sweep(grid(**SMALL)[:2], out, workers=1, save_every_s=0)
 
 
 # a sweep that stops for good (as if the machine lost power) once 8 configurations are done
