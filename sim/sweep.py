@@ -292,7 +292,8 @@ class Journal:
         while len(os.fsencode(f".{name}.parts")) > NAME_MAX:  # a results file's name may be near the limit
             name = name[:-1]
         self.folder = target.parent / f".{name}.parts"
-        self.parts = sorted(self.folder.glob("*.parquet")) if self.folder.is_dir() else []
+        found = self.folder.glob("*.parquet") if self.folder.is_dir() else ()
+        self.parts = sorted((p for p in found if p.stem.isdigit()), key=lambda p: int(p.stem))  # as appended
 
     def rows(self) -> list[dict[str, Any]]:
         return [row for part in self.parts for row in read_results(part).to_pylist()]
