@@ -11,7 +11,6 @@ import os
 import signal
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +22,7 @@ from sim.errors import SimError
 from sim.hardware.chip import all_chips
 from sim.hardware.instances import instances_of
 from sim.io.inputs import csv_export_of, profile_of
+from sim.progress import TerminalBar
 from sim.run import RunConfig, simulate
 from sim.trace import Trace
 from sim.validated import headline_record
@@ -392,22 +392,6 @@ def _add_open(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_open)
 
 
-class _TerminalProgress:
-    """A progress bar on stderr, redrawn in place."""
-
-    WIDTH = 30
-
-    def __init__(self, what: str) -> None:
-        self.what = what
-
-    def __call__(self, done: int, total: int) -> bool:
-        filled = self.WIDTH * done // total
-        end = "\n" if done == total else ""
-        print(f"\r{self.what} [{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{total} frames", end=end,
-              file=sys.stderr, flush=True)
-        return True
-
-
 def cmd_animate(args: argparse.Namespace) -> int:
     """The playback as an animated GIF or a numbered PNG sequence, rendered headless."""
     from neuronviz.export import check_target, frame_count, is_frame_folder, parse_size, write_animation
@@ -416,9 +400,10 @@ def cmd_animate(args: argparse.Namespace) -> int:
     frame_count(args.fps, args.seconds, size)
     if not is_frame_folder(args.output):
         check_target(args.output, (".gif",))
+    bar = TerminalBar(f"rendering {args.output}", "frames")
     with _headless_window(args.files, args.theme) as (window, nothing_failed):  # renamed into place when whole
         frames = write_animation(window.session, _target_widget(window, args.pane), args.output, args.fps,
-                                 args.seconds, size, _TerminalProgress(f"rendering {args.output}"), nothing_failed)
+                                 args.seconds, size, bar.count, nothing_failed)
     print(f"wrote {args.output} ({frames} frames, {size.width()}x{size.height()}, {args.fps} frames/s)")
     return 0
 
@@ -539,26 +524,6 @@ SWEEP_AXES = {"model": "--model", "instance": "--instances", "batch": "--batch",
               "dtype": "--dtype", "mode": "--mode", "nodes": "--nodes", "quant": "--quant"}
 
 
-class _SweepProgress:
-    """The sweep's progress bar on stderr: rows done, rate and time left."""
-
-    WIDTH = 30
-
-    def __init__(self) -> None:
-        self.last = 0.0
-
-    def __call__(self, state) -> None:
-        now = time.perf_counter()
-        if state.done < state.total and now - self.last < 0.2:
-            return
-        self.last = now
-        filled = self.WIDTH * state.done // max(state.total, 1)
-        eta = "" if state.eta_s is None else f", {state.eta_s:,.0f} s left"
-        end = "\n" if state.done == state.total else ""
-        print(f"\rsweep [{'#' * filled}{'.' * (self.WIDTH - filled)}] {state.done}/{state.total} configurations"
-              f" ({state.rate:,.1f}/s{eta})  ", end=end, file=sys.stderr, flush=True)
-
-
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Simulate every combination of the lists given into a Parquet or CSV file."""
     from sim.sweep import grid, sweep
@@ -570,7 +535,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                   args.new_tokens, args.quant)
     try:
         new, total = sweep(points, args.output, args.resume, engine, args.scheduler or args.address, args.workers,
-                           _SweepProgress())
+                           TerminalBar("sweep", "configurations"))
     except KeyboardInterrupt:
         print(f"\ninterrupted: the finished rows are in {args.output}; run the same command with --resume to go on",
               file=sys.stderr)

@@ -5,12 +5,14 @@ A row holds the configuration, every field of ``neuronviz simulate --json`` (nes
 flattened: ``engine_utilization_tensor``), the costs a buyer compares (per million inferences,
 per million tokens, per training step) and a status: ``ok``, or ``error`` with the reason the
 configuration cannot run (it does not fit, a data type the chip lacks). Results are Arrow
-tables in Parquet (or CSV): written whole after every few rows, atomically, so an interrupted
-sweep keeps what it finished and ``resume`` skips it.
+tables in Parquet (or CSV). While a sweep runs, its finished rows are appended to a :class:`Journal`
+beside the results file every few seconds (never rewritten), so an interrupted or killed sweep
+keeps what it finished and ``resume`` skips it; the results file is written once, at the end.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
@@ -23,8 +25,9 @@ from typing import Any
 
 from sim.errors import ConfigError, SimError
 from sim.hardware.instances import get_instance
-from sim.io.atomic import atomic_file
+from sim.io.atomic import NAME_MAX, atomic_file
 from sim.metrics import compute_metrics
+from sim.progress import Progress
 from sim.quant import QUANTS
 from sim.record import run_record
 from sim.run import RunConfig, simulate
@@ -253,15 +256,11 @@ def read_results(path: str | Path):
 
 def write_results(path: str | Path, rows: list[dict[str, Any]]) -> None:
     """Write ``rows`` to ``path`` atomically (a temporary file beside it, then a rename)."""
-    import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
     target = Path(path)
-    columns: dict[str, None] = {}
-    for r in rows:
-        columns.update(dict.fromkeys(r))
-    table = pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in rows])
+    table = _table(rows)
     with atomic_file(target) as f:
         if _is_csv(target):
             pacsv.write_csv(table, f)
@@ -269,24 +268,58 @@ def write_results(path: str | Path, rows: list[dict[str, Any]]) -> None:
             pq.write_table(table, f)
 
 
-class Progress:
-    """Rows done, rate and time left, for a progress bar."""
+def _table(rows: list[dict[str, Any]]):
+    """``rows`` as one table: every column any row has (an error row has no latency), None where a row lacks it."""
+    import pyarrow as pa
 
-    def __init__(self, total: int, done: int = 0) -> None:
-        self.total, self.start_done, self.done = total, done, done
-        self.started = time.perf_counter()
+    columns: dict[str, None] = {}
+    for r in rows:
+        columns.update(dict.fromkeys(r))
+    return pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in rows])
 
-    def advance(self, n: int) -> None:
-        self.done += n
 
-    @property
-    def rate(self) -> float:
-        elapsed = time.perf_counter() - self.started
-        return (self.done - self.start_done) / elapsed if elapsed > 0 else 0.0
+class Journal:
+    """The finished rows of a sweep in progress, kept on disk until its results file holds them.
 
-    @property
-    def eta_s(self) -> float | None:
-        return (self.total - self.done) / self.rate if self.rate > 0 else None
+    Each :meth:`append` writes the rows finished since the last one as a small Parquet file (one row
+    group) in a hidden folder beside the results file, ``.NAME.parts``, atomically: a sweep killed at
+    any moment (SIGKILL, a power cut) loses at most the rows since its last append, and ``resume`` reads
+    them back. Rows are only added, so an append costs what it adds, not the table so far; each part
+    has the columns of its own rows, unified when the results file is written."""
+
+    def __init__(self, target: Path) -> None:
+        name = target.name
+        while len(os.fsencode(f".{name}.parts")) > NAME_MAX:  # a results file's name may be near the limit
+            name = name[:-1]
+        self.folder = target.parent / f".{name}.parts"
+        found = self.folder.glob("*.parquet") if self.folder.is_dir() else ()
+        self.parts = sorted((p for p in found if p.stem.isdigit()), key=lambda p: int(p.stem))  # as appended
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [row for part in self.parts for row in read_results(part).to_pylist()]
+
+    def append(self, rows: list[dict[str, Any]]) -> None:
+        import pyarrow.parquet as pq
+
+        if not rows:
+            return
+        try:
+            self.folder.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot keep the finished rows in {self.folder}: {exc.strerror or exc}") from None
+        number = int(self.parts[-1].stem) + 1 if self.parts else 0
+        part = self.folder / f"{number:06d}.parquet"
+        with atomic_file(part) as f:
+            pq.write_table(_table(rows), f)
+        self.parts.append(part)
+
+    def remove(self) -> None:
+        """Deletes the parts (once the results file holds their rows) and the folder, if nothing else is in it."""
+        for part in self.parts:
+            part.unlink(missing_ok=True)
+        self.parts = []
+        with contextlib.suppress(OSError):
+            self.folder.rmdir()
 
 
 def sweep(points: Sequence[Point], output: str | Path, resume: bool = False, engine: str = "local",
@@ -294,39 +327,48 @@ def sweep(points: Sequence[Point], output: str | Path, resume: bool = False, eng
           save_every_s: float = 2.0) -> tuple[int, int]:
     """Run a sweep into ``output``; returns (rows simulated now, rows in the file).
 
-    With ``resume`` the rows already in ``output`` are kept and their configurations skipped.
-    The file is rewritten every ``save_every_s`` and at the end (also on Ctrl-C) with its rows
-    in the grid's order, so a resumed sweep ends with the same table as an uninterrupted one."""
+    With ``resume`` the rows already in ``output`` and in its :class:`Journal` (left by a sweep that
+    was killed) are kept and their configurations skipped. The rows finished are appended to the
+    journal every ``save_every_s``; at the end (also on Ctrl-C or an error) ``output`` is written
+    once, atomically, with every row in the grid's order, so a resumed sweep ends with the same
+    table as an uninterrupted one, and the journal is removed."""
     target = Path(output)
+    journal = Journal(target)
     rows: dict[str, dict[str, Any]] = {}
-    if target.exists():
+    if target.exists() or journal.parts:
         if not resume:
-            raise ConfigError(f"{output} exists: --resume continues that sweep, or choose another -o")
-        rows = {r["config_id"]: r for r in read_results(target).to_pylist()}
+            where = output if target.exists() else f"a sweep into {output} was interrupted: {journal.folder}"
+            raise ConfigError(f"{where} exists: --resume continues that sweep, or choose another -o")
+        if target.exists():
+            rows = {r["config_id"]: r for r in read_results(target).to_pylist()}
+        rows.update((r["config_id"], r) for r in journal.rows())
     elif not target.parent.is_dir():
         raise ConfigError(f"cannot write {output}: no such directory {target.parent}")
     order = {p.key: i for i, p in enumerate(points)}
     todo = [p for p in points if p.key not in rows]
 
-    def save() -> None:
-        write_results(target, sorted(rows.values(), key=lambda r: order.get(r["config_id"], len(order))))
-
     state = Progress(len(points), len(points) - len(todo))
     if progress:
         progress(state)
-    saved_at, new = time.perf_counter(), 0
+    saved_at, new, unsaved = time.perf_counter(), 0, []
     try:
         for batch in execute(todo, engine, address, workers):
             rows.update((r["config_id"], r) for r in batch)
+            unsaved += batch
             new += len(batch)
             state.advance(len(batch))
             if progress:
                 progress(state)
             if time.perf_counter() - saved_at >= save_every_s:
-                save()
-                saved_at = time.perf_counter()
+                journal.append(unsaved)
+                saved_at, unsaved = time.perf_counter(), []
     finally:
-        save()
+        try:
+            write_results(target, sorted(rows.values(), key=lambda r: order.get(r["config_id"], len(order))))
+        except BaseException:
+            journal.append(unsaved)  # the rows are kept for --resume when the results file cannot be written
+            raise
+        journal.remove()
     return new, len(rows)
 
 

@@ -2,13 +2,18 @@
 a Dask cluster and Ray, interrupt and resume, and the queries over a results table."""
 
 import math
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pyarrow as pa
 import pytest
 
 from neuronviz.cli import main
-from sim.errors import ConfigError, SimError
-from sim.sweep import Point, best, candidates, frontier, grid, pareto_front, read_results, run_point, sweep
+from sim.errors import ConfigError, SimError, TraceFileError
+from sim.sweep import Journal, Point, best, candidates, frontier, grid, pareto_front, read_results, run_point, sweep
 
 SMALL = dict(models=["bert-base"], instances=["inf2.xlarge", "trn1.2xlarge"], batches=[1, 4], seqs=[128, 256])
 
@@ -123,6 +128,85 @@ def test_an_interrupted_sweep_resumes_to_the_same_table(tmp_path):
     assert simulated == len(points) - len(kept) and total == len(points)
     assert _rows(part) == _rows(whole)
     assert not list(tmp_path.glob(".*.tmp"))  # no temporary file left behind
+    assert not Journal(part).folder.exists()
+
+
+def test_every_flush_appends_the_rows_finished_since_the_last_to_the_journal(tmp_path):
+    out, seen = tmp_path / "r.parquet", []
+
+    def check_journal(state):
+        seen.append(state.done)
+        if len(seen) > 1:  # the journal holds every row up to the flush after the previous batch
+            assert [r["config_id"] for r in Journal(out).rows()] == [p.key for p in points[:seen[-2]]]
+
+    points = grid(**SMALL)
+    sweep(points, out, workers=1, progress=check_journal, save_every_s=0)
+    assert seen == list(range(len(points) + 1))  # a configuration a batch on one process: a flush each
+    assert [r["config_id"] for r in _rows(out)] == [p.key for p in points]
+    assert not Journal(out).folder.exists()
+
+
+def test_rows_the_results_file_could_not_take_stay_in_the_journal_for_resume(tmp_path, monkeypatch):
+    points, out = grid(**SMALL), tmp_path / "r.parquet"
+    whole = tmp_path / "whole.parquet"
+    sweep(points, whole, workers=1)
+
+    def full_disk(path, rows):
+        raise TraceFileError(f"cannot write {path}: No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr("sim.sweep.write_results", full_disk)
+        with pytest.raises(TraceFileError, match="No space left"):
+            sweep(points, out, workers=1, save_every_s=3600)  # nothing flushed before the end
+    assert not out.exists() and len(Journal(out).rows()) == len(points)
+    assert sweep(points, out, resume=True, workers=1) == (0, len(points))
+    assert _rows(out) == _rows(whole)
+
+
+def test_a_journal_folder_that_cannot_be_made_is_a_one_line_error(tmp_path):
+    out = tmp_path / "r.parquet"
+    Journal(out).folder.write_text("in the way")
+    with pytest.raises(ConfigError, match=r"cannot keep the finished rows in .*\.r\.parquet\.parts: File exists"):
+        sweep(grid(**SMALL)[:2], out, workers=1, save_every_s=0)
+
+
+# a sweep that stops for good (as if the machine lost power) once 8 configurations are done
+_KILLED_SWEEP = """
+import sys, time
+from sim.sweep import grid, sweep
+
+def stop_at_8(state):
+    if state.done >= 8:
+        open(sys.argv[2], "w").close()
+        time.sleep(60)
+
+sweep(grid(**eval(sys.argv[3])), sys.argv[1], workers=1, progress=stop_at_8, save_every_s=0)
+"""
+
+
+def test_a_killed_sweep_loses_only_the_rows_since_its_last_flush_and_resumes(tmp_path):
+    # inf1 has no fp8: six error rows (no latency column), then six that run, in parts of one row each
+    axes = dict(models=["bert-base"], instances=["inf1.xlarge", "inf2.xlarge"], batches=[1, 2, 4], seqs=[128, 256],
+                dtypes=["fp8"])
+    points = grid(**axes)
+    whole, out, stopped = tmp_path / "whole.parquet", tmp_path / "r.parquet", tmp_path / "stopped"
+    sweep(points, whole, workers=1)
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_SWEEP, str(out), str(stopped), repr(axes)],
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    deadline = time.monotonic() + 120
+    while not stopped.exists() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    child.send_signal(signal.SIGKILL)
+    assert child.wait() == -signal.SIGKILL and stopped.exists()
+    assert not out.exists()
+    kept = Journal(out).rows()
+    assert [r["config_id"] for r in kept] == [p.key for p in points[:7]]  # the 8th was not flushed
+    assert [r["status"] for r in kept] == ["error"] * 6 + ["ok"]
+    with pytest.raises(ConfigError, match="was interrupted.*--resume"):
+        sweep(points, out, workers=1)
+    assert sweep(points, out, resume=True, workers=1) == (len(points) - 7, len(points))
+    assert _rows(out) == _rows(whole)
+    assert not Journal(out).folder.exists()
 
 
 def test_an_existing_file_is_never_overwritten_without_resume(tmp_path):
