@@ -192,6 +192,8 @@ def two_ranks(demo_window, tmp_path):
     """The two ranks of the test above, open, with the Ranks tab shown."""
     dirs = [rank_profile(tmp_path / "r0", 0, 0, [11_000, 13_500]),
             rank_profile(tmp_path / "r1", 1, 2, [9_300, 11_200])]
+    show(demo_window, "Ranks")
+    assert not demo_window.ranks.strip.isVisible()  # the demo's runs are no ranks of one job
     assert demo_window.open_files([str(d) for d in dirs])
     show(demo_window, "Ranks")
     return demo_window

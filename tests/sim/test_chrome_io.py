@@ -774,3 +774,16 @@ def test_the_slices_a_stack_cannot_hold_are_found_without_walking_every_track():
         assert crossing(group, start, end).tolist() == walked.tolist(), (group, start, end)
         found += int(walked.any())
     assert 200 < found < 1800  # both kinds of group were drawn
+
+
+def test_no_flow_event_is_written_for_an_arrow_to_an_async_slice(traces):
+    """A flow event binds to a slice of its thread; an async slice is on a track of its own."""
+    from sim.trace import Trace
+
+    t = _overlapping(traces[1])
+    flows = {"from": [0, 0], "to": [4, 2], "names": ["x"], "name": [0, 0]}  # to store, then to a crossing transfer
+    t = Trace(meta={**t.meta, "flows": flows}, tracks=t.tracks, events=t.events, op_names=t.op_names,
+              op_layer=t.op_layer, layer_names=t.layer_names, layer_kinds=t.layer_kinds,
+              layer_start_ns=t.layer_start_ns, layer_end_ns=t.layer_end_ns, counters=t.counters)
+    events = export_chrome([t])["traceEvents"]
+    assert [(e["ph"], e["ts"]) for e in events if e["ph"] in "sf"] == [("s", 0.00025), ("f", 120.00025)]
