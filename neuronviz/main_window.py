@@ -230,6 +230,9 @@ class MainWindow(QMainWindow):
                 pane.timeline.setXLink(self.panes[0].timeline)
         if not self.panes:
             self.grid.addWidget(self.empty, 0, 0)
+        for view in self._views.values():  # a view drawn on the panes' clock shows their range
+            if hasattr(view, "follow_timeline"):
+                view.follow_timeline(self.panes[0].timeline if self.panes else None)
         self.fit()
         self._update_title()
 

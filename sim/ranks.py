@@ -7,6 +7,9 @@ A profile's times count from its first hardware timestamp, whose wall time its M
 earliest rank's it started. Collectives are matched by their order on each rank's collectives
 row (every rank of a collective runs the same sequence of them); a rank that ran fewer is matched
 as far as it goes.
+
+Over time (the overview row of each rank), :func:`activity` gives the share of any window its
+engines were busy and it waited, for as many windows at once as a row has pixels.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from datetime import datetime
 
 import numpy as np
 
-from sim.trace import Counter, Trace, union_length
+from sim.trace import Counter, Trace, union_intervals, union_length
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd")
 WAIT_OPS = ("semaphore wait", "DMA wait")  # the waits a device profile's instructions report (sim.io.explorer)
@@ -69,7 +72,8 @@ def _collective_track(trace: Trace) -> int:
     return next((i for i, t in enumerate(trace.tracks) if t.kind == "collective"), -1)
 
 
-def _collectives_of(trace: Trace) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def collective_events(trace: Trace) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Every collective of a rank (its collectives row) in time order: starts, ends and names."""
     track = _collective_track(trace)
     sel = np.flatnonzero(trace.events["track"] == track) if track >= 0 else np.zeros(0, np.int64)
     start = trace.events["start_ns"][sel]
@@ -108,7 +112,7 @@ class Collective:
 def collectives(traces: Sequence[Trace]) -> list[Collective]:
     """The collectives of ``traces`` (ranks on one clock) matched by order, as far as two or more
     ranks ran them."""
-    per_rank = [_collectives_of(t) for t in traces]
+    per_rank = [collective_events(t) for t in traces]
     n = sorted((len(s) for s, _, _ in per_rank), reverse=True)[1] if len(per_rank) > 1 else 0
     out = []
     for k in range(n):
@@ -150,3 +154,59 @@ def rank_summaries(traces: Sequence[Trace], matched: list[Collective] | None = N
         waited = sum(c.waits_ns[r] for c in matched if math.isfinite(c.waits_ns[r]))
         out.append(RankSummary(busy, wait_ns, cc_ns, waited, sum(c.straggler == r for c in matched)))
     return out
+
+
+class Coverage:
+    """How much of any window some intervals cover (overlaps counted once), for many windows at
+    once: the time covered before each edge, read off the running sum of their union's lengths."""
+
+    def __init__(self, start: np.ndarray, dur: np.ndarray) -> None:
+        s, d = union_intervals(start, dur)
+        self._start, self._end = s, s + d
+        self._before = np.concatenate(([0.0], np.cumsum(d)))  # covered before each interval of the union
+
+    def covered_ns(self, t: np.ndarray) -> np.ndarray:
+        """The time covered before each of the times ``t``."""
+        t = np.asarray(t, np.float64)
+        i = np.searchsorted(self._start, t, "right")  # intervals begun by then
+        ahead = np.where(i > 0, np.maximum(self._end[np.maximum(i - 1, 0)] - t, 0.0), 0.0) if len(self._end) else 0.0
+        return self._before[i] - ahead  # less what the last begun has still to cover
+
+    def shares(self, edges: np.ndarray) -> np.ndarray:
+        """The share of each window between consecutive ``edges`` that is covered."""
+        edges = np.asarray(edges, np.float64)
+        width = np.diff(edges)
+        return np.divide(np.diff(self.covered_ns(edges)), width, out=np.zeros(len(width)), where=width > 0)
+
+
+@dataclass(frozen=True)
+class RankActivity:
+    """A rank over time: its engines' busy time (the engines of its first core, as
+    :class:`RankSummary` counts them) and its waits."""
+
+    engines: dict[str, Coverage]
+    waits: Coverage
+
+    def busy(self, edges: np.ndarray) -> np.ndarray:
+        """The share of its engines busy in each window (their mean: 1 when all are busy throughout)."""
+        if not self.engines:
+            return np.zeros(max(len(edges) - 1, 0))
+        return np.mean([c.shares(edges) for c in self.engines.values()], axis=0)
+
+    def waiting(self, edges: np.ndarray) -> np.ndarray:
+        """The share of each window in which some instruction of it waited (on a semaphore or a DMA)."""
+        return self.waits.shares(edges)
+
+
+def activity(trace: Trace) -> RankActivity:
+    """What :class:`RankActivity` reads from a rank's events."""
+    ev = trace.events
+    engines = {}
+    for kind in ENGINES:
+        track = trace.track_index(kind, 0)
+        if track >= 0:
+            sel = ev["track"] == track
+            engines[kind] = Coverage(ev["start_ns"][sel], ev["dur_ns"][sel])
+    waits = np.isin(np.asarray(trace.op_names, dtype=object), WAIT_OPS) if trace.op_names else np.zeros(0, bool)
+    sel = waits[ev["op"]] if len(waits) else np.zeros(trace.n_events, bool)
+    return RankActivity(engines, Coverage(ev["start_ns"][sel], ev["dur_ns"][sel]))

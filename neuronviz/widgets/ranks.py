@@ -1,28 +1,47 @@
-"""Several ranks as one view: a row per rank (its engines' busy share, its waits, its collectives,
-how often the others waited for it), then every collective matched across ranks with each rank's
-arrival and the straggler marked. A collective's row shows it in every pane. The view Neuron
-Explorer's FAQ says it lacks for multi-rank device profiles (sim.ranks)."""
+"""Several ranks as one view: an overview strip of timeline rows on the panes' clock, a row per
+rank (its engines' busy share and its waits as shading, its collectives as bars, each collective's
+arrivals joined across the ranks and its straggler marked); then a table row per rank (its
+engines' busy share, its waits, its collectives, how often the others waited for it) and every
+collective matched across ranks with each rank's arrival and the straggler marked. Clicking a
+collective in the strip or the table shows it in every pane. The view Neuron Explorer's FAQ says
+it lacks for multi-rank device profiles (sim.ranks)."""
 
 from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtGui import QBrush, QColor
-from PySide6.QtWidgets import QLabel, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QObject, QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import QBrush, QColor, QCursor
+from PySide6.QtWidgets import QLabel, QSplitter, QTableWidget, QTableWidgetItem, QToolTip, QVBoxLayout
 
+from neuronviz.items.time_axis import TimeAxis
 from neuronviz.session import Session
+from neuronviz.theme import ENGINE_COLORS
 from neuronviz.widgets import compact_rows
 from neuronviz.widgets.lazy import LazyView
 from neuronviz.widgets.operators import SLOWER
 from sim.catalogue import number
-from sim.ranks import ENGINES, collectives, rank_summaries
+from sim.ranks import ENGINES, Collective, RankActivity, activity, collective_events, collectives, rank_summaries
+from sim.trace import Trace
 
 HINT = ("Open the device profiles of several ranks together (File > Open profile directory, or several at once with "
         "File > Open, or neuronviz DIR DIR...): their collectives are matched here, rank by rank, on one clock.")
 RANK_COLUMNS = ("rank", *(f"{e.capitalize() if e != 'gpsimd' else 'GpSimd'} busy %" for e in ENGINES), "waits µs",
                 "collectives µs", "waited for others µs", "last to arrive")
 STRAGGLER_ALPHA = 0.45
+BUSY_COLOR = ENGINE_COLORS["tensor"]  # a rank's engines busy: the upper half of its row, as opaque as busy
+WAIT_COLOR = ENGINE_COLORS["gpsimd"]  # and waiting (semaphores, DMA): the lower half
+COLLECTIVE_COLOR, COLLECTIVE_EDGE = ENGINE_COLORS["collective"], "#8a7f00"  # as the panes' collectives, outlined
+SKEW_COLOR = "#808080"  # the line joining a collective's arrivals rank to rank
+COLLECTIVE_HEIGHT = 0.5  # of a row
+STRAGGLER_PX = 11  # the straggler's mark, a triangle on the top edge of its bar
+HOVER_PX = 4  # how near a bar the pointer tells of it
+STRIP_AXIS_PX = 150  # the rank names
+STRIP_ROW_PX, STRIP_EXTRA_PX, STRIP_MAX_PX = 26, 40, 240  # the strip's height: rows and time axis
+SHADING_PX = 2  # of a column of the rows' shading
+MAX_SHADING_COLUMNS = 2048
 
 
 def _item(text: str, tip: str = "") -> QTableWidgetItem:
@@ -38,6 +57,158 @@ def _us(ns: float) -> str:
     return "-" if not math.isfinite(ns) else number(ns / 1e3)
 
 
+class RankStrip(pg.PlotWidget):
+    """The ranks as timeline rows on the panes' clock: each rank's row shaded by how busy its
+    engines were (upper half) and how much it waited (lower half), pixel by pixel of the range
+    shown; its collectives as bars; each matched collective's arrivals joined across the ranks
+    and its straggler marked above its bar. Hovering tells the rank, the collective, its arrival
+    and wait; clicking a collective emits its index."""
+
+    sig_collective_clicked = Signal(int)
+
+    def __init__(self) -> None:
+        super().__init__(axisItems={"bottom": TimeAxis()})
+        self.setMenuEnabled(False)
+        self.hideButtons()
+        self.setMouseEnabled(x=True, y=False)
+        self.invertY(True)
+        self.getAxis("left").setWidth(STRIP_AXIS_PX)
+        self.enableAutoRange(x=False, y=False)  # the panes' range, or the ranks' span: set, not fitted
+        self.shading = pg.ImageItem()
+        self.addItem(self.shading, ignoreBounds=True)
+        self.bars = pg.BarGraphItem(x0=[], x1=[], y=[], height=COLLECTIVE_HEIGHT, brush=COLLECTIVE_COLOR,
+                                    pen=pg.mkPen(COLLECTIVE_EDGE))
+        self.addItem(self.bars)
+        self.skew = pg.PlotCurveItem(pen=pg.mkPen(SKEW_COLOR, width=1, style=Qt.PenStyle.DashLine), connect="pairs")
+        self.addItem(self.skew)
+        self.marks = pg.ScatterPlotItem(symbol="t", size=STRAGGLER_PX, brush=QColor(SLOWER), pen=pg.mkPen("#101010"))
+        self.addItem(self.marks)
+        self.titles: list[str] = []
+        self.activity: list[RankActivity] = []
+        self.units = np.ones(0)  # x per ns of each rank's row: 1, or 1 / its duration when normalised
+        self.matched: list[Collective] = []
+        self.starts = self.ends = np.zeros((0, 0))  # per matched collective and rank, on the x axis
+        # shading follows the range a frame later, all changes of a frame at once, and waits while
+        # the strip is off screen (the panes' zoom moves it with every frame)
+        self._shade_later = QTimer(self, singleShot=True, interval=0, timeout=self._shade)
+        self._stale = False
+        self.getViewBox().sigXRangeChanged.connect(self._range_moved)
+        self.scene().sigMouseMoved.connect(self._hovered)
+        self.scene().sigMouseClicked.connect(self._clicked)
+
+    def set_ranks(self, titles: list[str], traces: list[Trace], matched: list[Collective], units: np.ndarray) -> None:
+        """Draw ``traces`` (ranks) as rows named ``titles``; ``units``: x per ns of each row."""
+        self.titles, self.matched, self.units = titles, matched, np.asarray(units, np.float64)
+        self.activity = [activity(t) for t in traces]
+        n = len(traces)
+        self.getAxis("left").setTicks([[(r, f"{r + 1}: {t}") for r, t in enumerate(titles)]])
+        self.setYRange(-0.5, n - 0.5, padding=0)
+        x0, x1, y = [], [], []
+        for r, trace in enumerate(traces):
+            start, end, _ = collective_events(trace)
+            x0.append(start * self.units[r])
+            x1.append(end * self.units[r])
+            y.append(np.full(len(start), r, np.float64))
+        self.bars.setOpts(x0=np.concatenate(x0), x1=np.concatenate(x1), y=np.concatenate(y))
+        self.starts = np.array([c.starts for c in matched], np.float64).reshape(-1, n) * self.units
+        self.ends = np.array([c.ends for c in matched], np.float64).reshape(-1, n) * self.units
+        # each collective's arrivals joined rank to rank: how far apart the ranks reached it
+        a, b = self.starts[:, :-1], self.starts[:, 1:]
+        both = np.isfinite(a) & np.isfinite(b)
+        rows = np.broadcast_to(np.arange(n - 1, dtype=np.float64), a.shape)
+        self.skew.setData(np.column_stack([a[both], b[both]]).ravel(),
+                          np.column_stack([rows[both], rows[both] + 1]).ravel())
+        straggler = np.array([c.straggler for c in matched], np.int64)
+        self.marks.setData(self.starts[np.arange(len(matched)), straggler], straggler - COLLECTIVE_HEIGHT / 2)
+        self._range_moved()
+
+    def _range_moved(self, *_: object) -> None:
+        self._stale = True
+        if self.isVisible() and not self.visibleRegion().isEmpty():
+            self._shade_later.start()
+
+    def paintEvent(self, event) -> None:  # noqa: N802 (Qt)
+        super().paintEvent(event)
+        if self._stale:  # brought on screen since the range moved
+            self._shade_later.start()
+
+    def _shade(self) -> None:
+        """The rows' shading over the range shown, a column per :data:`SHADING_PX` pixels."""
+        self._stale = False
+        n = len(self.activity)
+        if not n:
+            self.shading.clear()
+            return
+        (x0, x1), width = self.viewRange()[0], self.getViewBox().width()
+        columns = int(min(max(width / SHADING_PX, 1), MAX_SHADING_COLUMNS))
+        edges = np.linspace(x0, x1, columns + 1)
+        image = np.zeros((columns, 2 * n, 4), np.uint8)
+        for r, act in enumerate(self.activity):
+            t = edges / self.units[r]
+            for band, (share, color) in enumerate(((act.busy(t), BUSY_COLOR), (act.waiting(t), WAIT_COLOR))):
+                c = QColor(color)
+                image[:, 2 * r + band, :3] = (c.red(), c.green(), c.blue())
+                image[:, 2 * r + band, 3] = np.rint(np.clip(share, 0.0, 1.0) * 255)
+        self.shading.setImage(image, autoLevels=False, levels=(0, 255))
+        self.shading.setRect(QRectF(x0, -0.5, x1 - x0, n))
+
+    def collective_at(self, x: float, y: float, tolerance: float = 0.0) -> int:
+        """The matched collective on the row at ``y`` whose bar holds ``x`` (within ``tolerance``),
+        the one arriving nearest it; -1 for none."""
+        r = int(round(y))
+        if not (0 <= r < self.starts.shape[1] and len(self.starts)):
+            return -1
+        start, end = self.starts[:, r], self.ends[:, r]
+        hit = np.flatnonzero((start - tolerance <= x) & (x <= end + tolerance))
+        return int(hit[np.argmin(np.abs(start[hit] - x))]) if len(hit) else -1
+
+    def describe(self, x: float, y: float, tolerance: float = 0.0) -> str:
+        """What the row at ``y`` shows at ``x``: the collective there (its arrival, and the wait
+        for the straggler or that it is the straggler), else the rank's busy and waiting shares of
+        the pixel there."""
+        r = int(round(y))
+        if not 0 <= r < len(self.titles):
+            return ""
+        k = self.collective_at(x, y, tolerance)
+        if k >= 0:
+            c = self.matched[k]
+            first = min(s for s in c.starts if math.isfinite(s))
+            head = f"{r + 1}: {self.titles[r]} · {c.name} #{c.index + 1}"
+            if r == c.straggler:
+                return (f"{head}\nthe straggler: arrived last, {_us(c.spread_ns)} µs after the first rank; "
+                        "the others waited for it\nclick to show it in the panes")
+            return (f"{head}\narrived {_us(c.starts[r] - first)} µs after the first rank; waited "
+                    f"{_us(c.waits_ns[r])} µs for the straggler ({c.straggler + 1})\nclick to show it in the panes")
+        (x0, x1), width = self.viewRange()[0], max(self.getViewBox().width(), 1.0)
+        half = (x1 - x0) / width / 2
+        t = np.array([x - half, x + half]) / self.units[r]
+        act = self.activity[r]
+        return f"{r + 1}: {self.titles[r]}\nengines busy {act.busy(t)[0]:.0%}, waiting {act.waiting(t)[0]:.0%} here"
+
+    def _view_point(self, scene_pos) -> tuple[float, float, float] | None:
+        vb = self.getViewBox()
+        if not vb.sceneBoundingRect().contains(scene_pos):
+            return None
+        p = vb.mapSceneToView(scene_pos)
+        (x0, x1), width = self.viewRange()[0], max(vb.width(), 1.0)
+        return p.x(), p.y(), HOVER_PX * (x1 - x0) / width
+
+    def _hovered(self, scene_pos) -> None:
+        at = self._view_point(scene_pos)
+        text = self.describe(*at) if at is not None else ""
+        if text:
+            QToolTip.showText(QCursor.pos(), text, self)
+        else:
+            QToolTip.hideText()
+
+    def _clicked(self, event) -> None:
+        at = self._view_point(event.scenePos())
+        if at is not None and event.button() == Qt.MouseButton.LeftButton:
+            k = self.collective_at(*at)
+            if k >= 0:
+                self.sig_collective_clicked.emit(k)
+
+
 class RanksView(LazyView):
     sig_show_span = Signal(int, float, float)  # run index, start ns, end ns: zoom the panes there
 
@@ -48,6 +219,12 @@ class RanksView(LazyView):
         self.title.setWordWrap(True)
         self.overview = QTableWidget(0, len(RANK_COLUMNS))
         self.overview.setHorizontalHeaderLabels(list(RANK_COLUMNS))
+        self.strip = RankStrip()
+        self.strip.sig_collective_clicked.connect(self._strip_clicked)
+        self.strip.getViewBox().sigXRangeChanged.connect(self._strip_moved)
+        self.strip.hide()
+        self.timeline: pg.PlotItem | None = None  # the panes' (the first's): the strip shows its range
+        self._following = False
         self.collectives = QTableWidget(0, 0)
         self.collectives.cellClicked.connect(self._collective_clicked)
         for table in (self.overview, self.collectives):
@@ -59,9 +236,11 @@ class RanksView(LazyView):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.title)
+        layout.addWidget(self.strip)
         layout.addWidget(split, 1)
         self.matched = []
         session.sig_runs_changed.connect(self.refresh)
+        session.sig_time_mode_changed.connect(self.refresh)
 
     def first_shown(self) -> None:
         self.refresh()
@@ -76,7 +255,9 @@ class RanksView(LazyView):
             self.title.setText(HINT)
             self.overview.setRowCount(0)
             self.collectives.setRowCount(0)
+            self.strip.hide()
             return
+        self._draw_strip(runs)
         spread = max(c.spread_ns for c in self.matched)
         self.title.setText(f"{len(runs)} ranks, {len(self.matched):,} collectives matched in order; the widest "
                            f"spread between first and last arrival {_us(spread)} µs. The straggler of each "
@@ -111,6 +292,45 @@ class RanksView(LazyView):
                     item.setToolTip(f"the straggler: arrived last, {_us(c.spread_ns)} µs after the first")
                 self.collectives.setItem(k, first_col + r, item)
         self.collectives.resizeColumnsToContents()
+
+    def _draw_strip(self, runs: list) -> None:
+        units = [1.0 / r.duration_ns if self.session.normalised else 1.0 for r in runs]
+        self.strip.setFixedHeight(min(STRIP_ROW_PX * len(runs) + STRIP_EXTRA_PX, STRIP_MAX_PX))
+        self.strip.getAxis("bottom").set_normalised(self.session.normalised)
+        self.strip.show()
+        self.strip.set_ranks([r.short_title for r in runs], [r.trace for r in runs], self.matched, np.array(units))
+        if self.timeline is not None:
+            self._pane_moved(None, self.timeline.viewRange()[0])
+        else:
+            self.strip.setXRange(0.0, 1.0 if self.session.normalised else self.session.max_duration_ns, padding=0.01)
+
+    def follow_timeline(self, timeline: pg.PlotItem | None) -> None:
+        """Show the range of the panes' ``timeline`` in the strip, and move it when the strip is
+        zoomed or panned (None: the panes are gone)."""
+        if self.timeline is not None:
+            try:
+                self.timeline.sigXRangeChanged.disconnect(self._pane_moved)
+            except RuntimeError:  # gone with its pane
+                pass
+        self.timeline = timeline
+        if timeline is not None:
+            timeline.sigXRangeChanged.connect(self._pane_moved)
+            self._pane_moved(None, timeline.viewRange()[0])
+
+    def _pane_moved(self, _view: object, x_range: tuple[float, float]) -> None:
+        self._following = True
+        try:
+            self.strip.setXRange(*x_range, padding=0)
+        finally:
+            self._following = False
+
+    def _strip_moved(self, _view: object, x_range: tuple[float, float]) -> None:
+        if not self._following and self.timeline is not None:
+            self.timeline.setXRange(*x_range, padding=0)
+
+    def _strip_clicked(self, k: int) -> None:
+        self.collectives.selectRow(k)
+        self._collective_clicked(k, 0)
 
     def _collective_clicked(self, row: int, _column: int) -> None:
         if 0 <= row < len(self.matched):

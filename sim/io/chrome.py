@@ -4,7 +4,11 @@ Export writes one process (``pid``) per run and NeuronCore and one thread (``tid
 named with ``process_name`` / ``thread_name`` metadata events; every Trace event becomes a complete
 event (``"ph": "X"``, times in microseconds) whose args hold its layer, FLOPs and bytes, every
 counter sample a counter event (``"ph": "C"``) and every flow arrow (``meta["flows"]``) a pair of
-flow events (``s`` and ``f``) that bind to its two slices in any reader. The tables a Chrome trace
+flow events (``s`` and ``f``) that bind to its two slices in any reader. Complete events of a
+thread must nest; an event overlapping one of its track without nesting in it (a server's request
+beside the engine steps, DMA transfers in flight together) becomes an async slice instead (``b``
+and ``e`` of its name and category, an id of its own), which Perfetto stacks on a track of the
+process beside the others of its name. The tables a Chrome trace
 has no place for (meta, tracks, op and layer tables, counter units) go to ``otherData["neuronviz"]``,
 so our own files load back into the same runs, one Trace per run; times come back within float
 rounding of microseconds.
@@ -82,7 +86,7 @@ from sim.io.native import (
     _validate_trace,
     read_problem,
 )
-from sim.io.slices import RowIndex, stack_depths, stack_order
+from sim.io.slices import RowIndex, crossing, stack_depths, stack_order
 from sim.trace import EVENT_COLUMNS, Counter, Trace, Track
 
 FORMAT_NAME = "neuronviz-chrome"
@@ -247,8 +251,10 @@ def _event_chunks(traces: Sequence[Trace], layouts: list[_Layout]) -> Iterator[l
     """Every event of the export, a chunk at a time; columns are converted with NumPy, not per event."""
     yield _metadata_events(traces, layouts)
     flow_ids = itertools.count(1)  # a flow's id is the file's, across runs
+    async_ids = itertools.count(1)  # so is an async slice's
     for trace, lay in zip(traces, layouts, strict=True):
         ev = trace.events
+        crossed = crossing_events(trace)
         track_pid = np.array([lay.pids[t.core] for t in trace.tracks] or [0], np.int64)
         track_tid = np.array(lay.tids or [0], np.int64)
         track_cat = _objects([t.kind for t in trace.tracks] or [""])
@@ -268,8 +274,9 @@ def _event_chunks(traces: Sequence[Trace], layouts: list[_Layout]) -> Iterator[l
             if lay.indexed:
                 for e, o, li in zip(chunk, op.tolist(), layer.tolist(), strict=True):
                     e["args"]["op"], e["args"]["layer_index"] = o, li
+            _as_async(chunk, np.flatnonzero(crossed[sl]).tolist(), async_ids)
             yield chunk
-        yield _flow_events(trace, track_pid, track_tid, flow_ids)
+        yield _flow_events(trace, track_pid, track_tid, flow_ids, crossed)
         pid = next(iter(lay.pids.values()))
         for c in trace.counters.values():
             name = c.name
@@ -279,12 +286,36 @@ def _event_chunks(traces: Sequence[Trace], layouts: list[_Layout]) -> Iterator[l
                        for t, v in zip(ts[lo:lo + CHUNK_EVENTS], values[lo:lo + CHUNK_EVENTS], strict=True)]
 
 
+def crossing_events(trace: Trace) -> np.ndarray:
+    """Which events a thread's stack of slices cannot hold: those overlapping an event of their
+    track without nesting in it (:func:`sim.io.slices.crossing`), on the whole nanoseconds a
+    Perfetto trace has (float rounding of a sum of durations is no overlap)."""
+    ev = trace.events
+    start = np.rint(ev["start_ns"])
+    return crossing(ev["track"].astype(np.int64), start, np.maximum(np.rint(ev["start_ns"] + ev["dur_ns"]), start))
+
+
+def _as_async(chunk: list[dict[str, Any]], crossed: list[int], ids: Iterator[int]) -> None:
+    """The complete events ``crossed`` of ``chunk`` turned into async slices in place: a ``b``
+    with the event's name, category, args and an id of its own, and its ``e`` added at the end
+    of the chunk. Perfetto draws them on a track of their own under the process, with the other
+    slices of their name, each in the lowest row free (as :func:`_match_async` reads them); our
+    own import puts them back on the track of their ``tid``."""
+    for i in crossed:
+        e = chunk[i]
+        dur = e.pop("dur")
+        e["ph"], e["id"] = "b", next(ids)
+        chunk.append({"ph": "e", "name": e["name"], "cat": e["cat"], "id": e["id"], "ts": e["ts"] + dur,
+                      "pid": e["pid"], "tid": e["tid"]})
+
+
 def _flow_events(trace: Trace, track_pid: np.ndarray, track_tid: np.ndarray,
-                 ids: Iterator[int]) -> list[dict[str, Any]]:
+                 ids: Iterator[int], crossed: np.ndarray) -> list[dict[str, Any]]:
     """The run's flow arrows (``meta["flows"]``) as flow events of the first version, so that any
     reader of the file draws them: an ``s`` where the slice the arrow leaves starts and an ``f``
     (bound to the slice holding it) in the slice it enters, at its start or, when that is earlier,
-    the first's; an arrow into a slice that ends before the first starts has no such events."""
+    the first's; an arrow into a slice that ends before the first starts has no such events, nor
+    has one from or to an async slice (``crossed``), which a flow event of its thread cannot bind."""
     flows = trace.meta.get("flows")
     if not isinstance(flows, dict):
         return []
@@ -292,7 +323,8 @@ def _flow_events(trace: Trace, track_pid: np.ndarray, track_tid: np.ndarray,
     names = [str(x) for x in flows.get("names", [])] or [FLOW_NAME]
     out = []
     for a, b, k in zip(flows.get("from", []), flows.get("to", []), flows.get("name", []), strict=False):
-        if not (type(a) is int and type(b) is int and 0 <= a < n and 0 <= b < n and a != b):
+        if not (type(a) is int and type(b) is int and 0 <= a < n and 0 <= b < n and a != b) or crossed[a] \
+                or crossed[b]:
             continue
         start_a, start_b = float(ev["start_ns"][a]), float(ev["start_ns"][b])
         t = max(start_a, start_b)
@@ -902,7 +934,8 @@ class _Scan:
 
     keys: list[tuple] = field(default_factory=list)  # unique (pid, tid) of slices, first seen first
     strings: list[str] = field(default_factory=list)  # every distinct name, category and layer
-    key: np.ndarray = field(default_factory=_no_ints)  # per slice: index into keys
+    key: np.ndarray = field(default_factory=_no_ints)  # per slice: index into keys, of the track it is laid out on
+    thread: np.ndarray = field(default_factory=_no_ints)  # and of the thread that wrote it (an async slice's tid)
     pos: np.ndarray = field(default_factory=_no_ints)  # per slice: index in the file
     name: np.ndarray = field(default_factory=_no_ints)  # index into strings
     cat: np.ndarray = field(default_factory=_no_ints)
@@ -947,7 +980,7 @@ ASYNC = "async"  # a process's async slices of one name are keyed (pid, (ASYNC, 
 _FLOW_ROLE = {"s": FLOW_BEGIN, "t": FLOW_STEP, "f": FLOW_END}
 
 
-_SLICE_COLUMNS = ("key", "pos", "name", "cat", "ts", "dur", "layer", "op", "layer_index", "flops", "bytes",
+_SLICE_COLUMNS = ("key", "thread", "pos", "name", "cat", "ts", "dur", "layer", "op", "layer_index", "flops", "bytes",
                   "why_layer", "why_op", "why_layer_index")
 
 
@@ -1024,7 +1057,10 @@ class _Scanner:
                            for p, b, e in zip(pos_l, bind, events, strict=True) if _flow_id(b))
 
     def _add(self, keys: list, pos: np.ndarray, name: list, cat: list, ts: np.ndarray, dur: np.ndarray,
-             args: list[_SliceArgs]) -> None:
+             args: list[_SliceArgs], threads: list | None = None) -> None:
+        """Adds slices as columns: ``keys`` say which track they are laid out on, ``threads``
+        (when not ``keys``) the (pid, tid) that wrote each, by which our own export's tables find
+        its track."""
         layer = _attr(args, "layer")
         if set(map(type, layer)) == {str}:
             layer_id, why_layer = self._ids(layer), np.zeros(len(layer), np.int8)
@@ -1034,7 +1070,10 @@ class _Scanner:
                                  np.int8)
         op, why_op = _int_arg(_attr(args, "op"))
         layer_index, why_layer_index = _int_arg(_attr(args, "layer_index"))
-        columns = {"key": np.fromiter(map(self.keys.__getitem__, keys), np.int64, count=len(keys)), "pos": pos,
+        key = np.fromiter(map(self.keys.__getitem__, keys), np.int64, count=len(keys))
+        thread = key if threads is None else np.fromiter(map(self.keys.__getitem__, threads), np.int64,
+                                                         count=len(threads))
+        columns = {"key": key, "thread": thread, "pos": pos,
                    "name": self._ids(name), "cat": self._ids(cat), "ts": ts, "dur": dur, "layer": layer_id,
                    "op": op, "layer_index": layer_index,
                    "flops": _arg_column(_attr(args, "flops"), "flops", self.fail),
@@ -1182,7 +1221,7 @@ class _Scanner:
                   np.array([t0 for *_, t0, _ in pairs], np.float64),
                   np.array([max(t1 - t0, 0.0) for *_, t0, t1 in pairs], np.float64),
                   [msgspec.convert({**_args_of(events[b[0]]), **(_args_of(events[e[0]]) if e else _EMPTY)},
-                                   _LooseSliceArgs) for b, e, *_ in pairs])
+                                   _LooseSliceArgs) for b, e, *_ in pairs], [b[1] for b, *_ in pairs])
 
     def _flow_points(self) -> _FlowPoints | None:
         """The points of flows of both versions; a point of the first version that cannot be used
@@ -1673,13 +1712,16 @@ def _build(scan: _Scan, other: dict, label: str, fail: Fail) -> list[Trace]:
                 owner[(t[3], t[4])] = (r, i)
             for p in run["pids"]:
                 pid_run[p] = r
+        # a slice is found by the thread that wrote it: an async one too, laid out on a track of its own
         run_of_key = np.array([owner.get(k, (-1, -1))[0] for k in scan.keys] or [-1], np.int64)
         track_of_key = np.array([owner.get(k, (-1, -1))[1] for k in scan.keys] or [-1], np.int64)
-        ev_run = run_of_key[scan.key] if n else np.zeros(0, np.int64)
+        ev_run = run_of_key[scan.thread] if n else np.zeros(0, np.int64)
         for r, run in enumerate(runs):
             idx = np.flatnonzero(ev_run == r)
+            if np.any(np.diff(scan.pos[idx]) < 0):  # async slices come after the rest: back in file order
+                idx = idx[np.argsort(scan.pos[idx], kind="stable")]
             keys = [k for k in counter_keys if pid_run.get(k[0]) == r]
-            traces.append(_own_trace(scan, idx, track_of_key[scan.key[idx]], run, r, keys, fail))
+            traces.append(_own_trace(scan, idx, track_of_key[scan.thread[idx]], run, r, keys, fail))
         foreign = np.flatnonzero(ev_run < 0)
         counter_keys = [k for k in counter_keys if k[0] not in pid_run]
     if len(foreign) or counter_keys:

@@ -5,7 +5,9 @@ and end, instants, counters) with their names and categories interned per packet
 deflate-compressed packets; every other packet is skipped. Each track with slices becomes a row
 (named "process / thread"), each counter track a counter, as Chrome JSON of another tool is read.
 Written: a process per run, a thread track per engine and DMA queue, a counter track per counter,
-a slice per event named by its op in the category of its layer, names interned once.
+a slice per event named by its op in the category of its layer, names interned once. The events
+that overlap one of their track without nesting in it go on async tracks of the process named
+as their track (as many as overlap at once), which Perfetto draws merged into one.
 
 Both ways go through :mod:`sim.io.protowire`, which reads and writes the packets of a window of
 the file together with array operations (a generated class per packet cost 9 us an event). Only
@@ -30,9 +32,10 @@ import numpy as np
 from sim.errors import TraceFileError
 from sim.io import protowire as pw
 from sim.io.atomic import atomic_file
-from sim.io.chrome import MAX_DEPTH_ROWS
+from sim.io.chrome import MAX_DEPTH_ROWS, crossing_events
 from sim.io.inputs import Fail, name_text, open_regular
 from sim.io.protowire import I64, LEN, VARINT, Fields, scan, tag
+from sim.io.slices import stack_depths
 from sim.trace import Counter, Trace, Track
 
 MAX_FILE_BYTES = 4 << 30
@@ -775,15 +778,39 @@ def save_pftrace(path: str | os.PathLike, traces: Sequence[Trace]) -> None:
                 thread = _field(PID, r + 1) + _field(TID, t + 1) + _field(THREAD_NAME, track.name)
                 f.write(_packet(_field(DESCRIPTOR, _field(UUID, base + t + 1) + _field(THREAD, thread)
                                        + _field(PARENT_UUID, base) + _field(RANK, t))))
+            lane, lane_track = _lanes(trace)
+            for j, t in enumerate(lane_track.tolist()):  # named as their track, in its place: Perfetto merges them
+                f.write(_packet(_field(DESCRIPTOR, _field(UUID, base + LANES + j)
+                                       + _field(TRACK_NAME, trace.tracks[t].name) + _field(PARENT_UUID, base)
+                                       + _field(RANK, t))))
             for c, counter in enumerate(trace.counters.values()):
                 f.write(_packet(_field(DESCRIPTOR, _field(UUID, base + 0x10000 + c) + _field(TRACK_NAME, counter.name)
                                        + _field(PARENT_UUID, base) + _field(COUNTER_TRACK, b""))))
-            _write_events(f, trace, base, iid, cat_iid)
+            _write_events(f, trace, np.where(lane >= 0, lane + (base + LANES),
+                                             trace.events["track"].astype(np.int64) + (base + 1)), iid, cat_iid)
             for c, counter in enumerate(trace.counters.values()):
                 _write_counter(f, counter, base + 0x10000 + c)
 
 
 CHUNK = 1 << 18  # packets built and written at a time
+LANES = 0x20000  # a run's async tracks' uuids start here, after its threads' and counters'
+
+
+def _lanes(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Where the events a thread's stack cannot hold (:func:`~sim.io.chrome.crossing_events`) go:
+    async tracks of their process (a TrackEvent track's slices must nest), a lane of its track
+    each in the lowest free where they overlap. Each event's lane (-1: on its thread) and each
+    lane's track."""
+    crossed = np.flatnonzero(crossing_events(trace))
+    lane = np.full(trace.n_events, -1, np.int64)
+    if not len(crossed):
+        return lane, np.zeros(0, np.int64)
+    ev = trace.events
+    track = ev["track"][crossed].astype(np.int64)
+    start = np.rint(ev["start_ns"][crossed])  # as written
+    depth = stack_depths(track, start, np.maximum(np.rint(ev["start_ns"][crossed] + ev["dur_ns"][crossed]), start))
+    pairs, lane[crossed] = np.unique(track * (int(depth.max()) + 1) + depth, return_inverse=True)
+    return lane, pairs // (int(depth.max()) + 1)
 
 
 def _timed(ts: np.ndarray, event: pw.Rows, flags: bool) -> bytes:
@@ -806,9 +833,9 @@ def _write_counter(f, counter: Counter, uuid: int) -> None:
         f.write(_timed(ts[a:a + CHUNK], event, flags=False))
 
 
-def _write_events(f, trace: Trace, base: int, iid: dict[str, int], cat_iid: dict[str, int]) -> None:
+def _write_events(f, trace: Trace, uuid: np.ndarray, iid: dict[str, int], cat_iid: dict[str, int]) -> None:
     """Each event as a begin and an end packet (an instant when it lasts no time), in time order,
-    on its track, with its op's interned name, its layer's interned category and its flows."""
+    on its track (``uuid``), with its op's interned name, its layer's interned category and its flows."""
     ev = trace.events
     n = trace.n_events
     start = np.rint(ev["start_ns"]).astype(np.int64)
@@ -831,7 +858,7 @@ def _write_events(f, trace: Trace, base: int, iid: dict[str, int], cat_iid: dict
         rows, begin = k[a:b], ~is_end[a:b]
         layer = ev["layer"][rows]
         event = pw.Rows(b - a).raw(bytes([TYPE])).varint(kind[a:b])
-        event.raw(bytes([TRACK_UUID])).varint(base + 1 + ev["track"][rows].astype(np.uint64))
+        event.raw(bytes([TRACK_UUID])).varint(uuid[rows].astype(np.uint64))
         event.raw(bytes([NAME_IID]), begin).varint(op_iid[ev["op"][rows]], begin)
         event.raw(bytes([CATEGORY_IIDS]), begin & (layer >= 0)).varint(cat[layer], begin & (layer >= 0))
         if len(flow_event):

@@ -120,3 +120,74 @@ class RowIndex:
         ic = np.clip(i, 0, max(len(self._key) - 1, 0))
         ok = (i < len(self._key)) & (self._row[ic] == row) if len(self._key) else np.zeros(len(t), bool)
         return np.where(ok, i, -1)
+
+
+def crossing(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Which slices a thread's stack cannot hold: in :func:`stack_order`, each slice of a group
+    nests in the innermost one still open at its start (one ending at or before it is closed)
+    when it ends no later, and is pushed on the stack; otherwise it crosses that one and is left
+    out. A group whose slices all nest (each inside the last slice before it one depth above it,
+    found in one pass) is not walked; only a group where some cross is, slice by slice."""
+    out = np.zeros(len(start), bool)
+    some = _overlapping_groups(group, start, end)
+    if some is not None:
+        out[some] = _crossing_of(group[some], start[some], end[some])
+    return out
+
+
+def _overlapping_groups(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
+    """The slices of the groups where some slice begins before another has ended, or None."""
+    n = len(start)
+    if n < 2:
+        return None
+    order = np.lexsort((start, group))
+    g, s = group[order], start[order]
+    ends = np.sort(end)
+    first = np.flatnonzero(np.diff(g, prepend=g[0] - 1))  # each group's first slice
+    # the latest end so far in each group, as a rank of the ends (the group above them all)
+    rank = np.searchsorted(ends, end[order]) + np.repeat(np.arange(len(first), dtype=np.int64) * (n + 1),
+                                                         np.diff(np.append(first, n)))
+    latest = np.maximum.accumulate(rank)
+    inside = s[1:] < ends[latest[:-1] % (n + 1)]
+    inside[first[1:] - 1] = False  # a group's first slice follows no slice of it
+    if not inside.any():
+        return None
+    return np.flatnonzero(np.isin(group, np.unique(g[1:][inside])))
+
+
+def _crossing_of(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """:func:`crossing` of slices among which some overlap."""
+    n = len(start)
+    out = np.zeros(n, bool)
+    order = stack_order(group, start, end)
+    g, s, e = group[order], start[order], end[order]
+    d = stack_depths(group, start, end)[order]
+    rank = np.unique(g, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    level = rank * (int(d.max()) + 2) + d  # a group's depth, as one integer
+    by_level = np.lexsort((np.arange(n), level))
+    codes, block = np.unique(level[by_level], return_inverse=True)
+    key = block.reshape(-1).astype(np.int64) * (n + 1) + by_level  # sorted: by level, then stack order
+    child = np.flatnonzero(d > 0)
+    above = np.searchsorted(codes, level[child] - 1)  # the block of the depth above
+    at = np.searchsorted(key, above * (n + 1) + child) - 1  # the last slice of it before the child
+    parent = by_level[np.clip(at, 0, None)]
+    held = (at >= 0) & (level[parent] == level[child] - 1) & (e[parent] >= e[child])
+    bad = np.unique(g[child[~held]])
+    for lo, hi in zip(np.searchsorted(g, bad, "left").tolist(), np.searchsorted(g, bad, "right").tolist(),
+                      strict=True):
+        out[order[lo:hi]] = _crossing_walk(s[lo:hi], e[lo:hi])
+    return out
+
+
+def _crossing_walk(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """:func:`crossing` of one group's slices in stack order, by walking its stack."""
+    out = np.zeros(len(start), bool)
+    stack: list[float] = []  # the ends of the slices open, the innermost last
+    for k, (s, e) in enumerate(zip(start.tolist(), end.tolist(), strict=True)):
+        while stack and stack[-1] <= s:
+            stack.pop()
+        if stack and e > stack[-1]:
+            out[k] = True
+        else:
+            stack.append(e)
+    return out

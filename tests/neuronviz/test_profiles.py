@@ -185,3 +185,78 @@ def test_add_to_comparison_keeps_the_open_runs(demo_window, profile, monkeypatch
     assert [r.trace for r in runs[:len(before)]] == before and runs[-1].trace.run.workload.model == "mlp_nki_mm"
     assert runs[2].title == "Trainium1 · trn1.2xlarge · bert-large · inference"  # told from the profile beside it
     assert len(demo_window.panes) == len(before) + 1
+
+
+@pytest.fixture
+def two_ranks(demo_window, tmp_path):
+    """The two ranks of the test above, open, with the Ranks tab shown."""
+    dirs = [rank_profile(tmp_path / "r0", 0, 0, [11_000, 13_500]),
+            rank_profile(tmp_path / "r1", 1, 2, [9_300, 11_200])]
+    show(demo_window, "Ranks")
+    assert not demo_window.ranks.strip.isVisible()  # the demo's runs are no ranks of one job
+    assert demo_window.open_files([str(d) for d in dirs])
+    show(demo_window, "Ranks")
+    return demo_window
+
+
+def _pixel(strip, x, y):
+    """The colour the strip shows at ``x`` (ns) on the row height ``y``."""
+    from PySide6.QtCore import QPointF
+
+    at = strip.mapFromScene(strip.getViewBox().mapViewToScene(QPointF(x, y)))
+    return strip.viewport().grab().toImage().pixelColor(at.x(), at.y())
+
+
+def _near(color, hex_color, tolerance=40):
+    from PySide6.QtGui import QColor
+
+    want = QColor(hex_color)
+    return all(abs(a - b) <= tolerance for a, b in zip(color.getRgb()[:3], want.getRgb()[:3], strict=True))
+
+
+def test_the_ranks_strip_is_a_row_per_rank_on_the_panes_clock(two_ranks, qtbot):
+    from neuronviz.widgets.ranks import STRAGGLER_PX
+
+    view, timeline = two_ranks.ranks, two_ranks.panes[0].timeline
+    strip = view.strip
+    assert strip.isVisible()
+    assert [label for _, label in strip.getAxis("left")._tickLevels[0]] == ["1: trn1.2xlarge · r0",
+                                                                           "2: trn1.2xlarge · r1"]
+    timeline.setXRange(10_500.0, 14_000.0, padding=0)  # the panes zoomed: the strip shows their range
+    assert strip.viewRange()[0] == pytest.approx([10_500.0, 14_000.0])
+    strip.setXRange(10_800.0, 13_800.0, padding=0)  # and the strip zoomed zooms the panes
+    assert timeline.viewRange()[0] == pytest.approx([10_800.0, 13_800.0])
+    qtbot.wait(10)
+    # the first AllReduce's straggler is rank 2 (arrived at 11,300 ns), the second's rank 1 (13,500):
+    # the mark sits on the top edge of its bar on the straggler's row, and on no other
+    mark_y = -0.25 - 0.1 * STRAGGLER_PX / strip.getViewBox().height()  # inside the triangle, below its tip
+    for x, straggler in ((11_300.0, 1), (13_500.0, 0)):
+        assert _near(_pixel(strip, x, straggler + mark_y), "#D55E00")
+        assert not _near(_pixel(strip, x, 1 - straggler + mark_y), "#D55E00")
+    # each rank's bar from its arrival; the earlier rank waited for the straggler
+    assert _near(_pixel(strip, 11_050.0, 0.0), "#F0E442")
+    assert strip.describe(11_050.0, 0.0) == ("1: trn1.2xlarge · r0 · AllReduce #1\narrived 0 µs after the first "
+                                             "rank; waited 0.3000 µs for the straggler (2)\nclick to show it in "
+                                             "the panes")
+    assert strip.describe(11_350.0, 1.0).startswith("2: trn1.2xlarge · r1 · AllReduce #1\nthe straggler: arrived "
+                                                    "last, 0.3000 µs after the first rank")
+
+
+def test_the_ranks_strip_shades_busy_engines_and_a_click_shows_the_collective(two_ranks, qtbot):
+    from PySide6.QtCore import QPointF
+
+    view, strip = two_ranks.ranks, two_ranks.ranks.strip
+    # rank 1's MATMUL before the first AllReduce, 10,950 to 11,000 ns: its row's upper half (busy)
+    # is the Tensor colour there (its one engine busy throughout), its lower half (waits) blank
+    strip.setXRange(10_900.0, 11_100.0, padding=0)
+    qtbot.wait(10)
+    assert _near(_pixel(strip, 10_975.0, -0.25), "#0072B2")
+    assert _near(_pixel(strip, 10_975.0, 0.25), "#FFFFFF", tolerance=5)
+    assert _near(_pixel(strip, 10_925.0, -0.25), "#FFFFFF", tolerance=5)  # before it: idle
+    assert "engines busy 100%" in strip.describe(10_975.0, -0.1)
+    strip.setXRange(10_500.0, 14_000.0, padding=0)
+    qtbot.wait(10)
+    at = strip.mapFromScene(strip.getViewBox().mapViewToScene(QPointF(11_350.0, 1.0)))  # rank 2's first bar
+    qtbot.mouseClick(strip.viewport(), Qt.MouseButton.LeftButton, pos=at)
+    assert view.collectives.currentRow() == 0
+    assert two_ranks.session.area_of(two_ranks.session.runs[0]) == pytest.approx((11_000.0, 11_400.0))

@@ -693,3 +693,97 @@ def test_depth_rows_are_fewer_when_every_thread_would_not_fit(tmp_path, monkeypa
     trace = _load_events(tmp_path, events)
     assert len(trace.tracks) == 9 and trace.meta["depth_rows"] == 3
     assert trace.meta["slices_beyond_depth"] == 3 * 2
+
+
+def _overlapping(trace):
+    """``trace``'s run with hand-made events on its first DMA queue: ``load`` [0, 100] us holds
+    ``wait`` [10, 20]; two transfers [50, 150] and [60, 160] overlap it and each other without
+    nesting; ``store`` [120, 130] starts after ``load`` ends, inside them; and one event on
+    another track, in no layer."""
+    from sim.trace import Trace
+
+    q = next(i for i, t in enumerate(trace.tracks) if t.kind == "dma_read")
+    other = next(i for i, t in enumerate(trace.tracks) if t.kind == "tensor")
+    ops = [0, 1, 2, 3]
+    rows = [(q, 0, 0, 100), (q, 1, 10, 10), (q, 2, 50, 100), (q, 2, 60, 100), (q, 3, 120, 10), (other, 0, 5, 5)]
+    track, op, start_us, dur_us = (np.array(c) for c in zip(*rows, strict=True))
+    layer = trace.op_layer[np.array(ops)][op].astype(np.int32)
+    layer[-1] = -1
+    events = {"track": track.astype(np.int16), "start_ns": start_us * 1e3 + 0.25, "dur_ns": dur_us * 1e3,
+              "op": op.astype(np.int32), "layer": layer, "flops": np.arange(6.0), "bytes": np.arange(6.0) * 64}
+    return Trace(meta=trace.meta, tracks=trace.tracks, events=events, op_names=trace.op_names,
+                 op_layer=trace.op_layer, layer_names=trace.layer_names, layer_kinds=trace.layer_kinds,
+                 layer_start_ns=trace.layer_start_ns, layer_end_ns=trace.layer_end_ns, counters=trace.counters)
+
+
+def test_events_overlapping_on_a_track_are_written_as_async_slices_and_read_back_on_it(traces, tmp_path):
+    trace = _overlapping(traces[1])
+    assert chrome.crossing_events(trace).tolist() == [False, False, True, True, False, False]
+    path = tmp_path / "overlap.json"
+    save_chrome(path, [trace])
+    doc = json.loads(path.read_text())
+    slices = [e for e in doc["traceEvents"] if e["ph"] in "Xbe"]
+    assert [e["ph"] for e in slices] == ["X", "X", "b", "b", "X", "X", "e", "e"]
+    b, e = [s for s in slices if s["ph"] == "b"], [s for s in slices if s["ph"] == "e"]
+    assert [s["ts"] for s in b] == [50.00025, 60.00025] and [s["ts"] for s in e] == [150.00025, 160.00025]
+    assert len({s["id"] for s in b}) == 2 and [s["id"] for s in b] == [s["id"] for s in e]
+    name = trace.op_names[2]
+    assert {(s["name"], s["cat"]) for s in b + e} == {(name, "dma_read")}
+    assert b[0]["args"] == {"layer": trace.layer_names[trace.op_layer[2]], "flops": 2.0, "bytes": 128.0, "op": 2,
+                            "layer_index": int(trace.op_layer[2])}  # indexed: an event in no layer
+    assert_same_runs([trace], load_chrome(path))  # our own file: each back on its track, in its place
+
+    del doc["otherData"]  # as another tool reads it: the async slices stacked on a track of their name
+    path.write_text(json.dumps(doc))
+    rows = {k: [(n, round(t, 6)) for n, t in v] for k, v in _rows(load_chrome(path)[0]).items()}  # from the first
+    queue = f"{doc['traceEvents'][0]['args']['name']} / {trace.tracks[trace.events['track'][0]].name}"
+    process = queue.split(" / ")[0]
+    assert rows[f"{process} / {name}"] == [(name, 50.0)] and rows[f"{process} / {name} ·1"] == [(name, 60.0)]
+    assert rows[queue] == [(trace.op_names[0], 0.0), (trace.op_names[3], 120.0)]
+    assert rows[f"{queue} ·1"] == [(trace.op_names[1], 10.0)]
+
+
+def test_events_overlapping_by_float_rounding_stay_complete_events(traces):
+    """A simulation's events end where the next begins to within float rounding: no overlap."""
+    for trace in traces:
+        ev = trace.events
+        end = ev["start_ns"] + ev["dur_ns"]
+        o = np.lexsort((ev["start_ns"], ev["track"]))
+        same = ev["track"][o][1:] == ev["track"][o][:-1]
+        assert np.any(same & (ev["start_ns"][o][1:] < end[o][:-1]))  # touching, a few 1e-9 ns apart
+        assert not chrome.crossing_events(trace).any()
+
+
+def test_the_slices_a_stack_cannot_hold_are_found_without_walking_every_track():
+    """:func:`sim.io.slices.crossing` against a walk of each group's stack, on random slices:
+    nested ones, overlapping ones, zero-length ones, equal ones."""
+    from sim.io.slices import _crossing_walk, crossing, stack_order
+
+    rng = np.random.default_rng(46)
+    found = 0
+    for trial in range(2000):
+        n = int(rng.integers(1, 30))
+        group = rng.integers(0, 3, n)
+        start = rng.integers(0, 20, n).astype(float)
+        end = start + rng.integers(0, 8 if trial % 2 else 20, n)
+        order = stack_order(group, start, end)
+        walked = np.zeros(n, bool)
+        for g in np.unique(group):
+            mine = order[group[order] == g]
+            walked[mine] = _crossing_walk(start[mine], end[mine])
+        assert crossing(group, start, end).tolist() == walked.tolist(), (group, start, end)
+        found += int(walked.any())
+    assert 200 < found < 1800  # both kinds of group were drawn
+
+
+def test_no_flow_event_is_written_for_an_arrow_to_an_async_slice(traces):
+    """A flow event binds to a slice of its thread; an async slice is on a track of its own."""
+    from sim.trace import Trace
+
+    t = _overlapping(traces[1])
+    flows = {"from": [0, 0], "to": [4, 2], "names": ["x"], "name": [0, 0]}  # to store, then to a crossing transfer
+    t = Trace(meta={**t.meta, "flows": flows}, tracks=t.tracks, events=t.events, op_names=t.op_names,
+              op_layer=t.op_layer, layer_names=t.layer_names, layer_kinds=t.layer_kinds,
+              layer_start_ns=t.layer_start_ns, layer_end_ns=t.layer_end_ns, counters=t.counters)
+    events = export_chrome([t])["traceEvents"]
+    assert [(e["ph"], e["ts"]) for e in events if e["ph"] in "sf"] == [("s", 0.00025), ("f", 120.00025)]

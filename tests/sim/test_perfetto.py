@@ -157,6 +157,46 @@ def test_a_pftrace_of_a_profile_keeps_its_depths_and_flows(tmp_path):
     assert ops == [["aten::linear"], ["enqueue"]]
 
 
+def test_events_overlapping_on_a_track_go_on_async_tracks_where_every_slice_nests(tmp_path):
+    """On one queue: ``load`` [0, 100] holds ``wait`` [10, 20]; two transfers [50, 150] and [60, 160]
+    overlap it and each other; ``store`` [120, 130] begins after ``load`` ends."""
+    from sim.trace import Trace
+
+    sim = simulate(RunConfig(model="gpt2", chip="trn1", mode="decode", seq=64, new_tokens=4))
+    q = next(i for i, t in enumerate(sim.tracks) if t.kind == "dma_read")
+    op, start, dur = np.array([0, 1, 2, 2, 3]), np.array([0, 10, 50, 60, 120]), np.array([100, 10, 100, 100, 10])
+    events = {"track": np.full(5, q, np.int16), "start_ns": start * 1.0, "dur_ns": dur * 1.0,
+              "op": op.astype(np.int32), "layer": sim.op_layer[op].astype(np.int32), "flops": np.zeros(5),
+              "bytes": np.zeros(5)}
+    trace = Trace(meta=sim.meta, tracks=sim.tracks, events=events, op_names=sim.op_names, op_layer=sim.op_layer,
+                  layer_names=sim.layer_names, layer_kinds=sim.layer_kinds, layer_start_ns=sim.layer_start_ns,
+                  layer_end_ns=sim.layer_end_ns, counters={})
+    path = tmp_path / "overlap.pftrace"
+    save_file(path, [trace])
+    packets = pb.Trace.FromString(path.read_bytes()).packet
+    tracks = {p.track_descriptor.uuid: p.track_descriptor for p in packets if p.HasField("track_descriptor")}
+    process = next(u for u, d in tracks.items() if d.HasField("process"))
+    slices = [(p.timestamp, p.track_event.type, p.track_event.track_uuid) for p in packets if p.HasField("track_event")]
+    on = {}
+    for ts, kind, uuid in slices:
+        on.setdefault(uuid, []).append((ts, kind))
+    thread = next(u for u, d in tracks.items() if d.thread.thread_name == sim.tracks[q].name)
+    lanes = sorted(set(on) - {thread})
+    assert len(lanes) == 2  # the two transfers overlap each other: a lane each
+    for uuid in lanes:
+        d = tracks[uuid]
+        assert (d.name, d.parent_uuid, d.HasField("thread")) == (sim.tracks[q].name, process, False)
+    assert [on[u] for u in lanes] == [[(50, BEGIN), (150, END)], [(60, BEGIN), (160, END)]]
+    assert on[thread] == [(0, BEGIN), (10, BEGIN), (20, END), (100, END), (120, BEGIN), (130, END)]  # nested
+
+    (back,) = load_file(path)
+    name = f"{back.tracks[0].name.split(' / ')[0]} / {sim.tracks[q].name}"
+    assert [t.name for t in back.tracks] == [name, f"{name} ·1", name, name]  # the thread's two depths, two lanes
+    assert _rows(back) == sorted(
+        (sim.tracks[q].name + (" ·1" if o == 1 else ""), sim.op_names[o], s, s + d)
+        for o, s, d in zip(op.tolist(), start.tolist(), dur.tolist(), strict=True))
+
+
 # ---------------------------------------------------------------------------------------------
 # read a window at a time, only the fields used
 

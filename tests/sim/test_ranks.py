@@ -59,3 +59,32 @@ def test_one_profile_or_profiles_without_a_wall_time_stay_on_their_own_clocks(tm
     (written,) = load_file(tmp_path / "sim")
     assert wall_start_ns(written) is None
     assert on_one_clock([one, written]) == [one, written]
+
+
+def test_the_share_of_a_window_covered_counts_overlaps_once():
+    import numpy as np
+
+    from sim.ranks import Coverage
+
+    cover = Coverage(np.array([0.0, 10.0, 15.0, 40.0]), np.array([5.0, 10.0, 2.0, 10.0]))  # [0, 5) [10, 20) [40, 50)
+    assert cover.covered_ns(np.array([0.0, 2.0, 5.0, 12.0, 25.0, 45.0, 100.0])).tolist() == [0, 2, 5, 7, 15, 20, 25]
+    assert cover.shares(np.array([0.0, 10.0, 20.0, 30.0, 40.0, 50.0])).tolist() == [0.5, 1.0, 0.0, 0.0, 1.0]
+    assert Coverage(np.zeros(0), np.zeros(0)).shares(np.array([0.0, 1.0])).tolist() == [0.0]
+
+
+def test_a_ranks_activity_over_time_is_its_engines_busy_share_and_its_waits(tmp_path):
+    import numpy as np
+
+    from sim.ranks import activity
+    from tests.profiles import small_profile
+
+    (trace,) = load_file(small_profile(tmp_path / "p"))
+    act = activity(trace)
+    # the Vector op waited 100 ns on a semaphore before it started (1,600 to 1,700 ns), the Sync
+    # instruction 30 ns on its DMA after it ended (2,050 to 2,080)
+    assert act.waiting(np.array([1500.0, 1700.0, 2000.0, 2100.0])) == pytest.approx([0.5, 0.0, 0.3])
+    # the MATMUL (1,000 to 1,600 ns), the Vector op (1,700 to 1,900) and the ACTIVATE (2,100 to 2,400):
+    # of the three engines, one busy in each, half of the last window
+    assert set(act.engines) == {"tensor", "vector", "scalar"}
+    assert act.busy(np.array([1000.0, 1600.0, 1700.0, 1900.0, 2100.0, 2700.0])) == pytest.approx(
+        [1 / 3, 0.0, 1 / 3, 0.0, 1 / 6])
