@@ -144,7 +144,15 @@ def routed_experts(b: ProgramBuilder, spec: ModelSpec, ph: Phase, tokens: int, w
     factor's algorithm gathers each expert's tokens up to its capacity, runs them, and scatters
     them back. The blockwise kernel (:func:`blocks`) computes every block of ``block_size`` rows,
     gathering its tokens' hidden states, loading its expert's weights and adding its rows of output
-    into the layer's (read and written back when tokens choose several experts); with DMA skipping
+    into the layer's (read and written back when tokens choose several experts). Its engines' work
+    is that of blockwise_mm_baseline_shard_hidden, the kernel NxD calls at LNC 2 (nki-library
+    nkilib/experimental/moe/forward/bwmm_shard_on_H.py): it zeroes the layer's rows of output
+    (output_initialization_shard), turns each block's tokens around on the TensorE
+    (transpose_hidden_states: nc_transpose of ``[B, H / lnc]``), adds the partial gate and up
+    projections the other physical core sends (compute_gate_and_up_projections_shard: sendrecv,
+    tensor_tensor add), and adds each block's output rows to those read back (compute_block_output_shard:
+    tensor_tensor add with block_old, when ``top_k > 1``); the LNC 1 kernel (blockwise_mm, not
+    public) is taken to do the same but the cross-core sums. With DMA skipping
     (``ph.skip_dma``: blockwise_matmul_config skip_dma_token and skip_dma_weight) a block of the
     same expert as the one before reuses its weights, so the distinct experts the tokens chose are
     read (:func:`experts_touched`), and padded rows move nothing.
@@ -166,8 +174,12 @@ def routed_experts(b: ProgramBuilder, spec: ModelSpec, ph: Phase, tokens: int, w
     h, i = shard.hidden, shard.width
     gate_up = dict(count=count, read_after=read_after, contiguous_weights=not kernel)
     with b.fused(kernel):
+        if blockwise:  # the kernel zeroes the rows of output it accumulates into
+            b.copy_out("experts_output_init", elems=tokens * h, rows=tokens)
         if blockwise or path == CAPACITY:
             b.gather("experts_tokens", rows=moved, row_elems=h, table_rows=0, shared=True)
+        if blockwise:  # each block's tokens turned around on the TensorE, hidden size onto partitions
+            b.transpose("experts_tokens_transpose", rows, h, count=count)
         if kernel and not blockwise:  # the gate and up halves of each weight row apart
             for name, act in (("experts_gate", spec.act), ("experts_up", "")):
                 b.matmul(name, rows, h, i, act=act, hbm_elems=loads * h * i, params=shard.experts * h * i, **gate_up)
@@ -175,12 +187,15 @@ def routed_experts(b: ProgramBuilder, spec: ModelSpec, ph: Phase, tokens: int, w
             b.matmul("experts_gate_up", rows, h, 2 * i, act=spec.act, hbm_elems=loads * h * 2 * i,
                      params=shard.experts * h * 2 * i, **gate_up)
         b.collective("experts_gate_up_reduce", elems=rows * count * 2 * i, ranks=shard.lnc)
+        if blockwise and shard.lnc > 1:  # each physical core adds the partial sums the other sent
+            b.vector("experts_gate_up_add", elems=rows * count * 2 * i, rows=rows * count)
         b.vector("gate_mul", elems=rows * count * i, rows=rows * count)
         b.matmul("experts_down", rows, i, h, count=count, hbm_elems=loads * i * h, params=shard.experts * i * h,
                  read_after=read_after, contiguous_weights=not kernel and shard.lnc == 1)
         if blockwise:
             if top_k > 1:  # each block's rows added to what the token's other experts wrote
                 b.gather("experts_accumulate", rows=moved, row_elems=h, table_rows=0, shared=True)
+                b.vector("experts_accumulate_add", elems=rows * count * h, rows=rows * count)
             b.copy_out("experts_output", elems=moved * h, rows=moved)
         elif path == CAPACITY:
             b.gather("experts_combine", rows=local_pairs, row_elems=h, table_rows=0, shared=True)

@@ -72,6 +72,24 @@ def test_a_prompt_runs_every_block_and_loads_an_expert_for_each():
     assert skipping.hbm_elems == 128 * h * 2 * i and skipping.count == 191
 
 
+def test_the_blockwise_kernel_transposes_each_block_and_adds_what_the_other_core_and_experts_wrote():
+    # Qwen3-30B over 4 logical cores (8 physical at LNC 2): a physical core holds 2048 / 2 = 1024 of
+    # the hidden size and 768 / 4 = 192 of each expert's width; 4,096 tokens of top 8 fill 191 blocks
+    init, transpose, add, accumulate = _ops(QWEN3_30B, Phase(1, 4096, 4096, 8, lnc=2), "experts_output_init",
+                                            "experts_tokens_transpose", "experts_gate_up_add",
+                                            "experts_accumulate_add")
+    assert init.hbm_write_elems == 4096 * 1024  # the layer's output rows zeroed, the core's half of each
+    assert (transpose.m, transpose.n, transpose.count) == (512, 1024, 191)
+    assert add.elems == 191 * 512 * 2 * 192  # the other core's partial gate and up projections
+    assert accumulate.elems == 191 * 512 * 1024  # each block's rows onto those read back
+    # one expert a token (Llama 4 Scout) adds no rows read back; one physical core has no partner
+    scout = get_model("llama-4-scout")
+    names = {op.name for op in build_program(scout, Phase(1, 4096, 4096, 8, lnc=2), 2).ops}
+    assert "experts_tokens_transpose" in names and "experts_accumulate_add" not in names
+    names = {op.name for op in build_program(QWEN3_30B, Phase(1, 4096, 4096, 4, lnc=1), 2).ops}
+    assert "experts_accumulate_add" in names and "experts_gate_up_add" not in names
+
+
 def test_a_prompt_under_a_capacity_factor_runs_each_expert_up_to_its_capacity():
     (gate_up,) = _ops(QWEN3_30B, Phase(1, 4096, 4096, capacity_factor=1.25), "experts_gate_up")
     assert expert_capacity(4096, 8, 128, 1.25) == 320  # 4,096 x 8 x 1.25 / 128
