@@ -26,7 +26,7 @@ from neuronviz.trace_view import ENGINE_ORDER
 from neuronviz.widgets.chip_diagram import CORE_ENGINES, ChipDiagram, ChipState
 from neuronviz.widgets.chip_diagram import MIN_HEIGHT as DIAGRAM_MIN_HEIGHT
 from neuronviz.widgets.header import PhraseHeader
-from sim.catalogue import BY_KEY, label, text, unit_of
+from sim.catalogue import BY_KEY, duration, label, text, times, unit_of
 from sim.description import RunDescription
 from sim.integrals import CounterIntegral, IntegralStack, replayed
 from sim.trace import Counter
@@ -54,14 +54,6 @@ ACTIVITY_WINDOW = 0.01  # chip diagram activity: busy fraction over 1% of the ru
 HOVER_SLACK_PX = 4  # hover and click pick the nearest event this close to the pointer
 MAX_FLOWS_LISTED = 4  # flows a slice's hover names
 FLOW_ALPHA = 200  # flow arrows: the foreground, nearly opaque
-
-
-def _fmt_time(ns: float) -> str:
-    if ns >= 1e6:
-        return f"{ns / 1e6:.3f} ms"
-    if ns >= 1e3:
-        return f"{ns / 1e3:.2f} µs"
-    return f"{ns:.0f} ns"
 
 
 def _short(name: str, chars: int = ROW_LABEL_CHARS) -> str:
@@ -231,7 +223,7 @@ def header_html(run: Run, baseline: Run | None) -> str:
     speed = ""
     if baseline is not None and baseline is not run:
         ratio = baseline.metrics.latency_s / run.metrics.latency_s if run.metrics.latency_s else 0.0
-        speed = f" · <b>{ratio:.2f}×</b>&nbsp;vs&nbsp;{baseline.trace.run.deployment.chip or 'baseline'}"  # one piece
+        speed = f" · <b>{times(ratio)}</b> vs {baseline.trace.run.deployment.chip or 'baseline'}"  # as in the Summary
     elif baseline is run:
         speed = " · baseline"
     return (f"<b>{run.title}</b> &nbsp; {_workload_text(d)} &nbsp; <span style='color:gray'>"
@@ -863,8 +855,8 @@ class ComparisonPane(QWidget):
             i = self.layers.span_at(t)
             if i >= 0:
                 tr = self.run.trace
-                text = (f"<b>{tr.layer_names[i]}</b><br>start {_fmt_time(tr.layer_start_ns[i])}"
-                        f"<br>duration {_fmt_time(tr.layer_end_ns[i] - tr.layer_start_ns[i])}<br>click to compare")
+                text = (f"<b>{tr.layer_names[i]}</b><br>start {duration(tr.layer_start_ns[i])}"
+                        f"<br>duration {duration(tr.layer_end_ns[i] - tr.layer_start_ns[i])}<br>click to compare")
             else:
                 text = self._replay_text(t)
         elif 0 <= int(np.floor(y)) < len(self.view.rows):
@@ -880,15 +872,15 @@ class ComparisonPane(QWidget):
         info = self._event_near(row, t_ns)
         if info is None:
             return ""
-        text = (f"<b>{escape(info.op)}</b> ({escape(_short(info.track, 40))})<br>start {_fmt_time(info.start_ns)}"
-                f" · duration {_fmt_time(info.dur_ns)}<br>category {escape(info.layer)}")
+        text = (f"<b>{escape(info.op)}</b> ({escape(_short(info.track, 40))})<br>start {duration(info.start_ns)}"
+                f" · duration {duration(info.dur_ns)}<br>category {escape(info.layer)}")
         ancestors = self.view.ancestors(row, info)
         if ancestors:
             text += "<br>in " + " ‹ ".join(f"<b>{escape(a.op)}</b>" if k == 0 else escape(a.op)
                                            for k, a in enumerate(ancestors))
         flows = self.view.flows_at(info.event)
         for f in flows[:MAX_FLOWS_LISTED]:
-            where = f"{escape(f.other.op)} ({escape(_short(f.other.track, 40))}) at {_fmt_time(f.other.start_ns)}"
+            where = f"{escape(f.other.op)} ({escape(_short(f.other.track, 40))}) at {duration(f.other.start_ns)}"
             text += f"<br>flow {escape(f.name)} {'→ to' if f.outgoing else '← from'} {where}"
         if len(flows) > MAX_FLOWS_LISTED:
             text += f"<br>and {len(flows) - MAX_FLOWS_LISTED:,} more flows"
@@ -901,12 +893,12 @@ class ComparisonPane(QWidget):
             return self._slice_text(row, t_ns)
         info = self._event_near(row, t_ns)
         text = "" if info is None else (
-            f"<b>{info.op}</b> ({info.track})<br>layer {info.layer}<br>start {_fmt_time(info.start_ns)}"
-            f" · duration {_fmt_time(info.dur_ns)}<br>{_fmt_si(info.flops, 'FLOP')} · {_fmt_si(info.nbytes, 'B')}<br>")
+            f"<b>{info.op}</b> ({info.track})<br>layer {info.layer}<br>start {duration(info.start_ns)}"
+            f" · duration {duration(info.dur_ns)}<br>{_fmt_si(info.flops, 'FLOP')} · {_fmt_si(info.nbytes, 'B')}<br>")
         px = self._ns_per_px()
         busy = min(1.0, max(0.0, self.view.integrals[row].window_mean(t_ns - px / 2, t_ns + px / 2)))
         name = ENGINE_LABELS.get(self.view.row_kinds[row]) or _short(self.view.row_names[row])
-        text += (f"{name} busy {100 * busy:.3g}% of this pixel's {_fmt_time(px)}"
+        text += (f"{name} busy {100 * busy:.3g}% of this pixel's {duration(px)}"
                  f"<br><span style='color:gray'>{SHADE_HELP}</span>")
         replay = self._replay_text(t_ns)
         return text + (f"<br>{replay}" if replay else "")
@@ -917,7 +909,7 @@ class ComparisonPane(QWidget):
         if r is None:
             return ""
         twin = ("its step 1" if r.twin_phase == r.phase and r.first > 1
-                else f"step 1 of “{r.twin_phase}” at {_fmt_time(r.twin_start_ns)}")
+                else f"step 1 of “{r.twin_phase}” at {duration(r.twin_start_ns)}")
         return (f"<b>Replayed</b>: steps {r.first:,}–{r.last:,} of “{r.phase}” repeat the events of {twin} "
                 f"(stored once, drawn again for each; not stored as events of their own). This is step {r.step:,}; "
                 "the time and work of every step count in every figure.")

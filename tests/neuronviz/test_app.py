@@ -1093,7 +1093,7 @@ def test_a_training_panes_header_gives_the_step_time_and_samples_per_second():
     assert "1&nbsp;core/copy" in text  # one core, singular; a copy over two cores, plural
     base = Run(simulate(RunConfig(model="distilbert", chip="inf2", mode="training", batch=8)))
     ratio = base.metrics.latency_s / run.metrics.latency_s
-    assert f"<b>{ratio:.2f}×</b>&nbsp;vs&nbsp;inf2" in header_html(run, base)  # a narrow header wraps it whole
+    assert f"<b>{catalogue.times(ratio)}</b> vs inf2" in header_html(run, base)  # written as the Summary writes it
     two = Run(simulate(RunConfig(model="distilbert", chip="trn1", mode="training", batch=8, cores=2)))
     assert "2&nbsp;cores/copy" in header_html(two, None)
 

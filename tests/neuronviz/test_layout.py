@@ -196,3 +196,26 @@ def test_the_run_form_fits_its_dock_without_scrolling_sideways_or_cutting_a_labe
         assert label.width() >= label.minimumSizeHint().width(), label.text()
         assert label.mapTo(scroll.viewport(), label.rect().topRight()).x() <= scroll.viewport().width(), label.text()
 
+
+def test_durations_and_ratios_have_one_format_each():
+    from sim.catalogue import duration, times
+
+    assert [duration(ns) for ns in (2.8002e6, 8_400.7e3, 12_345.0, 950.0, 3.2e9)] == [
+        "2.800 ms", "8.401 ms", "12.35 µs", "950.0 ns", "3.200 s"]
+    assert times(9.50642) == "9.506×"
+
+
+def test_a_figure_reads_the_same_in_the_header_summary_playback_and_tables(demo_window, qtbot):
+    from sim.catalogue import duration, number
+
+    session, summary = demo_window.session, demo_window.summary
+    speed = summary.columns.index("speed-up")
+    for row, pane in enumerate(demo_window.panes[1:], 1):  # the first run is the baseline
+        assert f"<b>{summary.item(row, speed).text()}×</b>" in pane.header.text()
+    session.set_playhead(0.3)
+    t = 0.3 * session.max_duration_ns
+    assert demo_window.playback.readout.text() == f"t = {duration(t)} of {duration(session.max_duration_ns)}"
+    session.select_layer("layer5.mlp")
+    details = demo_window.details.table
+    layer = next(s for s in session.runs[0].analysis.layers if s.name == "layer5.mlp")
+    assert details.item(0, 1).text() == number(layer.time_ns / 1e3)
