@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QEvent, QSettings, Qt, QTimer
+from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup, QCursor, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -66,7 +66,7 @@ BACKGROUND_OPEN_BYTES = 32 << 20  # files that may take more than this to read (
 OPEN_PROGRESS_STEPS = 1000  # the progress bar of a background open; the last step waits for the panes
 SUMMARY_HEIGHT = 150  # a bottom tab with nothing to size it by (an empty table, a view with nothing to show)
 BOTTOM_DOCK_SHARE = 0.4  # the bottom docks never take more of the window's height than this
-PANE_ROWS_KEPT = 2  # rows of panes kept at their readable height; more scroll
+PANE_ROWS_KEPT = 2  # rows of panes the docks leave their readable height; more scroll
 SCALING_HEIGHT = 320  # the Scaling and Sweep tabs' plots with readable axes
 ROOFLINE_HEIGHT = 420
 # the dock tabs after the Summary, Layer details and Selection: what makes each view, its height when shown
@@ -122,7 +122,6 @@ class MainWindow(QMainWindow):
         self.pane_area.setWidgetResizable(True)
         self.pane_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.pane_area.setFrameShape(QFrame.Shape.NoFrame)
-        self.grid_host.installEventFilter(self)  # its layout's minimum is the pane area's
         layout.addWidget(self.pane_area, 1)
         layout.addWidget(self.playback)
         self.setCentralWidget(central)
@@ -233,33 +232,20 @@ class MainWindow(QMainWindow):
         return height
 
     def _size_dock(self, dock: QDockWidget, height: int) -> None:
-        """Give the bottom docks what ``dock`` asks for (:meth:`_wanted_height`), within their cap."""
-        self.resizeDocks([dock], [min(self._wanted_height(dock, height), self._bottom_cap())],
+        """Give the bottom docks what ``dock`` asks for (:meth:`_wanted_height`), within their cap;
+        the panes keep their minimum height (they would scroll below it)."""
+        self.resizeDocks([dock], [min(self._wanted_height(dock, height), self._bottom_cap(dock))],
                          Qt.Orientation.Vertical)
 
-    def _bottom_cap(self) -> int:
-        """The most the bottom docks may take: a share of the window; the panes' minimum (the pane
-        area's) is kept by the window's layout."""
-        return int(BOTTOM_DOCK_SHARE * self.height())
+    def _bottom_cap(self, dock: QDockWidget) -> int:
+        """The most the bottom docks (``dock`` among them) may be given: what leaves the first
+        :data:`PANE_ROWS_KEPT` rows of panes their minimum height (header and a timeline of readable
+        rows) without scrolling, and never more than :data:`BOTTOM_DOCK_SHARE` of the window."""
+        spare = self.pane_area.viewport().height() - self._panes_height()
+        return max(dock.minimumSizeHint().height(), min(int(BOTTOM_DOCK_SHARE * self.height()), dock.height() + spare))
 
-    def resizeEvent(self, event) -> None:
-        """A window made shorter, or restored with docks taller than it now leaves room for, caps them."""
-        super().resizeEvent(event)
-        cap = self._bottom_cap()
-        for dock in self.findChildren(QDockWidget):
-            if (self.dockWidgetArea(dock) == Qt.DockWidgetArea.BottomDockWidgetArea and not dock.isFloating()
-                    and not dock.visibleRegion().isEmpty() and dock.height() > cap):
-                self.resizeDocks([dock], [cap], Qt.Orientation.Vertical)
-                break
-
-    def eventFilter(self, watched, event) -> bool:
-        if watched is self.grid_host and event.type() == QEvent.Type.LayoutRequest:
-            self._keep_panes_readable()
-        return False
-
-    def _keep_panes_readable(self) -> None:
-        """The pane area is at least as tall as the first :data:`PANE_ROWS_KEPT` rows of panes at
-        their minimum height (each pane's header and timeline): the docks never squeeze them."""
+    def _panes_height(self) -> int:
+        """The height of the first :data:`PANE_ROWS_KEPT` rows of panes at their minimum."""
         rows: dict[int, int] = {}
         for pane in self.panes:
             i = self.grid.indexOf(pane)
@@ -268,10 +254,19 @@ class MainWindow(QMainWindow):
                 rows[r] = max(rows.get(r, 0), pane.minimumSizeHint().height())
         kept = sorted(rows)[:PANE_ROWS_KEPT]
         margins = self.grid.contentsMargins()
-        need = (sum(rows[r] for r in kept) + self.grid.verticalSpacing() * max(0, len(kept) - 1)
+        return (sum(rows[r] for r in kept) + self.grid.verticalSpacing() * max(0, len(kept) - 1)
                 + margins.top() + margins.bottom())
-        if self.pane_area.minimumHeight() != need:
-            self.pane_area.setMinimumHeight(need)
+
+    def resizeEvent(self, event) -> None:
+        """A window made shorter, or restored with docks taller than it now leaves room for, caps them."""
+        super().resizeEvent(event)
+        for dock in self.findChildren(QDockWidget):
+            if (self.dockWidgetArea(dock) == Qt.DockWidgetArea.BottomDockWidgetArea and not dock.isFloating()
+                    and not dock.visibleRegion().isEmpty()):
+                cap = self._bottom_cap(dock)
+                if dock.height() > cap:
+                    self.resizeDocks([dock], [cap], Qt.Orientation.Vertical)
+                break
 
     def _same_bands(self) -> None:
         """Every pane shows the counter bands that fit in all of them, so that they line up."""

@@ -632,6 +632,7 @@ class ComparisonPane(QWidget):
         self._band_cap = n
         if self.bands:
             self._show_bands(self.bands_fitting() if n is None else min(n, self.bands_fitting()))
+            self.graphics.ci.layout.activate()  # laid out now, not at the next turn of the event loop
 
     def _fit_legends(self, *_: object) -> None:
         """Counter legends in as many columns as fit the bands' width: a narrow pane stacks their

@@ -49,8 +49,8 @@ def test_every_pane_keeps_its_readable_height_and_no_text_overlaps_another(demo_
     try:
         demo_window.set_theme(theme)
         _settle(qtbot, demo_window, size)
+        _assert_readable(demo_window)
         for pane in demo_window.panes:
-            assert pane.height() >= pane.minimumSizeHint().height(), pane.run.title
             assert pane.timeline.height() >= pane.timeline.minimumHeight(), pane.run.title  # every row its 16 px
             assert pane.diagram.isVisible()  # at both sizes the demo's panes have room for it
             assert "gauge3" in pane.diagram.parts(), pane.run.title
@@ -59,6 +59,12 @@ def test_every_pane_keeps_its_readable_height_and_no_text_overlaps_another(demo_
         _assert_apart(labels)
     finally:
         demo_window.set_theme("system")
+
+
+def _assert_readable(window) -> None:
+    """Every pane at least its minimum height, and all of them in view (none scrolled away)."""
+    assert all(p.height() >= p.minimumSizeHint().height() for p in window.panes)
+    assert window.pane_area.verticalScrollBar().maximum() == 0
 
 
 def _assert_apart(labels: list[tuple[str, QRect]]) -> None:
@@ -101,7 +107,7 @@ def test_the_bottom_dock_keeps_within_its_cap_for_every_tab_and_across_launches(
     qtbot.waitUntil(lambda: _on_screen(scaling), timeout=2000)
     qtbot.wait(60)
     assert scaling.height() <= cap
-    assert all(p.height() >= p.minimumSizeHint().height() for p in demo_window.panes)
+    _assert_readable(demo_window)
     _assert_apart(_labels(demo_window))  # "requests done 1 of 10" was drawn over the SBUF bar here
     for name in ("Roofline", "Layer details", "Summary"):
         _dock(demo_window, name).raise_()
@@ -117,7 +123,7 @@ def test_the_bottom_dock_keeps_within_its_cap_for_every_tab_and_across_launches(
     qtbot.waitExposed(again)
     qtbot.wait(60)
     assert _dock(again, "Summary").height() <= cap
-    assert all(p.height() >= p.minimumSizeHint().height() for p in again.panes)
+    _assert_readable(again)
 
 
 def _plain(html: str) -> str:
