@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QProgressDialog,
     QScrollArea,
+    QStyle,
     QTableView,
     QVBoxLayout,
     QWidget,
@@ -224,7 +225,7 @@ class MainWindow(QMainWindow):
         if empty is not None and empty():
             return SUMMARY_HEIGHT
         title = dock.height() - view.height() if dock.isVisible() else self.style().pixelMetric(
-            self.style().PixelMetric.PM_TitleBarHeight)
+            QStyle.PixelMetric.PM_TitleBarHeight)
         if isinstance(view, QTableView) and view.model() is not None and view.model().rowCount():
             rows = view.horizontalHeader().height() + view.verticalHeader().length()
             content = rows + view.horizontalScrollBar().sizeHint().height() + 2 * view.frameWidth()
@@ -234,6 +235,8 @@ class MainWindow(QMainWindow):
     def _size_dock(self, dock: QDockWidget, height: int) -> None:
         """Give the bottom docks what ``dock`` asks for (:meth:`_wanted_height`), within their cap;
         the panes keep their minimum height (they would scroll below it)."""
+        if self.dockWidgetArea(dock) != Qt.DockWidgetArea.BottomDockWidgetArea or dock.isFloating():
+            return
         self.resizeDocks([dock], [min(self._wanted_height(dock, height), self._bottom_cap(dock))],
                          Qt.Orientation.Vertical)
 
