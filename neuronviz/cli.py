@@ -243,7 +243,7 @@ def _headless_window(files: list[str], theme: str = "system") -> Iterator[tuple]
     An exception raised inside Qt while the view is built or painted only prints a traceback
     and lets Qt go on; here it fails the command with a one-line error instead, and nothing is written."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtCore import QSettings
+    from PySide6.QtCore import QSettings, Qt
 
     from neuronviz.app import build_window, make_app
     from neuronviz.files import check_comparison, files_label, on_one_clock, open_runs
@@ -264,6 +264,10 @@ def _headless_window(files: list[str], theme: str = "system") -> Iterator[tuple]
         with tempfile.TemporaryDirectory() as tmp:  # never read or touch the user's window settings
             window = build_window(runs, QSettings(f"{tmp}/settings.ini", QSettings.Format.IniFormat),
                                   path=files[0] if len(files) == 1 else "")
+            # shown, never on a screen: laid out and resized as in the app (a hidden window lays
+            # out only when grabbed, after what its panes queue on a resize)
+            window.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen)
+            window.show()
             try:
                 nothing_failed()
                 yield window, nothing_failed

@@ -18,6 +18,8 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QProgressDialog,
     QScrollArea,
+    QStyle,
+    QTableView,
     QVBoxLayout,
     QWidget,
 )
@@ -63,7 +65,9 @@ ABOUT = ("<b>neuronviz {version}</b><p>A simulator of the AWS Neuron chip genera
 MAX_RECENT = 10
 BACKGROUND_OPEN_BYTES = 32 << 20  # files that may take more than this to read (together) open in a worker thread
 OPEN_PROGRESS_STEPS = 1000  # the progress bar of a background open; the last step waits for the panes
-SUMMARY_HEIGHT = 150
+SUMMARY_HEIGHT = 150  # a bottom tab with nothing to size it by (an empty table, a view with nothing to show)
+BOTTOM_DOCK_SHARE = 0.4  # the bottom docks never take more of the window's height than this
+PANE_ROWS_KEPT = 2  # rows of panes the docks leave their readable height; more scroll
 SCALING_HEIGHT = 320  # the Scaling and Sweep tabs' plots with readable axes
 ROOFLINE_HEIGHT = 420
 # the dock tabs after the Summary, Layer details and Selection: what makes each view, its height when shown
@@ -113,7 +117,13 @@ class MainWindow(QMainWindow):
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.grid_host, 1)
+        # the panes scroll rather than go below their readable height (a comparison of many runs)
+        self.pane_area = QScrollArea()
+        self.pane_area.setWidget(self.grid_host)
+        self.pane_area.setWidgetResizable(True)
+        self.pane_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.pane_area.setFrameShape(QFrame.Shape.NoFrame)
+        layout.addWidget(self.pane_area, 1)
         layout.addWidget(self.playback)
         self.setCentralWidget(central)
         self.summary = SummaryTable(session)
@@ -124,6 +134,8 @@ class MainWindow(QMainWindow):
         details = self._dock("Layer details", self.details, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.tabifyDockWidget(self.findChild(QDockWidget, "Summary"), details)
         selection = self._dock("Selection", self.area_stats, Qt.DockWidgetArea.BottomDockWidgetArea)
+        for dock in (self.findChild(QDockWidget, "Summary"), details, selection):
+            self._size_when_shown(dock, SUMMARY_HEIGHT)
         self.tabifyDockWidget(details, selection)
         self._views: dict[str, QWidget] = {}  # the tabs' views made so far (see view())
         previous = selection
@@ -139,10 +151,13 @@ class MainWindow(QMainWindow):
         run_scroll.setWidgetResizable(True)
         run_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # it fits the dock's width
         run_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        # as wide as the form's labels and fields: nothing cut, nothing to scroll sideways
+        run_scroll.setMinimumWidth(self.run_panel.minimumSizeHint().width()
+                                   + run_scroll.verticalScrollBar().sizeHint().width())
         run_dock = self._dock("Run", run_scroll, Qt.DockWidgetArea.RightDockWidgetArea)
         run_dock.hide()
         self.run_dock = run_dock
-        self.resizeDocks([details], [SUMMARY_HEIGHT], Qt.Orientation.Vertical)
+        self.resizeDocks([details], [self._wanted_height(details, SUMMARY_HEIGHT)], Qt.Orientation.Vertical)
         self._menus(run_dock)
         self._shortcuts()
         self.setAcceptDrops(True)
@@ -166,12 +181,17 @@ class MainWindow(QMainWindow):
         # a tab behind another hears it is hidden when the window is shown, the tab in front shown
         dock.visibilityChanged.connect(lambda shown: shown and not dock.visibleRegion().isEmpty()
                                        and self.view(title))
-        dock.visibilityChanged.connect(lambda shown: shown and self._grow_dock(dock, height))
-        # runs that give the open tab something to show: it grows then (a tab behind another
-        # counts as visible, with nothing of it on screen)
-        self.session.sig_runs_changed.connect(
-            lambda *_: not dock.visibleRegion().isEmpty() and self._grow_dock(dock, height))
+        self._size_when_shown(dock, height)
         return dock
+
+    def _size_when_shown(self, dock: QDockWidget, height: int) -> None:
+        """Size the bottom docks for ``dock`` each time its tab is brought forward, and when runs
+        give it something else to show (a tab behind another counts as visible, with nothing of
+        it on screen): the docks never keep the height of the last tab that needed more."""
+        dock.visibilityChanged.connect(lambda shown: shown and not dock.visibleRegion().isEmpty()
+                                       and self._size_dock(dock, height))
+        self.session.sig_runs_changed.connect(
+            lambda *_: not dock.visibleRegion().isEmpty() and self._size_dock(dock, height))
 
     def view(self, title: str) -> QWidget:
         """The view of the dock tab ``title``, made the first time it is shown or asked for (the
@@ -196,12 +216,67 @@ class MainWindow(QMainWindow):
     requests = property(lambda self: self.view("Requests"), doc="The Requests tab's view.")
     ranks = property(lambda self: self.view("Ranks"), doc="The Ranks tab's view.")
 
-    def _grow_dock(self, dock: QDockWidget, height: int) -> None:
-        """Give a bottom dock at least ``height`` pixels (its plots are unreadable squeezed), unless
-        its view has nothing to show for these runs but a line saying so."""
-        empty = getattr(dock.widget(), "has_nothing_to_show", None)
-        if dock.height() < height and not (empty is not None and empty()):
-            self.resizeDocks([dock], [height], Qt.Orientation.Vertical)
+    def _wanted_height(self, dock: QDockWidget, height: int) -> int:
+        """The height ``dock`` asks for: a table's rows, header and scroll bar (at most ``height``),
+        a plot's ``height`` (it is unreadable squeezed), or :data:`SUMMARY_HEIGHT` for a view that
+        has nothing to show for these runs but a line saying so."""
+        view = dock.widget()
+        empty = getattr(view, "has_nothing_to_show", None)
+        if empty is not None and empty():
+            return SUMMARY_HEIGHT
+        title = dock.height() - view.height() if dock.isVisible() else self.style().pixelMetric(
+            QStyle.PixelMetric.PM_TitleBarHeight)
+        if isinstance(view, QTableView) and view.model() is not None and view.model().rowCount():
+            rows = view.horizontalHeader().height() + view.verticalHeader().length()
+            content = rows + view.horizontalScrollBar().sizeHint().height() + 2 * view.frameWidth()
+            return min(height, content + title)
+        return height
+
+    def _size_dock(self, dock: QDockWidget, height: int) -> None:
+        """Give the bottom docks what ``dock`` asks for (:meth:`_wanted_height`), within their cap;
+        the panes keep their minimum height (they would scroll below it)."""
+        if self.dockWidgetArea(dock) != Qt.DockWidgetArea.BottomDockWidgetArea or dock.isFloating():
+            return
+        self.resizeDocks([dock], [min(self._wanted_height(dock, height), self._bottom_cap(dock))],
+                         Qt.Orientation.Vertical)
+
+    def _bottom_cap(self, dock: QDockWidget) -> int:
+        """The most the bottom docks (``dock`` among them) may be given: what leaves the first
+        :data:`PANE_ROWS_KEPT` rows of panes their minimum height (header and a timeline of readable
+        rows) without scrolling, and never more than :data:`BOTTOM_DOCK_SHARE` of the window."""
+        spare = self.pane_area.viewport().height() - self._panes_height()
+        return max(dock.minimumSizeHint().height(), min(int(BOTTOM_DOCK_SHARE * self.height()), dock.height() + spare))
+
+    def _panes_height(self) -> int:
+        """The height of the first :data:`PANE_ROWS_KEPT` rows of panes at their minimum."""
+        rows: dict[int, int] = {}
+        for pane in self.panes:
+            i = self.grid.indexOf(pane)
+            if i >= 0:
+                r = self.grid.getItemPosition(i)[0]
+                rows[r] = max(rows.get(r, 0), pane.minimumSizeHint().height())
+        kept = sorted(rows)[:PANE_ROWS_KEPT]
+        margins = self.grid.contentsMargins()
+        return (sum(rows[r] for r in kept) + self.grid.verticalSpacing() * max(0, len(kept) - 1)
+                + margins.top() + margins.bottom())
+
+    def resizeEvent(self, event) -> None:
+        """A window made shorter, or restored with docks taller than it now leaves room for, caps them."""
+        super().resizeEvent(event)
+        for dock in self.findChildren(QDockWidget):
+            if (self.dockWidgetArea(dock) == Qt.DockWidgetArea.BottomDockWidgetArea and not dock.isFloating()
+                    and not dock.visibleRegion().isEmpty()):
+                cap = self._bottom_cap(dock)
+                if dock.height() > cap:
+                    self.resizeDocks([dock], [cap], Qt.Orientation.Vertical)
+                break
+
+    def _same_bands(self) -> None:
+        """Every pane shows the counter bands that fit in all of them, so that they line up."""
+        shown = [pane for pane in self.panes if pane.parent() is not None]  # not one taken out to be exported
+        fitting = min((pane.bands_fitting() for pane in shown), default=None)
+        for pane in shown:
+            pane.set_band_cap(fitting)
 
     def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -212,6 +287,7 @@ class MainWindow(QMainWindow):
 
     def rebuild_panes(self) -> None:
         for pane in self.panes:
+            pane.retire()
             self.grid.removeWidget(pane)
             pane.deleteLater()
         if self.panes:  # once Qt has deleted them, what they and their runs held goes back to the system
@@ -223,11 +299,17 @@ class MainWindow(QMainWindow):
         self.panes = [ComparisonPane(self.session, run, bands=bands) for run in runs]
         for pane in self.panes:
             pane.sig_context_menu.connect(lambda pos, at, pane=pane: self._pane_menu(pane, pos, at))
+            pane.sig_band_room.connect(self._same_bands, Qt.ConnectionType.QueuedConnection)  # after the resize
         cols = 1 if len(runs) <= 1 else (2 if len(runs) <= 4 else 3)
         for i, pane in enumerate(self.panes):
             self.grid.addWidget(pane, i // cols, i % cols)
             if i:
                 pane.timeline.setXLink(self.panes[0].timeline)
+        rows = -(-len(runs) // cols)
+        for r in range(self.grid.rowCount()):  # rows of equal height, whatever each pane's minimum
+            self.grid.setRowStretch(r, 1 if r < rows else 0)
+        for c in range(self.grid.columnCount()):
+            self.grid.setColumnStretch(c, 1 if c < cols else 0)
         if not self.panes:
             self.grid.addWidget(self.empty, 0, 0)
         for view in self._views.values():  # a view drawn on the panes' clock shows their range

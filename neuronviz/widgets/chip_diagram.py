@@ -16,9 +16,15 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 from neuronviz.theme import ENGINE_LABELS, engine_color, palette
 
 CORE_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
+MARGIN_PX = 6  # around the diagram's parts
 MIN_CORES_HEIGHT = 60  # below this the cores are left out: their engine cells would be unreadable
 TOPOLOGY_HEIGHT = 120  # the instance's chips and links under the cores, for runs over several chips
 REQUESTS_HEIGHT = 16  # the line counting a stream's requests, above the gauges
+GAUGE_PX, GAUGE_GAP_PX = 18, 4  # a gauge bar holds a line of the diagram's font
+GAUGES = 4  # SBUF, PSUM, memory read and write
+GAUGES_HEIGHT = GAUGES * GAUGE_PX + (GAUGES - 1) * GAUGE_GAP_PX
+# the least height the diagram is drawn in: its gauges; a shorter pane leaves it out
+MIN_HEIGHT = GAUGES_HEIGHT + 2 * MARGIN_PX
 
 
 @dataclass
@@ -102,6 +108,30 @@ class ChipDiagram(QWidget):
         self.state = state
         self.update()
 
+    def parts(self) -> dict[str, QRectF]:
+        """Where each part of the diagram goes at its height, in steps as it gets shorter: the
+        gauges always (``gauge0`` to ``gauge3``); the requests line above them, then the cores (at
+        least :data:`MIN_CORES_HEIGHT`), then the topology under them, each only when it fits whole.
+        No two parts overlap; below :data:`MIN_HEIGHT` nothing fits (the pane hides the diagram)."""
+        w, h = self.width() - 2 * MARGIN_PX, self.height()
+        if h < MIN_HEIGHT:
+            return {}
+        bottom = h - MARGIN_PX - GAUGES_HEIGHT  # the gauges at the bottom, the rest stacked above them
+        out = {f"gauge{k}": QRectF(MARGIN_PX, bottom + k * (GAUGE_PX + GAUGE_GAP_PX), w, GAUGE_PX)
+               for k in range(GAUGES)}
+        if self.state.requests_total > 1 and bottom - MARGIN_PX >= REQUESTS_HEIGHT:
+            bottom -= REQUESTS_HEIGHT
+            out["requests"] = QRectF(MARGIN_PX, bottom, w, REQUESTS_HEIGHT)
+        room = bottom - 2 * MARGIN_PX  # between the top margin and a gap above what is placed
+        if room < MIN_CORES_HEIGHT:
+            return out
+        if self.state.topology and room - TOPOLOGY_HEIGHT - MARGIN_PX >= MIN_CORES_HEIGHT:
+            bottom -= TOPOLOGY_HEIGHT + MARGIN_PX
+            out["topology"] = QRectF(MARGIN_PX, bottom, w, TOPOLOGY_HEIGHT)
+            room -= TOPOLOGY_HEIGHT + MARGIN_PX
+        out["cores"] = QRectF(MARGIN_PX, MARGIN_PX, w, room)
+        return out
+
     def paintEvent(self, event) -> None:
         pal = palette()
         p = QPainter(self)
@@ -111,24 +141,21 @@ class ChipDiagram(QWidget):
         font = QFont()
         font.setPointSizeF(8.5)
         p.setFont(font)
-        w, h = self.width() - 12, self.height()
-        counter_h = REQUESTS_HEIGHT if self.state.requests_total > 1 else 0
-        gauges_h = 92 + counter_h
-        topo_h = TOPOLOGY_HEIGHT if self.state.topology and h - gauges_h - TOPOLOGY_HEIGHT - 18 >= MIN_CORES_HEIGHT \
-            else 0
-        if h - gauges_h - 12 >= MIN_CORES_HEIGHT:  # a short pane keeps the gauges, not crushed cores
-            self._cores(p, QRectF(6, 6, w, h - gauges_h - topo_h - 12), fg)
-        if topo_h:
-            self._topology(p, QRectF(6, h - gauges_h - topo_h - 4, w, topo_h), fg)
-        if counter_h:
+        parts = self.parts()
+        if "cores" in parts:
+            self._cores(p, parts["cores"], fg)
+        if "topology" in parts:
+            self._topology(p, parts["topology"], fg)
+        if "requests" in parts:
             st = self.state
             text = (f"requests done {st.requests_done:,} of {st.requests_total:,}"
                     + (f" ({st.requests_done * st.request_items:,} inferences)" if st.request_items > 1 else "")
                     + (f" · {st.tokens_done:,} tokens" if st.tokens_done is not None else ""))
             p.setPen(fg)
-            p.drawText(QRectF(6, max(6, h - gauges_h), w, counter_h), Qt.AlignmentFlag.AlignLeft
-                       | Qt.AlignmentFlag.AlignVCenter, text)
-        self._gauges(p, QRectF(6, max(6, h - gauges_h + counter_h), w, min(gauges_h - counter_h, h - 6) - 6), fg)
+            p.drawText(parts["requests"], Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                       p.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, int(parts["requests"].width())))
+        if "gauge0" in parts:
+            self._gauges(p, [parts[f"gauge{k}"] for k in range(GAUGES)], fg)
         p.end()
 
     def _topology(self, p: QPainter, area: QRectF, fg: QColor) -> None:
@@ -280,17 +307,15 @@ class ChipDiagram(QWidget):
         p.fillRect(QRectF(r.left(), r.top(), r.width() * min(1.0, max(0.0, frac)), r.height()), color)
         p.drawText(r.adjusted(4, 0, -2, 0), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, label)
 
-    def _gauges(self, p: QPainter, r: QRectF, fg: QColor) -> None:
+    def _gauges(self, p: QPainter, bars: list[QRectF], fg: QColor) -> None:
         st = self.state
-        bh = (r.height() - 12) / 4
-        sbuf_color, psum_color = QColor(120, 120, 200, 160), QColor(200, 120, 120, 160)
-        self._bar(p, QRectF(r.left(), r.top(), r.width(), bh), st.sbuf_fill, sbuf_color,
-                  f"SBUF {100 * st.sbuf_fill:.0f}%", fg)
-        self._bar(p, QRectF(r.left(), r.top() + bh + 4, r.width(), bh), st.psum_fill, psum_color,
-                  f"PSUM {100 * st.psum_fill:.0f}%", fg)
         peak = max(st.peak_bytes_per_s, 1.0)
-        y = r.top() + 2 * bh + 8
-        self._bar(p, QRectF(r.left(), y, r.width(), bh), st.read_bytes_per_s / peak, engine_color("dma_read"),
-                  f"{st.memory_kind} read {st.read_bytes_per_s / 1e9:.0f} GB/s · chip", fg)
-        self._bar(p, QRectF(r.left(), y + bh + 4, r.width(), bh), st.write_bytes_per_s / peak,
-                  engine_color("dma_write"), f"{st.memory_kind} write {st.write_bytes_per_s / 1e9:.0f} GB/s · chip", fg)
+        shown = ((st.sbuf_fill, QColor(120, 120, 200, 160), f"SBUF {100 * st.sbuf_fill:.0f}%"),
+                 (st.psum_fill, QColor(200, 120, 120, 160), f"PSUM {100 * st.psum_fill:.0f}%"),
+                 (st.read_bytes_per_s / peak, engine_color("dma_read"),
+                  f"{st.memory_kind} read {st.read_bytes_per_s / 1e9:.0f} GB/s · chip"),
+                 (st.write_bytes_per_s / peak, engine_color("dma_write"),
+                  f"{st.memory_kind} write {st.write_bytes_per_s / 1e9:.0f} GB/s · chip"))
+        for r, (frac, color, label) in zip(bars, shown, strict=True):
+            self._bar(p, r, frac, color, p.fontMetrics().elidedText(label, Qt.TextElideMode.ElideRight,
+                                                                     int(r.width()) - 6), fg)

@@ -7,6 +7,7 @@ from PySide6.QtWidgets import QTableWidgetItem, QWidget
 
 from neuronviz.session import Session
 from neuronviz.widgets.comparison_table import ComparisonTable
+from sim.catalogue import number, times
 
 HINT = "Click a layer in any pane to compare it across runs."
 COLUMNS = ("run", "time µs", "vs fastest", "bound by", "Tensor %", "Vector %", "Scalar %", "Memory %", "MFU %",
@@ -37,7 +38,7 @@ class LayerDetails(ComparisonTable):
         self.table.setRowCount(len(rows))
         fastest = min((s.time_ns for _, s in rows), default=1.0) or 1.0
         for r, (run, s) in enumerate(rows):
-            cells = [run.title, f"{s.time_ns / 1e3:,.2f}", f"{s.time_ns / fastest:.2f}×",
+            cells = [run.title, number(s.time_ns / 1e3), times(s.time_ns / fastest),
                      BOUND_LABELS.get(s.bound, s.bound),
                      *(_percent(s.busy.get(k)) for k in ("tensor", "vector", "scalar", "memory")),
                      _percent(s.mfu), _percent(s.mbu)]

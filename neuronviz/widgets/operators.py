@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 from neuronviz.session import Session
 from neuronviz.widgets.lazy import LazyView
 from sim.analysis import Stats, insights
+from sim.catalogue import number, times
 from sim.compare import block_stats
 
 LAYERS, BLOCKS = "layers", "model blocks"
@@ -192,12 +193,13 @@ class OperatorsView(LazyView):
     def _row(self, s: Stats, total: float, layer: str) -> list[QStandardItem]:
         ai = s.arithmetic_intensity
         mfu, mbu = _pct(s.mfu), _pct(s.mbu)
-        cells = [_cell(s.name, s.start_ns, align_right=False), _cell(f"{s.time_ns / 1e3:,.2f}", s.time_ns),
-                 _cell(f"{100 * s.time_ns / total:.1f}", s.time_ns), _cell(f"{s.flops / 1e9:,.2f}", s.flops),
-                 _cell(f"{s.bytes / 1e6:,.2f}", s.bytes),
-                 _cell("∞" if math.isinf(ai) else f"{ai:,.1f}", ai if math.isfinite(ai) else 1e300),
+        # each figure as the Regions tab writes it (sim.catalogue.number)
+        cells = [_cell(s.name, s.start_ns, align_right=False), _cell(number(s.time_ns / 1e3), s.time_ns),
+                 _cell(number(100 * s.time_ns / total, "percent"), s.time_ns), _cell(number(s.flops / 1e9), s.flops),
+                 _cell(number(s.bytes / 1e6), s.bytes),
+                 _cell("∞" if math.isinf(ai) else number(ai), ai if math.isfinite(ai) else 1e300),
                  _cell(s.bound, s.bound, align_right=False), _cell(mfu[0], mfu[1]), _cell(mbu[0], mbu[1]),
-                 _cell(f"{(s.spill_save_bytes + s.spill_reload_bytes) / 1e6:,.2f}",
+                 _cell(number((s.spill_save_bytes + s.spill_reload_bytes) / 1e6),
                        s.spill_save_bytes + s.spill_reload_bytes)]
         cells[0].setData(layer, LAYER_ROLE)
         return cells
@@ -209,8 +211,8 @@ class OperatorsView(LazyView):
         diff = (theirs.time_ns - ours.time_ns) / 1e3
         delta = _cell(f"{diff:+,.2f} µs ({100 * (ratio - 1):+.0f}%)", ratio)
         delta.setBackground(QBrush(delta_color(ratio)))
-        delta.setToolTip(f"{ratio:.2f}x this run's time")
-        return [_cell(f"{theirs.time_ns / 1e3:,.2f}", theirs.time_ns), delta]
+        delta.setToolTip(f"{times(ratio)} this run's time")
+        return [_cell(number(theirs.time_ns / 1e3), theirs.time_ns), delta]
 
     def copy_selection(self) -> None:
         """The selected rows (all their columns) as tab-separated text, with the header."""

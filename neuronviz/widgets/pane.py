@@ -12,7 +12,7 @@ import pyqtgraph as pg
 from pyqtgraph.graphicsItems.LegendItem import ItemSample
 from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QGraphicsItem, QHBoxLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGraphicsItem, QHBoxLayout, QToolTip, QVBoxLayout, QWidget
 
 from neuronviz.items.area import AreaViewBox, LinkedViewBox
 from neuronviz.items.bands import Band, BandAxis, BandRules, ViewLine, band_transform
@@ -24,7 +24,9 @@ from neuronviz.session import Run, Session
 from neuronviz.theme import ENGINE_COLORS, ENGINE_LABELS, engine_color, name_color, palette
 from neuronviz.trace_view import ENGINE_ORDER
 from neuronviz.widgets.chip_diagram import CORE_ENGINES, ChipDiagram, ChipState
-from sim.catalogue import BY_KEY, label, text, unit_of
+from neuronviz.widgets.chip_diagram import MIN_HEIGHT as DIAGRAM_MIN_HEIGHT
+from neuronviz.widgets.header import PhraseHeader
+from sim.catalogue import BY_KEY, duration, label, text, times, unit_of
 from sim.description import RunDescription
 from sim.integrals import CounterIntegral, IntegralStack, replayed
 from sim.trace import Counter
@@ -46,19 +48,12 @@ SIMULATOR_COUNTERS = ("sbuf_bytes", "psum_bytes", "hbm_read_bytes_per_s", "hbm_w
 MAX_OTHER_COUNTERS = 4
 OTHER_COUNTER_COLORS = tuple(ENGINE_COLORS[k] for k in ENGINE_ORDER)
 LEFT_AXIS_WIDTH = 88
+TIMELINE_MIN_WIDTH = LEFT_AXIS_WIDTH + 260  # the row names and a readable stretch of time beside them
 ROW_LABEL_CHARS = 10
 ACTIVITY_WINDOW = 0.01  # chip diagram activity: busy fraction over 1% of the run around the playhead
 HOVER_SLACK_PX = 4  # hover and click pick the nearest event this close to the pointer
 MAX_FLOWS_LISTED = 4  # flows a slice's hover names
 FLOW_ALPHA = 200  # flow arrows: the foreground, nearly opaque
-
-
-def _fmt_time(ns: float) -> str:
-    if ns >= 1e6:
-        return f"{ns / 1e6:.3f} ms"
-    if ns >= 1e3:
-        return f"{ns / 1e3:.2f} µs"
-    return f"{ns:.0f} ns"
 
 
 def _short(name: str, chars: int = ROW_LABEL_CHARS) -> str:
@@ -228,7 +223,7 @@ def header_html(run: Run, baseline: Run | None) -> str:
     speed = ""
     if baseline is not None and baseline is not run:
         ratio = baseline.metrics.latency_s / run.metrics.latency_s if run.metrics.latency_s else 0.0
-        speed = f" · <b>{ratio:.2f}×</b>&nbsp;vs&nbsp;{baseline.trace.run.deployment.chip or 'baseline'}"  # one piece
+        speed = f" · <b>{times(ratio)}</b> vs {baseline.trace.run.deployment.chip or 'baseline'}"  # as in the Summary
     elif baseline is run:
         speed = " · baseline"
     return (f"<b>{run.title}</b> &nbsp; {_workload_text(d)} &nbsp; <span style='color:gray'>"
@@ -321,6 +316,7 @@ class ComparisonPane(QWidget):
     # right click anywhere on the pane: global position, and the fraction of the shared axis under
     # the pointer (-1 outside the tracks)
     sig_context_menu = Signal(QPoint, float)
+    sig_band_room = Signal()  # the counter bands that fit under the timeline changed (bands_fitting)
 
     def __init__(self, session: Session, run: Run, parent: QWidget | None = None,
                  bands: tuple[str, ...] | None = None) -> None:
@@ -330,15 +326,14 @@ class ComparisonPane(QWidget):
         self.band_titles = tuple(bands_of(run)) if bands is None else bands
         self.view = run.view
         self.marker_lines: list[pg.InfiniteLine] = []
+        self._band_cap: int | None = None  # see set_band_cap
+        self._fitting = -1  # the bands that fitted at the last resize
         counters = run.trace.counters
         # executions not stored as events are drawn from their stored twins (sim.metrics.ReplayedIntegral)
         self._counter_integrals = {name: replayed(CounterIntegral(counters[name].t_ns, counters[name].value),
                                                   run.trace)
                                    for name in SIMULATOR_COUNTERS if name in counters and len(counters[name].t_ns)}
-        self.header = QLabel()
-        self.header.setTextFormat(Qt.TextFormat.RichText)
-        self.header.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.header.setWordWrap(True)  # a narrow pane reflows its header instead of cutting it off
+        self.header = PhraseHeader()  # a narrow pane reflows its header between phrases, at most cut short
         self.diagram = ChipDiagram()
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground(palette().background)
@@ -386,6 +381,7 @@ class ComparisonPane(QWidget):
         # the axis and a row per track (Layers too), tight enough that a Trn2's extra Collective row
         # leaves room for all three counter bands of a quarter-screen pane
         self.timeline.setMinimumHeight(24 + TRACK_ROW_MIN_PX * (n_rows + 1))
+        self.graphics.setMinimumHeight(int(self.timeline.minimumHeight()) + 2 * GRAPHICS_MARGIN_PX)  # never squeezed
         self.timeline.setMouseEnabled(x=True, y=False)
         self.timeline.invertY(True)
         self.timeline.hideButtons()
@@ -604,17 +600,39 @@ class ComparisonPane(QWidget):
                         QColor(OTHER_COUNTER_COLORS[i % len(OTHER_COUNTER_COLORS)]))
 
     def eventFilter(self, watched, event) -> bool:
-        if watched is self.graphics and event.type() == QEvent.Type.Resize and self.bands:
-            self._fit_bands()
+        if watched is self.graphics and event.type() == QEvent.Type.Resize:
+            # the chip diagram, as tall as the plots, is left out where its gauges would not fit or
+            # it would leave the timeline too narrow to read
+            self.diagram.setVisible(self.run.hardware is not None and event.size().height() >= DIAGRAM_MIN_HEIGHT
+                                    and self.width() >= self.diagram.sizeHint().width() + TIMELINE_MIN_WIDTH)
+            if self.bands:
+                fitting = self.bands_fitting()
+                self._show_bands(fitting if self._band_cap is None else min(fitting, self._band_cap))
+                if fitting != self._fitting:
+                    self._fitting = fitting
+                    self.sig_band_room.emit()
         return False
 
-    def _fit_bands(self) -> None:
-        """Show as many counter bands as fit under the timeline, in order; leave the rest out."""
+    def retire(self) -> None:
+        """Stop reacting to resizes and saying so: the pane is about to be deleted, and its plots
+        may go before its view does."""
+        self.graphics.removeEventFilter(self)
+        self.sig_band_room.disconnect()
+
+    def bands_fitting(self) -> int:
+        """How many of the counter bands fit under the timeline, in order."""
         layout = self.graphics.ci.layout
         margins = layout.getContentsMargins()
         room = self.graphics.height() - self.timeline.minimumHeight() - margins[1] - margins[3]
-        self._show_bands(max(0, min(len(self.bands),
-                                    int(room // (COUNTER_BAND_MIN_HEIGHT + layout.verticalSpacing())))))
+        return max(0, min(len(self.bands), int(room // (COUNTER_BAND_MIN_HEIGHT + layout.verticalSpacing()))))
+
+    def set_band_cap(self, n: int | None) -> None:
+        """Show at most ``n`` counter bands (None: as many as fit), so that the panes of a
+        comparison show the same ones: the window gives each the fewest that fit in any."""
+        self._band_cap = n
+        if self.bands:
+            self._show_bands(self.bands_fitting() if n is None else min(n, self.bands_fitting()))
+            self.graphics.ci.layout.activate()  # laid out now, not at the next turn of the event loop
 
     def _fit_legends(self, *_: object) -> None:
         """Counter legends in as many columns as fit the bands' width: a narrow pane stacks their
@@ -654,9 +672,9 @@ class ComparisonPane(QWidget):
     def refresh_header(self, *_: object) -> None:
         runs = self.session.runs
         baseline = runs[self.session.baseline] if runs else None
-        self.header.setText(header_html(self.run, baseline))
         validated = headline_text(self.run.trace)  # each figure's class, named in full
-        self.header.setToolTip(f"<p>Validated against published measurements: {validated}</p>" if validated else "")
+        self.header.set_text(header_html(self.run, baseline),
+                             f"<p>Validated against published measurements: {validated}</p>" if validated else "")
 
     def apply_time_mode(self, normalised: bool) -> None:
         scale = 1.0 / self.run.duration_ns if normalised else 1.0
@@ -838,8 +856,8 @@ class ComparisonPane(QWidget):
             i = self.layers.span_at(t)
             if i >= 0:
                 tr = self.run.trace
-                text = (f"<b>{tr.layer_names[i]}</b><br>start {_fmt_time(tr.layer_start_ns[i])}"
-                        f"<br>duration {_fmt_time(tr.layer_end_ns[i] - tr.layer_start_ns[i])}<br>click to compare")
+                text = (f"<b>{tr.layer_names[i]}</b><br>start {duration(tr.layer_start_ns[i])}"
+                        f"<br>duration {duration(tr.layer_end_ns[i] - tr.layer_start_ns[i])}<br>click to compare")
             else:
                 text = self._replay_text(t)
         elif 0 <= int(np.floor(y)) < len(self.view.rows):
@@ -855,15 +873,15 @@ class ComparisonPane(QWidget):
         info = self._event_near(row, t_ns)
         if info is None:
             return ""
-        text = (f"<b>{escape(info.op)}</b> ({escape(_short(info.track, 40))})<br>start {_fmt_time(info.start_ns)}"
-                f" · duration {_fmt_time(info.dur_ns)}<br>category {escape(info.layer)}")
+        text = (f"<b>{escape(info.op)}</b> ({escape(_short(info.track, 40))})<br>start {duration(info.start_ns)}"
+                f" · duration {duration(info.dur_ns)}<br>category {escape(info.layer)}")
         ancestors = self.view.ancestors(row, info)
         if ancestors:
             text += "<br>in " + " ‹ ".join(f"<b>{escape(a.op)}</b>" if k == 0 else escape(a.op)
                                            for k, a in enumerate(ancestors))
         flows = self.view.flows_at(info.event)
         for f in flows[:MAX_FLOWS_LISTED]:
-            where = f"{escape(f.other.op)} ({escape(_short(f.other.track, 40))}) at {_fmt_time(f.other.start_ns)}"
+            where = f"{escape(f.other.op)} ({escape(_short(f.other.track, 40))}) at {duration(f.other.start_ns)}"
             text += f"<br>flow {escape(f.name)} {'→ to' if f.outgoing else '← from'} {where}"
         if len(flows) > MAX_FLOWS_LISTED:
             text += f"<br>and {len(flows) - MAX_FLOWS_LISTED:,} more flows"
@@ -876,12 +894,12 @@ class ComparisonPane(QWidget):
             return self._slice_text(row, t_ns)
         info = self._event_near(row, t_ns)
         text = "" if info is None else (
-            f"<b>{info.op}</b> ({info.track})<br>layer {info.layer}<br>start {_fmt_time(info.start_ns)}"
-            f" · duration {_fmt_time(info.dur_ns)}<br>{_fmt_si(info.flops, 'FLOP')} · {_fmt_si(info.nbytes, 'B')}<br>")
+            f"<b>{info.op}</b> ({info.track})<br>layer {info.layer}<br>start {duration(info.start_ns)}"
+            f" · duration {duration(info.dur_ns)}<br>{_fmt_si(info.flops, 'FLOP')} · {_fmt_si(info.nbytes, 'B')}<br>")
         px = self._ns_per_px()
         busy = min(1.0, max(0.0, self.view.integrals[row].window_mean(t_ns - px / 2, t_ns + px / 2)))
         name = ENGINE_LABELS.get(self.view.row_kinds[row]) or _short(self.view.row_names[row])
-        text += (f"{name} busy {100 * busy:.3g}% of this pixel's {_fmt_time(px)}"
+        text += (f"{name} busy {100 * busy:.3g}% of this pixel's {duration(px)}"
                  f"<br><span style='color:gray'>{SHADE_HELP}</span>")
         replay = self._replay_text(t_ns)
         return text + (f"<br>{replay}" if replay else "")
@@ -892,7 +910,7 @@ class ComparisonPane(QWidget):
         if r is None:
             return ""
         twin = ("its step 1" if r.twin_phase == r.phase and r.first > 1
-                else f"step 1 of “{r.twin_phase}” at {_fmt_time(r.twin_start_ns)}")
+                else f"step 1 of “{r.twin_phase}” at {duration(r.twin_start_ns)}")
         return (f"<b>Replayed</b>: steps {r.first:,}–{r.last:,} of “{r.phase}” repeat the events of {twin} "
                 f"(stored once, drawn again for each; not stored as events of their own). This is step {r.step:,}; "
                 "the time and work of every step count in every figure.")

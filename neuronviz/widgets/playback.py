@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from neuronviz.session import Session
+from sim.catalogue import duration
 
 SLIDER_STEPS = 10_000
 SECONDS_PER_RUN = 8.0  # at 1x, the longest run plays in this many seconds
@@ -113,4 +114,4 @@ class PlaybackBar(QWidget):
             self.readout.setText(f"{100 * self.session.playhead:.1f}% of each run")
         else:
             t = self.session.playhead * self.session.max_duration_ns
-            self.readout.setText(f"t = {t / 1e3:,.1f} µs of {self.session.max_duration_ns / 1e3:,.1f} µs")
+            self.readout.setText(f"t = {duration(t)} of {duration(self.session.max_duration_ns)}")

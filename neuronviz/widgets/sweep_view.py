@@ -31,16 +31,18 @@ from neuronviz.runner import SimulationRunner, _Worker
 from neuronviz.session import Session
 from neuronviz.theme import GENERATION_COLORS, palette
 from neuronviz.widgets import compact_rows
+from sim.catalogue import number
 from sim.errors import SimError
 from sim.sweep import STATUS_OK, Point, execute, grid, pareto_front, read_results, write_results
 
 SMALL_SWEEP_BATCHES = (1, 2, 4, 8, 16, 32)
 X_COLUMN, Y_COLUMN = "latency_ms", "cost_per_million_inferences_usd"
-TABLE_COLUMNS = (("instance", "instance", "{}"), ("model", "model", "{}"), ("mode", "mode", "{}"),
-                 ("batch", "batch", "{}"), ("seq", "seq", "{}"), ("cores_per_copy", "cores", "{}"),
-                 ("dtype", "dtype", "{}"), ("latency_ms", "latency ms", "{:,.2f}"),
-                 ("throughput_per_s", "throughput/s", "{:,.1f}"),
-                 ("cost_per_million_inferences_usd", "$ / M", "{:,.3f}"), ("status", "status", "{}"))
+# each figure as the panes, Summary and report write it (sim.catalogue.number)
+TABLE_COLUMNS = (("instance", "instance", str), ("model", "model", str), ("mode", "mode", str),
+                 ("batch", "batch", str), ("seq", "seq", str), ("cores_per_copy", "cores", str),
+                 ("dtype", "dtype", str), ("latency_ms", "latency ms", number),
+                 ("throughput_per_s", "throughput/s", number),
+                 ("cost_per_million_inferences_usd", "$ / M", number), ("status", "status", str))
 POINT_SIZE = 9
 
 
@@ -110,7 +112,7 @@ class RowsModel(QAbstractTableModel):
         key, _, fmt = TABLE_COLUMNS[index.column()]
         value = self.rows[index.row()].get(key)
         if role == Qt.ItemDataRole.DisplayRole:
-            return "-" if value is None else fmt.format(value)
+            return "-" if value is None else fmt(value)
         if role == Qt.ItemDataRole.ToolTipRole and key == "status":
             return self.rows[index.row()].get("reason") or None
         if role == Qt.ItemDataRole.TextAlignmentRole and isinstance(value, int | float):
@@ -321,8 +323,8 @@ class SweepView(QWidget):
         lines = [f"{r.get('instance')} · {r.get('model')} · {r.get('mode')}",
                  f"batch {r.get('batch')} · seq {r.get('seq')} · {r.get('dtype')} · {r.get('cores_per_copy')} "
                  f"core{'' if r.get('cores_per_copy') == 1 else 's'}",
-                 f"latency {r[X_COLUMN]:,.2f} ms · {r.get('throughput_per_s', 0):,.1f} /s",
-                 f"${r[Y_COLUMN]:,.3f} per million"]
+                 f"latency {number(r[X_COLUMN])} ms · {number(r.get('throughput_per_s', 0))} /s",
+                 f"${number(r[Y_COLUMN])} per million"]
         return "\n".join(lines)
 
     # --- brush and table ----------------------------------------------------------------------
