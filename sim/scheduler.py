@@ -234,9 +234,36 @@ def kernel_groups(program: Program, lowered: list[LoweredOp]) -> list[tuple[int,
     return groups
 
 
+@dataclass(frozen=True)
+class Copies:
+    """Part of an :class:`EventLog` column: ``base`` once per copy, each copy plus its shift
+    (one execution's events replayed at later times), or ``count`` plain copies without shifts.
+    Expanded only as the column is joined (:func:`column`), straight into it: a 4M-event decode's
+    log held each column's copies, 150 MB, beside the joined columns made of them."""
+
+    base: np.ndarray
+    shifts: np.ndarray | None = None  # one per copy, of the base's dtype
+    count: int = 0
+
+    @property
+    def copies(self) -> int:
+        return self.count if self.shifts is None else len(self.shifts)
+
+    def __len__(self) -> int:
+        return len(self.base) * self.copies
+
+    def fill(self, out: np.ndarray) -> None:
+        """Write the copies into ``out``, which is as long as they are."""
+        rows = out.reshape(self.copies, len(self.base))
+        if self.shifts is None:
+            rows[:] = self.base
+        else:
+            np.add(self.base, self.shifts[:, None], out=rows)
+
+
 @dataclass
 class EventLog:
-    """Columns of events and occupancy spans, appended op by op."""
+    """Columns of events and occupancy spans, appended op by op (and :class:`Copies` of them)."""
 
     track: list[np.ndarray] = field(default_factory=list)
     start: list[np.ndarray] = field(default_factory=list)
@@ -247,7 +274,8 @@ class EventLog:
     # per op id: seconds its TensorE chunks lost to the dI/dt limit, and waited on semaphores
     throttled: dict[int, float] = field(default_factory=dict)
     waited: dict[int, float] = field(default_factory=dict)
-    sbuf: list[tuple[float, float, float] | list[float]] = field(default_factory=list)
+    # per op (start, end, bytes), and copies of them as blocks of such rows (sbuf_rows reads both)
+    sbuf: list[tuple[float, float, float] | np.ndarray] = field(default_factory=list)
     psum: list[tuple[np.ndarray, np.ndarray, float | np.ndarray]] = field(default_factory=list)
 
     def add(self, track: int, start: np.ndarray, end: np.ndarray, stage: Stage, op_id: int) -> None:
@@ -446,23 +474,55 @@ class CoreScheduler:
 
 
 def column(parts: list, dtype) -> np.ndarray:
-    """One column of an :class:`EventLog`, from its parts: arrays, and (value, count) runs of one
-    value (each run of consecutive ones expanded by one ``np.repeat``)."""
-    out: list[np.ndarray] = []
+    """One column of an :class:`EventLog`, from its parts: arrays, :class:`Copies`, and (value,
+    count) runs of one value (each stretch of consecutive ones expanded by one ``np.repeat``),
+    each written once into the column."""
+    out = np.empty(sum(p[1] if isinstance(p, tuple) else len(p) for p in parts), dtype)
+    at = 0
     values: list = []
     counts: list[int] = []
+
+    def runs() -> int:
+        end = at + sum(counts)
+        out[at:end] = np.repeat(np.asarray(values, dtype), counts)
+        values.clear()
+        counts.clear()
+        return end
+
     for part in parts:
         if isinstance(part, tuple):
             values.append(part[0])
             counts.append(part[1])
             continue
         if values:
-            out.append(np.repeat(np.asarray(values, dtype), counts))
-            values, counts = [], []
-        out.append(part)
+            at = runs()
+        end = at + len(part)
+        if isinstance(part, Copies):
+            part.fill(out[at:end])
+        else:
+            out[at:end] = part
+        at = end
     if values:
-        out.append(np.repeat(np.asarray(values, dtype), counts))
-    return np.concatenate(out).astype(dtype, copy=False) if out else np.empty(0, dtype)
+        runs()
+    return out
+
+
+def sbuf_rows(entries: list) -> np.ndarray:
+    """The SBUF spans of an :class:`EventLog` (a slice of its ``sbuf``), as rows of start, end and
+    bytes: its ops' own and the blocks of their copies, in order."""
+    blocks: list[np.ndarray] = []
+    own: list = []
+    for entry in entries:
+        if isinstance(entry, np.ndarray):
+            if own:
+                blocks.append(np.array(own, np.float64).reshape(-1, 3))
+                own = []
+            blocks.append(entry)
+        else:
+            own.append(entry)
+    if own:
+        blocks.append(np.array(own, np.float64).reshape(-1, 3))
+    return np.concatenate(blocks) if blocks else np.zeros((0, 3))
 
 
 def repeat_tail(log: EventLog, mark: tuple[int, int, int], times: int, period_s: float, op_stride: int) -> None:
@@ -484,23 +544,23 @@ def copy_span(log: EventLog, begin: tuple[int, int, int], end: tuple[int, int, i
     track = column(log.track[ev:end[0]], np.int16)
     op = column(log.op[ev:end[0]], np.int32)
     times = len(shifts_s)
-    log.track.append(np.tile(track, times))
-    log.start.append(np.tile(cols["start"], times) + np.repeat(shifts_s, len(track)))
-    log.dur.append(np.tile(cols["dur"], times))
-    log.flops.append(np.tile(cols["flops"], times))
-    log.nbytes.append(np.tile(cols["nbytes"], times))
+    log.track.append(Copies(track, count=times))
+    log.start.append(Copies(cols["start"], np.asarray(shifts_s, np.float64)))
+    log.dur.append(Copies(cols["dur"], count=times))
+    log.flops.append(Copies(cols["flops"], count=times))
+    log.nbytes.append(Copies(cols["nbytes"], count=times))
     if len(op):
         first, last = int(op.min()), int(op.max())
         for per_op in (log.throttled, log.waited):
             copied = [(k, v) for k, v in per_op.items() if first <= k <= last]
             for shift in op_shifts:
                 per_op.update((k + int(shift), v) for k, v in copied)
-    log.op.append(np.tile(op, times) + np.repeat(np.asarray(op_shifts, np.int64), len(op)).astype(np.int32))
-    sbuf = np.asarray(log.sbuf[sb:end[1]], np.float64).reshape(-1, 3)
+    log.op.append(Copies(op, np.asarray(op_shifts, np.int64).astype(np.int32)))
+    sbuf = sbuf_rows(log.sbuf[sb:end[1]])
     if len(sbuf):
         copies = np.tile(sbuf, (times, 1))
         copies[:, :2] += np.repeat(shifts_s, len(sbuf))[:, None]
-        log.sbuf.extend(copies.tolist())
+        log.sbuf.append(copies)
     if ps < end[2]:  # one entry per copy, of every span's chunks
         start, stop, amount = psum_columns(log.psum[ps:end[2]])
         log.psum.extend((start + dt, stop + dt, amount) for dt in shifts_s)
