@@ -53,6 +53,7 @@ from sim.workloads import (
     Phase,
     Program,
     build_program,
+    shared_programs,
     training_program,
 )
 from sim.workloads.models import DECODER, ENCODER_DECODER
@@ -301,6 +302,11 @@ def simulate(cfg: RunConfig, *, max_events: int = MAX_STORED_EVENTS, efficiency:
     ``max_events`` bounds the events kept (later repeated steps are counted, not stored);
     ``efficiency`` replaces the chip's calibrated residuals (for fitting them).
     """
+    with shared_programs():  # the memory plan's probe, the phases and the loaded run build each graph once
+        return _simulate(cfg, max_events, efficiency)
+
+
+def _simulate(cfg: RunConfig, max_events: int, efficiency: Efficiency | None) -> Trace:
     spec, seq, dt, dep = plan(cfg)
     if efficiency is not None:
         dep = replace(dep, chip=replace(dep.chip, efficiency=efficiency))
