@@ -27,6 +27,7 @@ use (:class:`TensorRamp`), so its instructions are placed one chunk at a time.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
@@ -52,6 +53,20 @@ def _pipeline_free(stages: list[Stage], n: int, ready0: list[float], free: list[
 
     A chunk occupies its engine for its semaphore wait and then its instructions; the
     instructions are what is returned (and logged) as the chunk's start and end."""
+    if n == 1:  # most ops: in_order's operations on floats instead of one-element arrays, the same numbers
+        out, end = [], 0.0
+        for s, st in enumerate(stages):
+            ready = ready0[s]
+            if s:
+                after = end + stages[s - 1].latency_s
+                ready = ready if ready >= after else after
+            dur = st.wait_s + st.dur_s
+            before = dur - dur
+            start = ready - before
+            start = (start if start >= free[s] else free[s]) + before
+            end = start + dur
+            out.append((np.array([start + st.wait_s]), np.array([end])))
+        return out
     out = []
     for s, st in enumerate(stages):
         ready = np.full(n, ready0[s])
@@ -95,7 +110,7 @@ class TensorRamp:
                 end = ramp + (target - done_full)
             else:
                 a = (1 - s) / (2 * ramp)
-                end = (-s + np.sqrt(s * s + 4 * a * target)) / (2 * a)
+                end = (-s + math.sqrt(s * s + 4 * a * target)) / (2 * a)  # as np.sqrt, correctly rounded
             dur = end - self.elapsed
         self.elapsed += dur
         self.last_end = start + dur
@@ -121,20 +136,25 @@ def _pipeline_bounded(stages: list[Stage], n: int, ready0: list[float], free: li
     lats = [st.latency_s for st in stages]
     bufs = [st.buffers if 0 < st.buffers < n else 0 for st in stages]
     window = max(bufs) + 3  # chunks of constant steps that make a steady state
+    settles = not any(ramped)
     free = list(free)
     for j in range(n):
         for s in range(n_st):
             r = ready0[s]
-            if s:
-                r = max(r, ends[s - 1][j] + lats[s - 1])
+            if s:  # r = max(r, x) as max() takes it, without the call: per chunk and stage, this is the hot loop
+                x = ends[s - 1][j] + lats[s - 1]
+                if x > r:
+                    r = x
             b = bufs[s]
             if b and j >= b:
-                r = max(r, ends[s + 1][j - b])
+                x = ends[s + 1][j - b]
+                if x > r:
+                    r = x
             start = (r if r > free[s] else free[s]) + waits[s]
             free[s] = start + (ramp.duration(start, durs[s], waits[s]) if ramped[s] else durs[s])
             starts[s][j] = start
             ends[s][j] = free[s]
-        if j % window == window - 1 and j + 1 < n and not any(ramped):
+        if settles and j % window == window - 1 and j + 1 < n:
             periods = _steady_periods(starts, j, window, bufs)
             if periods is not None:
                 rest = np.arange(1, n - j)
