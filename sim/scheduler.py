@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from itertools import accumulate
 
 import numpy as np
@@ -229,14 +230,24 @@ def _kernel_pipeline(stages: list[Stage], n: int, ready0: list[float], preds: li
     return [(np.array(a), np.array(e)) for a, e in zip(starts, ends, strict=True)]
 
 
+@lru_cache(maxsize=4096)
+def _on_scalar(stage: Stage) -> Stage:
+    """A PSUM evacuation stage placed on ScalarE (made once per stage: identical layers share them)."""
+    return replace(stage, resource=SCALAR, alt_dur_s=0.0)
+
+
+@lru_cache(maxsize=4096)
+def _on_vector(stage: Stage) -> Stage:
+    """A PSUM evacuation stage placed on VectorE, at VectorE's duration."""
+    return replace(stage, resource=VECTOR, dur_s=stage.alt_dur_s, alt_dur_s=0.0)
+
+
 def _balance_evac(stage: Stage, load: dict[int, float]) -> Stage:
     """A PSUM evacuation inside a kernel goes to ScalarE or VectorE, whichever the kernel has
     given less work so far (its instructions interleave with the kernel's others)."""
     if stage.resource != EVAC:
         return stage
-    if load.get(SCALAR, 0.0) <= load.get(VECTOR, 0.0):
-        return replace(stage, resource=SCALAR, alt_dur_s=0.0)
-    return replace(stage, resource=VECTOR, dur_s=stage.alt_dur_s, alt_dur_s=0.0)
+    return _on_scalar(stage) if load.get(SCALAR, 0.0) <= load.get(VECTOR, 0.0) else _on_vector(stage)
 
 
 def kernel_groups(program: Program, lowered: list[LoweredOp]) -> list[tuple[int, int]]:
@@ -352,9 +363,7 @@ class CoreScheduler:
             return stage
         scalar_done = self.free[SCALAR] + chunks * (stage.wait_s + stage.dur_s)
         vector_done = self.free[VECTOR] + chunks * (stage.wait_s + stage.alt_dur_s)
-        if scalar_done <= vector_done:
-            return replace(stage, resource=SCALAR, alt_dur_s=0.0)
-        return replace(stage, resource=VECTOR, dur_s=stage.alt_dur_s, alt_dur_s=0.0)
+        return _on_scalar(stage) if scalar_done <= vector_done else _on_vector(stage)
 
     def _solve(self, stages: list[Stage], n: int, ready0: list[float]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Start/end arrays of every stage of one op, honouring bounded buffers."""
@@ -494,36 +503,36 @@ class CoreScheduler:
 
 
 def column(parts: list, dtype) -> np.ndarray:
-    """One column of an :class:`EventLog`, from its parts: arrays, :class:`Copies`, and (value,
-    count) runs of one value (each stretch of consecutive ones expanded by one ``np.repeat``),
-    each written once into the column."""
-    out = np.empty(sum(p[1] if isinstance(p, tuple) else len(p) for p in parts), dtype)
-    at = 0
+    """One column of an :class:`EventLog`, from its parts: arrays, :class:`Copies` (written
+    straight into the column), and (value, count) runs of one value (each stretch of
+    consecutive ones expanded by one ``np.repeat``)."""
+    pieces: list = []
     values: list = []
     counts: list[int] = []
-
-    def runs() -> int:
-        end = at + sum(counts)
-        out[at:end] = np.repeat(np.asarray(values, dtype), counts)
-        values.clear()
-        counts.clear()
-        return end
-
+    copies = False
     for part in parts:
         if isinstance(part, tuple):
             values.append(part[0])
             counts.append(part[1])
             continue
         if values:
-            at = runs()
-        end = at + len(part)
-        if isinstance(part, Copies):
-            part.fill(out[at:end])
-        else:
-            out[at:end] = part
-        at = end
+            pieces.append(np.repeat(np.asarray(values, dtype), counts))
+            values, counts = [], []
+        copies = copies or isinstance(part, Copies)
+        pieces.append(part)
     if values:
-        runs()
+        pieces.append(np.repeat(np.asarray(values, dtype), counts))
+    if not copies:
+        return np.concatenate(pieces).astype(dtype, copy=False) if pieces else np.empty(0, dtype)
+    out = np.empty(sum(len(p) for p in pieces), dtype)
+    at = 0
+    for piece in pieces:
+        end = at + len(piece)
+        if isinstance(piece, Copies):
+            piece.fill(out[at:end])
+        else:
+            out[at:end] = piece
+        at = end
     return out
 
 
