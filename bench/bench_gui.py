@@ -41,13 +41,13 @@ w.grab()
 print(time.perf_counter() - t0)
 """
 
-# as `neuronviz` launches the demo: its command line's module first, then the app (run_app), its
-# settings, the demo's traces from the cache folder
+# as `neuronviz` launches the demo: its entry point's module first (which leaves the command line's
+# to commands), then the app (run_app), its settings, the demo's traces from the cache folder
 LAUNCH = """
 import time; t0 = time.perf_counter()
 import sys
 from pathlib import Path
-import neuronviz.cli
+import neuronviz.__main__
 from PySide6.QtCore import QSettings
 from neuronviz.app import build_window, make_app
 app = make_app()
