@@ -314,14 +314,15 @@ class EventLog:
         # a stage's chunks share their track, op, FLOPs and bytes: kept as (value, count) until
         # the columns are joined (column())
         self.track.append((track, n))
+        dur = end - start
         self.start.append(start)
-        self.dur.append(end - start)
+        self.dur.append(dur)
         self.op.append((op_id, n))
         self.flops.append((stage.flops, n))
         self.nbytes.append((stage.nbytes, n))
         if track == TENSOR:
             # a throttled TensorE chunk takes longer than its full-rate time (its wait is not in the span)
-            lost = float(np.maximum(end - start - stage.dur_s, 0.0).sum())
+            lost = float(np.maximum(dur - stage.dur_s, 0.0).sum())
             if lost:
                 self.throttled[op_id] = self.throttled.get(op_id, 0.0) + lost
             if stage.wait_s:
