@@ -26,6 +26,24 @@ def _right_index(sorted_values: np.ndarray, t: np.ndarray) -> np.ndarray:
     return sorted_values[lo:hi].searchsorted(t, side="right") + lo
 
 
+def _grid_right_index(sorted_values: np.ndarray, lo: float, step: float, count: int) -> np.ndarray:
+    """``sorted_values.searchsorted(grid, side="right")`` for the grid ``lo + arange(count) * step``
+    (step > 0), in O(values + grid) instead of a binary search per grid time: each value is
+    placed on the first grid time at or after it (estimated by division, then checked against
+    that grid time itself, so the answer is exact), and the placements are counted up."""
+    first = np.ceil((sorted_values - lo) / step)
+    np.clip(first, 0, count, out=first)
+    index = first.astype(np.intp)
+    while True:  # the division's rounding moves an estimate one grid time at most: settle it exactly
+        late = (index > 0) & (lo + (index - 1) * step >= sorted_values)
+        early = (index < count) & ~late
+        early[early] = lo + index[early] * step < sorted_values[early]
+        if not (late.any() or early.any()):
+            break
+        index += early.astype(np.intp) - late
+    return np.cumsum(np.bincount(index, minlength=count + 1)[:count])
+
+
 TABLE_INTERVALS = 1 << 16  # integrals of long tracks are also tabulated at this many + 1 evenly spaced times
 TABLE_MIN_POINTS = 1 << 14  # tracks shorter than this are only searched: they fit in the CPU caches
 TABLE_LINE = 8  # float64 values in a 64-byte cache line: short tracks share a table's rows up to this width
@@ -51,6 +69,10 @@ class _Integral:
     def at(self, t: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def on_grid(self, lo: float, step: float, count: int) -> np.ndarray:
+        """:meth:`at` of ``lo + arange(count) * step`` (an :class:`IntegralStack`'s table)."""
+        return self.at(lo + np.arange(count) * step)
+
     def value_at(self, t: float) -> float:
         """:meth:`at` of one instant (a chip diagram asks for two at every playback frame)."""
         return float(self.at(np.array([t]))[0])
@@ -71,7 +93,8 @@ class IntegralStack:
     further than ``tolerance`` times the narrowest window. The means then are exact averages
     over windows within that tolerance of the requested ones, at one gather per edge (short
     tracks that do not fit beside the long ones in a cache line are searched at the moved
-    edges: they stay in the CPU caches).
+    edges: they stay in the CPU caches). Where no track is as long as the table, the tracks are
+    searched at the tabulated times instead of filling it: the same values.
     The last answer is kept: the rows of a pane and its busy % plot ask for the same edges."""
 
     def __init__(self, integrals: list[_Integral]) -> None:
@@ -89,6 +112,10 @@ class IntegralStack:
         self._step = (self._hi - self._lo) / TABLE_INTERVALS if self._hi > self._lo else 0.0
         self._slopes = np.array([self.integrals[k].slope_after for k in self._tabulated], np.float64)[:, None]
         self._table: np.ndarray | None = None  # (TABLE_INTERVALS + 1, tabulated): made when first needed
+        # made only for a track at least as long as the table: shorter ones cost less to search
+        # at the tabulated times (their values) than the table's 65,537 rows to fill (a demo
+        # pane's 50,000 events: 30 ms, a tenth of its first frame)
+        self._long = any(self.integrals[k].n_points >= TABLE_INTERVALS for k in self._tabulated)
         self._last: tuple[tuple[bytes, float], np.ndarray] | None = None
 
     def __len__(self) -> int:
@@ -102,17 +129,21 @@ class IntegralStack:
         # moving an edge to its nearest tabulated time moves it by at most half a step
         if not (step and tolerance > 0 and edges.size > 1 and step <= 2 * tolerance * np.diff(edges).min()):
             return edges, np.array([ig.at(edges) for ig in self.integrals]).reshape(len(self), edges.size)
-        if self._table is None:
-            grid = self._lo + np.arange(TABLE_INTERVALS + 1) * step
-            self._table = np.empty((grid.size, len(self._tabulated)))
+        if self._table is None and self._long:
+            self._table = np.empty((TABLE_INTERVALS + 1, len(self._tabulated)))
             for column, k in enumerate(self._tabulated):
-                self._table[:, column] = self.integrals[k].at(grid)
+                self._table[:, column] = self.integrals[k].on_grid(self._lo, step, TABLE_INTERVALS + 1)
         j = np.rint((edges - self._lo) / step)
         inside = (j >= 0) & (j <= TABLE_INTERVALS)
         jc = np.minimum(np.maximum(j, 0), TABLE_INTERVALS).astype(np.intp)
-        points = np.where(inside, self._lo + jc * step, edges)  # outside the table F is exact as it is
+        snapped = self._lo + jc * step  # the tabulated times, as the table's rows are at them
+        points = np.where(inside, snapped, edges)  # outside the table F is exact as it is
         values = np.empty((len(self), edges.size))
-        values[self._tabulated] = self._table[jc].T
+        if self._table is not None:
+            values[self._tabulated] = self._table[jc].T
+        else:  # no track longer than the table: searched at the tabulated times, the table's values
+            for k in self._tabulated:
+                values[k] = self.integrals[k].at(snapped)
         if self._slopes.any():  # past the end, a counter keeps its last value
             with np.errstate(invalid="ignore"):
                 values[self._tabulated] += np.where((self._slopes != 0) & (points > self._hi),
@@ -155,16 +186,22 @@ class BusyIntegral(_Integral):
         sel = trace.events["track"] == track
         return cls(trace.events["start_ns"][sel], trace.events["dur_ns"][sel])
 
-    def busy(self, t: np.ndarray) -> np.ndarray:
+    def busy(self, t: np.ndarray, right: np.ndarray | None = None) -> np.ndarray:
+        """Busy time before each of ``t`` (``right``: ``t``'s right indexes among the starts, if known)."""
         t = np.asarray(t, dtype=np.float64)
         if not len(self.start):
             return np.zeros_like(t)
-        i = _right_index(self.start, t) - 1
+        i = (_right_index(self.start, t) if right is None else right) - 1
         ic = np.clip(i, 0, None)
         inside = np.clip(t - self.start[ic], 0.0, self.dur[ic])
         return np.where(i >= 0, self.before[ic] + inside, 0.0)
 
     at = busy
+
+    def on_grid(self, lo: float, step: float, count: int) -> np.ndarray:
+        if not len(self.start):
+            return np.zeros(count)
+        return self.busy(lo + np.arange(count) * step, _grid_right_index(self.start, lo, step, count))
 
     def value_at(self, t: float) -> float:
         i = int(self.start.searchsorted(t, side="right")) - 1
@@ -194,9 +231,10 @@ class ReplayedIntegral(_Integral):
         self.hi = max(base.hi, float(self.end.max())) if len(self.start) else base.hi
         self.slope_after = base.slope_after
 
-    def at(self, t: np.ndarray) -> np.ndarray:
+    def at(self, t: np.ndarray, base_at: np.ndarray | None = None) -> np.ndarray:
+        """The integral at each of ``t`` (``base_at``: ``base``'s there, if known)."""
         t = np.asarray(t, dtype=np.float64)
-        out = self.base.at(t)
+        out = self.base.at(t) if base_at is None else base_at
         if not len(self.start):
             return out
         i = np.searchsorted(self.start, t, side="right") - 1
@@ -207,6 +245,9 @@ class ReplayedIntegral(_Integral):
         partial = j * self.per_run[ic] + self.base.at(self.home[ic] + offset) - self.home_at[ic]
         extra = np.where(inside, self.before[ic] + partial, self.before[np.where(i >= 0, i + 1, 0)])
         return out + np.where(i >= 0, extra, 0.0)
+
+    def on_grid(self, lo: float, step: float, count: int) -> np.ndarray:
+        return self.at(lo + np.arange(count) * step, self.base.on_grid(lo, step, count))
 
     def value_at(self, t: float) -> float:
         """:meth:`at` of one instant in scalar arithmetic (the chip diagram's two a row a frame):
@@ -254,15 +295,21 @@ class CounterIntegral(_Integral):
         self.hi = float(self.t[-1]) if n else 0.0
         self.slope_after = float(self.v[-1]) if n else 0.0
 
-    def integral(self, t: np.ndarray) -> np.ndarray:
+    def integral(self, t: np.ndarray, right: np.ndarray | None = None) -> np.ndarray:
+        """The integral up to each of ``t`` (``right``: ``t``'s right indexes among the times, if known)."""
         t = np.asarray(t, dtype=np.float64)
         if not len(self.t):
             return np.zeros_like(t)
-        i = _right_index(self.t, t) - 1
+        i = (_right_index(self.t, t) if right is None else right) - 1
         ic = np.clip(i, 0, None)
         return np.where(i >= 0, self.cum[ic] + self.v[ic] * (t - self.t[ic]), 0.0)
 
     at = integral
+
+    def on_grid(self, lo: float, step: float, count: int) -> np.ndarray:
+        if not len(self.t):
+            return np.zeros(count)
+        return self.integral(lo + np.arange(count) * step, _grid_right_index(self.t, lo, step, count))
 
     def value_at(self, t: float) -> float:
         i = int(self.t.searchsorted(t, side="right")) - 1

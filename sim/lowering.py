@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from operator import attrgetter
 
 from sim.cost.collective import Group, collective
 from sim.cost.dma import core_bytes_per_s
@@ -427,8 +428,16 @@ def _collective(ctx: CoreContext, op: Op) -> LoweredOp:
                      engines_s=engines)
 
 
+# what lowering reads of an op: all of it but its name and its place in the program
+_SHAPE_FIELDS = ("kind", "m", "k", "n", "count", "elems", "passes", "rows", "hbm_elems", "hbm_write_elems", "params",
+                 "act", "dtype_bytes", "collective", "across_copies", "weights", "fused", "reduced", "kv_row_elems",
+                 "weight_run_rows", "contiguous_weights", "items")
+_shape_of = attrgetter(*_SHAPE_FIELDS)
+
+
 @lru_cache(maxsize=65536)
-def _lower_cached(ctx: CoreContext, shape: Op) -> LoweredOp:
+def _lower_cached(ctx: CoreContext, key: tuple) -> LoweredOp:
+    shape = Op(name="", **dict(zip(_SHAPE_FIELDS, key, strict=True)))
     if shape.kind is OpKind.MATMUL:
         return _matmul(ctx, shape)
     if shape.kind is OpKind.TRANSPOSE:
@@ -443,11 +452,6 @@ def _lower_cached(ctx: CoreContext, shape: Op) -> LoweredOp:
 
 
 def lower(ctx: CoreContext, op: Op) -> LoweredOp:
-    """Stages of ``op`` (cached by its shape: identical layers are lowered once)."""
-    shape = Op(name="", kind=op.kind, m=op.m, k=op.k, n=op.n, count=op.count, elems=op.elems,
-               passes=op.passes, rows=op.rows, hbm_elems=op.hbm_elems, hbm_write_elems=op.hbm_write_elems,
-               params=op.params, act=op.act, dtype_bytes=op.dtype_bytes, collective=op.collective,
-               across_copies=op.across_copies, weights=op.weights, fused=op.fused, reduced=op.reduced,
-               kv_row_elems=op.kv_row_elems, weight_run_rows=op.weight_run_rows,
-               contiguous_weights=op.contiguous_weights, items=op.items)
-    return _lower_cached(ctx, shape)
+    """Stages of ``op`` (cached by its shape: identical layers are lowered once; the shape is a
+    tuple of its fields, an Op of them made only when lowered)."""
+    return _lower_cached(ctx, _shape_of(op))

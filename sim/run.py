@@ -41,7 +41,7 @@ from sim.host import (
 )
 from sim.lowering import GPSIMD, RESOURCE_NAMES, CoreContext
 from sim.memory_plan import plan
-from sim.scheduler import CoreScheduler, column, psum_columns
+from sim.scheduler import CoreScheduler, column, psum_columns, sbuf_rows
 from sim.serve import ServeLog, serve, serving_record, serving_summary
 from sim.serve import lengths as serve_lengths
 from sim.speculation import drafter_of, proposed_tokens, speculation
@@ -53,6 +53,7 @@ from sim.workloads import (
     Phase,
     Program,
     build_program,
+    shared_programs,
     training_program,
 )
 from sim.workloads.models import DECODER, ENCODER_DECODER
@@ -301,6 +302,11 @@ def simulate(cfg: RunConfig, *, max_events: int = MAX_STORED_EVENTS, efficiency:
     ``max_events`` bounds the events kept (later repeated steps are counted, not stored);
     ``efficiency`` replaces the chip's calibrated residuals (for fitting them).
     """
+    with shared_programs():  # the memory plan's probe, the phases and the loaded run build each graph once
+        return _simulate(cfg, max_events, efficiency)
+
+
+def _simulate(cfg: RunConfig, max_events: int, efficiency: Efficiency | None) -> Trace:
     spec, seq, dt, dep = plan(cfg)
     if efficiency is not None:
         dep = replace(dep, chip=replace(dep.chip, efficiency=efficiency))
@@ -357,11 +363,15 @@ def _step(starts: np.ndarray, ends: np.ndarray, amounts: np.ndarray) -> tuple[np
     if not len(starts):
         return np.zeros(1), np.zeros(1)
     # round to picoseconds so a span ending where the next begins does not count twice
+    n = len(starts)
     t = np.concatenate([starts, ends])
     np.round(t, 3, out=t)
     order = np.argsort(t, kind="stable")
     t = t[order]
-    v = np.concatenate([amounts, -amounts])[order]
+    v = np.empty(2 * n)
+    v[:n] = amounts
+    np.negative(amounts, out=v[n:])
+    v = v[order]
     del order  # the temporaries of a few million spans go as soon as they are used
     np.cumsum(v, out=v)
     last = np.append(t[1:] != t[:-1], True)
@@ -442,21 +452,28 @@ def _counters(log, events: dict, tracks: tuple[Track, ...], tables: Tables) -> d
     for name, spans in (("sbuf_bytes", log.sbuf), ("psum_bytes", None)):
         if spans is None:
             continue
-        a = np.array(spans, dtype=np.float64).reshape(-1, 3)
+        a = sbuf_rows(spans)
         spans.clear()  # moved out of the log, as its event columns are (_moved)
         t, v = _step(a[:, 0] * 1e9, a[:, 1] * 1e9, a[:, 2])
         out[name] = Counter(name, "B", t, v)
     if log.psum:
         s, e, amt = psum_columns(log.psum)
-        t, v = _step(s * 1e9, e * 1e9, amt)
+        log.psum.clear()  # moved out of the log too
+        s *= 1e9
+        e *= 1e9
+        t, v = _step(s, e, amt)
+        del s, e, amt
     else:
         t, v = np.zeros(1), np.zeros(1)
     out["psum_bytes"] = Counter("psum_bytes", "B", t, v)
     for kind, name in (("dma_read", "hbm_read_bytes_per_s"), ("dma_write", "hbm_write_bytes_per_s")):
         idx = next(i for i, tr in enumerate(tracks) if tr.kind == kind)
         sel = (events["track"] == idx) & (events["dur_ns"] > 0)
-        s, d, b = events["start_ns"][sel], events["dur_ns"][sel], events["bytes"][sel]
-        t, v = _step(s, s + d, b / (d * 1e-9)) if len(s) else (np.zeros(1), np.zeros(1))
+        s, d = events["start_ns"][sel], events["dur_ns"][sel]
+        rate = events["bytes"][sel] / (d * 1e-9)
+        np.add(s, d, out=d)  # the ends, in place of the durations: a million-event queue's copies are 8 MB each
+        t, v = _step(s, d, rate) if len(s) else (np.zeros(1), np.zeros(1))
+        del s, d, rate
         out[name] = Counter(name, "B/s", t, v)
     # collective traffic while each collective runs: what a chip sends over NeuronLink, and its
     # instance over EFA (kept only for runs whose collectives leave the chip or the instance)

@@ -27,8 +27,10 @@ use (:class:`TensorRamp`), so its instructions are placed one chunk at a time.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from itertools import accumulate
 
 import numpy as np
@@ -52,6 +54,20 @@ def _pipeline_free(stages: list[Stage], n: int, ready0: list[float], free: list[
 
     A chunk occupies its engine for its semaphore wait and then its instructions; the
     instructions are what is returned (and logged) as the chunk's start and end."""
+    if n == 1:  # most ops: in_order's operations on floats instead of one-element arrays, the same numbers
+        out, end = [], 0.0
+        for s, st in enumerate(stages):
+            ready = ready0[s]
+            if s:
+                after = end + stages[s - 1].latency_s
+                ready = ready if ready >= after else after
+            dur = st.wait_s + st.dur_s
+            before = dur - dur
+            start = ready - before
+            start = (start if start >= free[s] else free[s]) + before
+            end = start + dur
+            out.append((np.array([start + st.wait_s]), np.array([end])))
+        return out
     out = []
     for s, st in enumerate(stages):
         ready = np.full(n, ready0[s])
@@ -95,7 +111,7 @@ class TensorRamp:
                 end = ramp + (target - done_full)
             else:
                 a = (1 - s) / (2 * ramp)
-                end = (-s + np.sqrt(s * s + 4 * a * target)) / (2 * a)
+                end = (-s + math.sqrt(s * s + 4 * a * target)) / (2 * a)  # as np.sqrt, correctly rounded
             dur = end - self.elapsed
         self.elapsed += dur
         self.last_end = start + dur
@@ -121,20 +137,25 @@ def _pipeline_bounded(stages: list[Stage], n: int, ready0: list[float], free: li
     lats = [st.latency_s for st in stages]
     bufs = [st.buffers if 0 < st.buffers < n else 0 for st in stages]
     window = max(bufs) + 3  # chunks of constant steps that make a steady state
+    settles = not any(ramped)
     free = list(free)
     for j in range(n):
         for s in range(n_st):
             r = ready0[s]
-            if s:
-                r = max(r, ends[s - 1][j] + lats[s - 1])
+            if s:  # r = max(r, x) as max() takes it, without the call: per chunk and stage, this is the hot loop
+                x = ends[s - 1][j] + lats[s - 1]
+                if x > r:
+                    r = x
             b = bufs[s]
             if b and j >= b:
-                r = max(r, ends[s + 1][j - b])
+                x = ends[s + 1][j - b]
+                if x > r:
+                    r = x
             start = (r if r > free[s] else free[s]) + waits[s]
             free[s] = start + (ramp.duration(start, durs[s], waits[s]) if ramped[s] else durs[s])
             starts[s][j] = start
             ends[s][j] = free[s]
-        if j % window == window - 1 and j + 1 < n and not any(ramped):
+        if settles and j % window == window - 1 and j + 1 < n:
             periods = _steady_periods(starts, j, window, bufs)
             if periods is not None:
                 rest = np.arange(1, n - j)
@@ -209,14 +230,24 @@ def _kernel_pipeline(stages: list[Stage], n: int, ready0: list[float], preds: li
     return [(np.array(a), np.array(e)) for a, e in zip(starts, ends, strict=True)]
 
 
+@lru_cache(maxsize=4096)
+def _on_scalar(stage: Stage) -> Stage:
+    """A PSUM evacuation stage placed on ScalarE (made once per stage: identical layers share them)."""
+    return replace(stage, resource=SCALAR, alt_dur_s=0.0)
+
+
+@lru_cache(maxsize=4096)
+def _on_vector(stage: Stage) -> Stage:
+    """A PSUM evacuation stage placed on VectorE, at VectorE's duration."""
+    return replace(stage, resource=VECTOR, dur_s=stage.alt_dur_s, alt_dur_s=0.0)
+
+
 def _balance_evac(stage: Stage, load: dict[int, float]) -> Stage:
     """A PSUM evacuation inside a kernel goes to ScalarE or VectorE, whichever the kernel has
     given less work so far (its instructions interleave with the kernel's others)."""
     if stage.resource != EVAC:
         return stage
-    if load.get(SCALAR, 0.0) <= load.get(VECTOR, 0.0):
-        return replace(stage, resource=SCALAR, alt_dur_s=0.0)
-    return replace(stage, resource=VECTOR, dur_s=stage.alt_dur_s, alt_dur_s=0.0)
+    return _on_scalar(stage) if load.get(SCALAR, 0.0) <= load.get(VECTOR, 0.0) else _on_vector(stage)
 
 
 def kernel_groups(program: Program, lowered: list[LoweredOp]) -> list[tuple[int, int]]:
@@ -234,9 +265,36 @@ def kernel_groups(program: Program, lowered: list[LoweredOp]) -> list[tuple[int,
     return groups
 
 
+@dataclass(frozen=True)
+class Copies:
+    """Part of an :class:`EventLog` column: ``base`` once per copy, each copy plus its shift
+    (one execution's events replayed at later times), or ``count`` plain copies without shifts.
+    Expanded only as the column is joined (:func:`column`), straight into it: a 4M-event decode's
+    log held each column's copies, 150 MB, beside the joined columns made of them."""
+
+    base: np.ndarray
+    shifts: np.ndarray | None = None  # one per copy, of the base's dtype
+    count: int = 0
+
+    @property
+    def copies(self) -> int:
+        return self.count if self.shifts is None else len(self.shifts)
+
+    def __len__(self) -> int:
+        return len(self.base) * self.copies
+
+    def fill(self, out: np.ndarray) -> None:
+        """Write the copies into ``out``, which is as long as they are."""
+        rows = out.reshape(self.copies, len(self.base))
+        if self.shifts is None:
+            rows[:] = self.base
+        else:
+            np.add(self.base, self.shifts[:, None], out=rows)
+
+
 @dataclass
 class EventLog:
-    """Columns of events and occupancy spans, appended op by op."""
+    """Columns of events and occupancy spans, appended op by op (and :class:`Copies` of them)."""
 
     track: list[np.ndarray] = field(default_factory=list)
     start: list[np.ndarray] = field(default_factory=list)
@@ -247,7 +305,8 @@ class EventLog:
     # per op id: seconds its TensorE chunks lost to the dI/dt limit, and waited on semaphores
     throttled: dict[int, float] = field(default_factory=dict)
     waited: dict[int, float] = field(default_factory=dict)
-    sbuf: list[tuple[float, float, float] | list[float]] = field(default_factory=list)
+    # per op (start, end, bytes), and copies of them as blocks of such rows (sbuf_rows reads both)
+    sbuf: list[tuple[float, float, float] | np.ndarray] = field(default_factory=list)
     psum: list[tuple[np.ndarray, np.ndarray, float | np.ndarray]] = field(default_factory=list)
 
     def add(self, track: int, start: np.ndarray, end: np.ndarray, stage: Stage, op_id: int) -> None:
@@ -255,14 +314,15 @@ class EventLog:
         # a stage's chunks share their track, op, FLOPs and bytes: kept as (value, count) until
         # the columns are joined (column())
         self.track.append((track, n))
+        dur = end - start
         self.start.append(start)
-        self.dur.append(end - start)
+        self.dur.append(dur)
         self.op.append((op_id, n))
         self.flops.append((stage.flops, n))
         self.nbytes.append((stage.nbytes, n))
         if track == TENSOR:
             # a throttled TensorE chunk takes longer than its full-rate time (its wait is not in the span)
-            lost = float(np.maximum(end - start - stage.dur_s, 0.0).sum())
+            lost = float(np.maximum(dur - stage.dur_s, 0.0).sum())
             if lost:
                 self.throttled[op_id] = self.throttled.get(op_id, 0.0) + lost
             if stage.wait_s:
@@ -304,9 +364,7 @@ class CoreScheduler:
             return stage
         scalar_done = self.free[SCALAR] + chunks * (stage.wait_s + stage.dur_s)
         vector_done = self.free[VECTOR] + chunks * (stage.wait_s + stage.alt_dur_s)
-        if scalar_done <= vector_done:
-            return replace(stage, resource=SCALAR, alt_dur_s=0.0)
-        return replace(stage, resource=VECTOR, dur_s=stage.alt_dur_s, alt_dur_s=0.0)
+        return _on_scalar(stage) if scalar_done <= vector_done else _on_vector(stage)
 
     def _solve(self, stages: list[Stage], n: int, ready0: list[float]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Start/end arrays of every stage of one op, honouring bounded buffers."""
@@ -446,23 +504,55 @@ class CoreScheduler:
 
 
 def column(parts: list, dtype) -> np.ndarray:
-    """One column of an :class:`EventLog`, from its parts: arrays, and (value, count) runs of one
-    value (each run of consecutive ones expanded by one ``np.repeat``)."""
-    out: list[np.ndarray] = []
+    """One column of an :class:`EventLog`, from its parts: arrays, :class:`Copies` (written
+    straight into the column), and (value, count) runs of one value (each stretch of
+    consecutive ones expanded by one ``np.repeat``)."""
+    pieces: list = []
     values: list = []
     counts: list[int] = []
+    copies = False
     for part in parts:
         if isinstance(part, tuple):
             values.append(part[0])
             counts.append(part[1])
             continue
         if values:
-            out.append(np.repeat(np.asarray(values, dtype), counts))
+            pieces.append(np.repeat(np.asarray(values, dtype), counts))
             values, counts = [], []
-        out.append(part)
+        copies = copies or isinstance(part, Copies)
+        pieces.append(part)
     if values:
-        out.append(np.repeat(np.asarray(values, dtype), counts))
-    return np.concatenate(out).astype(dtype, copy=False) if out else np.empty(0, dtype)
+        pieces.append(np.repeat(np.asarray(values, dtype), counts))
+    if not copies:
+        return np.concatenate(pieces).astype(dtype, copy=False) if pieces else np.empty(0, dtype)
+    out = np.empty(sum(len(p) for p in pieces), dtype)
+    at = 0
+    for piece in pieces:
+        end = at + len(piece)
+        if isinstance(piece, Copies):
+            piece.fill(out[at:end])
+        else:
+            out[at:end] = piece
+        at = end
+    return out
+
+
+def sbuf_rows(entries: list) -> np.ndarray:
+    """The SBUF spans of an :class:`EventLog` (a slice of its ``sbuf``), as rows of start, end and
+    bytes: its ops' own and the blocks of their copies, in order."""
+    blocks: list[np.ndarray] = []
+    own: list = []
+    for entry in entries:
+        if isinstance(entry, np.ndarray):
+            if own:
+                blocks.append(np.array(own, np.float64).reshape(-1, 3))
+                own = []
+            blocks.append(entry)
+        else:
+            own.append(entry)
+    if own:
+        blocks.append(np.array(own, np.float64).reshape(-1, 3))
+    return np.concatenate(blocks) if blocks else np.zeros((0, 3))
 
 
 def repeat_tail(log: EventLog, mark: tuple[int, int, int], times: int, period_s: float, op_stride: int) -> None:
@@ -484,23 +574,23 @@ def copy_span(log: EventLog, begin: tuple[int, int, int], end: tuple[int, int, i
     track = column(log.track[ev:end[0]], np.int16)
     op = column(log.op[ev:end[0]], np.int32)
     times = len(shifts_s)
-    log.track.append(np.tile(track, times))
-    log.start.append(np.tile(cols["start"], times) + np.repeat(shifts_s, len(track)))
-    log.dur.append(np.tile(cols["dur"], times))
-    log.flops.append(np.tile(cols["flops"], times))
-    log.nbytes.append(np.tile(cols["nbytes"], times))
+    log.track.append(Copies(track, count=times))
+    log.start.append(Copies(cols["start"], np.asarray(shifts_s, np.float64)))
+    log.dur.append(Copies(cols["dur"], count=times))
+    log.flops.append(Copies(cols["flops"], count=times))
+    log.nbytes.append(Copies(cols["nbytes"], count=times))
     if len(op):
         first, last = int(op.min()), int(op.max())
         for per_op in (log.throttled, log.waited):
             copied = [(k, v) for k, v in per_op.items() if first <= k <= last]
             for shift in op_shifts:
                 per_op.update((k + int(shift), v) for k, v in copied)
-    log.op.append(np.tile(op, times) + np.repeat(np.asarray(op_shifts, np.int64), len(op)).astype(np.int32))
-    sbuf = np.asarray(log.sbuf[sb:end[1]], np.float64).reshape(-1, 3)
+    log.op.append(Copies(op, np.asarray(op_shifts, np.int64).astype(np.int32)))
+    sbuf = sbuf_rows(log.sbuf[sb:end[1]])
     if len(sbuf):
         copies = np.tile(sbuf, (times, 1))
         copies[:, :2] += np.repeat(shifts_s, len(sbuf))[:, None]
-        log.sbuf.extend(copies.tolist())
+        log.sbuf.append(copies)
     if ps < end[2]:  # one entry per copy, of every span's chunks
         start, stop, amount = psum_columns(log.psum[ps:end[2]])
         log.psum.extend((start + dt, stop + dt, amount) for dt in shifts_s)

@@ -10,7 +10,12 @@ from PySide6.QtCore import Qt, Signal
 class LinkedViewBox(pg.ViewBox):
     """A view whose linked x range is the same time range as its link's, wherever the two sit on
     screen. (pyqtgraph lines up views that overlap horizontally on screen by their pixel offset:
-    a pane without a chip diagram under one with it was shifted by the diagram's width.)"""
+    a pane without a chip diagram under one with it was shifted by the diagram's width.)
+    Without a context menu unless asked for: the panes' views have none, and making pyqtgraph's
+    one, to throw it away, cost 4 ms a view (eight in the demo's first frame)."""
+
+    def __init__(self, *args, enableMenu: bool = False, **kwargs) -> None:
+        super().__init__(*args, enableMenu=enableMenu, **kwargs)
 
     def linkedViewChanged(self, view, axis) -> None:
         if axis != pg.ViewBox.XAxis or self.linksBlocked or view is None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 
 from sim.workloads.builder import ProgramBuilder
@@ -12,7 +15,7 @@ from sim.workloads.training import training_program
 from sim.workloads.transformer import Phase, transformer_program
 
 __all__ = ["ModelSpec", "Phase", "Program", "build_program", "get_model", "host_bytes", "parameters",
-           "preset_names", "speculative_step", "training_program"]
+           "preset_names", "shared_programs", "speculative_step", "training_program"]
 
 # token ids and attention masks reach a traced model as int32 tensors, as the Neuron benchmark
 # script traces them (aws-neuron-sdk archive/src/benchmark/pytorch/inf2_benchmark.py: torch.int)
@@ -22,8 +25,37 @@ TOKEN_ID_BYTES = 4
 CLIP_TOKEN_ID_BYTES = 8
 
 
+# programs built inside shared_programs(), by (id of the spec, phase, dtype): with the spec, which keeps its id its own
+_built: ContextVar[dict[tuple, tuple[ModelSpec, Program]] | None] = ContextVar("shared_programs", default=None)
+
+
+@contextmanager
+def shared_programs() -> Iterator[None]:
+    """Inside, :func:`build_program` copies the program it built before for the same model,
+    phase and dtype instead of building it again (a simulation's memory probe, its phases and
+    its run under load ask for the same graph: bert-large's takes 4 ms to build, a copy of its
+    lists of ops and layers microseconds). Each call still returns a program of its own, as
+    outside. Each thread and context has its own programs."""
+    token = _built.set({})
+    try:
+        yield
+    finally:
+        _built.reset(token)
+
+
 def build_program(spec: ModelSpec, phase: Phase, dtype_bytes: int) -> Program:
     """The forward program one core runs for ``phase`` (its shard when ``phase.tp > 1``)."""
+    built = _built.get()
+    if built is None:
+        return _build(spec, phase, dtype_bytes)
+    key = (id(spec), phase, dtype_bytes)
+    if key not in built:
+        built[key] = (spec, _build(spec, phase, dtype_bytes))
+    program = built[key][1]
+    return Program(list(program.ops), list(program.layers))
+
+
+def _build(spec: ModelSpec, phase: Phase, dtype_bytes: int) -> Program:
     b = ProgramBuilder(dtype_bytes)
     # a convolution's shards split its images' rows; a transformer's shards their heads and widths
     b.items = max(1, phase.batch // phase.tp) if spec.family == CNN else phase.batch

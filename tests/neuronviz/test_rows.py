@@ -7,7 +7,7 @@ from PySide6.QtGui import QColor
 from neuronviz.items.raster import TICK_BELOW, TrackRows
 from neuronviz.theme import ENGINE_COLORS
 from neuronviz.widgets.chip_diagram import ChipDiagram, ChipState
-from sim.integrals import TABLE_MIN_POINTS, BusyIntegral, IntegralStack
+from sim.integrals import TABLE_INTERVALS, BusyIntegral, IntegralStack
 
 
 def _every_column(busy_ns: float, columns: int = 10, width_ns: float = 100.0) -> BusyIntegral:
@@ -32,7 +32,7 @@ def test_shades_are_linear_in_the_busy_fraction_and_idle_columns_stay_empty(qapp
 def test_a_long_track_draws_from_its_table_with_the_shade_of_its_busy_fraction(qapp):
     """Zoomed out on a track too long to search per column, the rows come from the tabulated
     integral: a track busy half of every 10 ns draws the 50% shade in every column."""
-    n = 2 * TABLE_MIN_POINTS
+    n = 2 * TABLE_INTERVALS
     stack = IntegralStack([BusyIntegral(np.arange(n) * 10.0, np.full(n, 5.0))])
     rows = TrackRows(stack, [QColor("#1f77b4")], n * 10.0)
     shades, ticks = rows.rasterise(0.0, n * 10.0, 600)

@@ -3,7 +3,15 @@
 import numpy as np
 import pytest
 
-from sim.integrals import TABLE_INTERVALS, TABLE_LINE, TABLE_MIN_POINTS, BusyIntegral, CounterIntegral, IntegralStack
+from sim.integrals import (
+    TABLE_INTERVALS,
+    TABLE_LINE,
+    TABLE_MIN_POINTS,
+    BusyIntegral,
+    CounterIntegral,
+    IntegralStack,
+    ReplayedIntegral,
+)
 from sim.trace import union_intervals
 
 TOLERANCE = 1 / 16
@@ -11,12 +19,13 @@ TOLERANCE = 1 / 16
 
 @pytest.fixture(scope="module")
 def tracks():
-    """A long busy track in uneven bursts, and a short one that starts later and ends earlier."""
+    """A long busy track in uneven bursts (more events than the table has rows: it is made), and
+    a short one that starts later and ends earlier."""
     rng = np.random.default_rng(7)
-    n = 2 * TABLE_MIN_POINTS
+    n = 3 * TABLE_INTERVALS
     start = np.cumsum(rng.exponential(50.0, n) * rng.choice([0.1, 1.0, 20.0], n))
     long = BusyIntegral(*union_intervals(start, rng.uniform(1.0, 40.0, n)))
-    assert len(long.start) > TABLE_MIN_POINTS
+    assert len(long.start) > TABLE_INTERVALS
     short = BusyIntegral(np.array([0.2, 0.5, 0.7]) * long.hi, np.array([0.01, 0.02, 0.01]) * long.hi)
     return long, short
 
@@ -54,6 +63,38 @@ def test_short_tracks_beyond_a_cache_line_are_searched_at_the_same_moved_edges(t
     means = stack.means(edges, TOLERANCE)
     for row, track in enumerate([long, *shorts]):
         np.testing.assert_allclose(means[row], track.fractions(points), rtol=0, atol=1e-9)
+
+
+def test_tracks_shorter_than_the_table_are_searched_at_its_times_instead_of_filling_it(tracks):
+    """A stack of tracks long enough to be tabulated but shorter than the table answers with the
+    table's values, the integrals searched at its times, and never fills its 65,537 rows."""
+    long, short = tracks
+    part = BusyIntegral(long.start[:TABLE_INTERVALS // 2], long.dur[:TABLE_INTERVALS // 2])
+    assert TABLE_MIN_POINTS <= part.n_points < TABLE_INTERVALS
+    searched = IntegralStack([part, short])
+    edges = np.linspace(part.lo + 0.3, part.hi - 0.7, 601)
+    means = searched.means(edges, TOLERANCE)
+    assert searched._table is None
+    with_table = IntegralStack([part, short])
+    with_table._long = True  # as a stack with a longer track would
+    assert np.array_equal(with_table.means(edges, TOLERANCE), means) and with_table._table is not None
+    points, _ = searched.evaluate(edges, TOLERANCE)
+    assert not np.array_equal(points, edges)  # moved to the table's times all the same
+
+
+def test_a_table_is_the_integrals_at_its_times(tracks):
+    """The table's rows, filled by one pass over each track's sorted times, are the integrals
+    searched at the tabulated times, bit for bit, counters too."""
+    long, short = tracks
+    counter = CounterIntegral(long.start, np.arange(len(long.start)) % 7.0)
+    period = (long.hi - long.lo) / 10  # three runs of the track's first tenth replayed after it
+    replays = tuple(np.array([x]) for x in (long.hi, long.hi + 3 * period, period, long.lo))
+    stack = IntegralStack([long, short, counter, ReplayedIntegral(long, replays)])
+    stack.evaluate(np.linspace(long.lo, long.hi, 301), TOLERANCE)
+    grid = stack._lo + np.arange(TABLE_INTERVALS + 1) * stack._step
+    assert sorted(stack._tabulated) == [0, 1, 2, 3]
+    for column, k in enumerate(stack._tabulated):
+        assert np.array_equal(stack._table[:, column], stack.integrals[k].at(grid))
 
 
 def test_zoomed_in_windows_are_not_moved(tracks):
