@@ -530,7 +530,7 @@ SWEEP_AXES = {"model": "--model", "instance": "--instances", "batch": "--batch",
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Simulate every combination of the lists given into a Parquet or CSV file."""
-    from sim.sweep import grid, sweep
+    from sim.sweep import Journal, grid, sweep
 
     engine = args.engine or ("dask" if args.scheduler else "local")
     if args.scheduler and engine != "dask":
@@ -540,9 +540,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     try:
         new, total = sweep(points, args.output, args.resume, engine, args.scheduler or args.address, args.workers,
                            TerminalBar("sweep", "configurations"))
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: the finished rows are in {args.output}; run the same command with --resume to go on",
-              file=sys.stderr)
+    except KeyboardInterrupt:  # during the final write the rows stay in the journal (and what the file had)
+        output, journal = Path(args.output), Journal(Path(args.output))
+        kept = [str(output)] * output.exists() + [str(journal.folder)] * bool(journal.parts)
+        where = f"the finished rows are in {' and '.join(kept)}" if kept else "no rows were finished"
+        print(f"\ninterrupted: {where}; run the same command with --resume to go on", file=sys.stderr)
         return EXIT_INTERRUPTED
     print(f"wrote {args.output}: {total} rows ({new} simulated now)")
     return 0
@@ -561,7 +563,8 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     new_tokens = options.BY_NAME["new_tokens"]
     p.add_argument(new_tokens.flag, type=_checked(int, new_tokens), default=new_tokens.default, help=new_tokens.help)
     p.add_argument("-o", "--output", required=True, help="results file: .parquet, or .csv")
-    p.add_argument("--resume", action="store_true", help="keep the rows already in the file and run the rest")
+    p.add_argument("--resume", action="store_true", help="keep the rows already in the file and in its "
+                   "journal (.NAME.parts beside it, left by a sweep that was stopped) and run the rest")
     p.add_argument("--workers", type=_positive_int, help="local processes (default: this machine's cores)")
     p.add_argument("--engine", choices=ENGINES, help="where to run: local processes (default), dask or ray")
     p.add_argument("--scheduler", help="a Dask distributed scheduler's address (implies --engine dask)")

@@ -331,3 +331,19 @@ def test_the_cli_sweeps_and_prints_the_best(tmp_path, capsys):
         main(["sweep", "--model", "bert-base", "--instances", "inf2.xlarge", "--dtype", "bf16,int4", "-o",
               str(tmp_path / "z.parquet")])
     assert "'int4': choose from bf16, fp16, fp32, fp8, int8" in capsys.readouterr().err
+
+
+def test_ctrl_c_tells_where_the_finished_rows_are(tmp_path, monkeypatch, capsys):
+    out, sweep_args = tmp_path / "r.parquet", ["sweep", "--model", "bert-base", "--instances", "inf2.xlarge",
+                                               "--batch", "1,4", "--workers", "1"]
+
+    def interrupted_write(path, rows):
+        raise KeyboardInterrupt  # Ctrl-C during the final write: the rows go to the journal
+
+    monkeypatch.setattr("sim.sweep.write_results", interrupted_write)
+    assert main([*sweep_args, "-o", str(out)]) == 130
+    assert capsys.readouterr().err.endswith(f"interrupted: the finished rows are in {Journal(out).folder}; "
+                                            "run the same command with --resume to go on\n")
+    monkeypatch.undo()
+    assert main([*sweep_args, "-o", str(out), "--resume"]) == 0
+    assert f"wrote {out}: 2 rows (0 simulated now)" in capsys.readouterr().out
