@@ -16,13 +16,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
+from neuronviz.progress import TerminalBar
 from neuronviz.report import file_summary, run_record, runs_table
 from sim import options
 from sim.errors import SimError
 from sim.hardware.chip import all_chips
 from sim.hardware.instances import instances_of
 from sim.io.inputs import csv_export_of, profile_of
-from sim.progress import TerminalBar
 from sim.run import RunConfig, simulate
 from sim.trace import Trace
 from sim.validated import headline_record
