@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
+from neuronviz.binding_check import binding_problem
 from neuronviz.progress import TerminalBar
 from neuronviz.report import file_summary, run_record, runs_table
 from sim import options
@@ -242,6 +243,9 @@ def _headless_window(files: list[str], theme: str = "system") -> Iterator[tuple]
 
     An exception raised inside Qt while the view is built or painted only prints a traceback
     and lets Qt go on; here it fails the command with a one-line error instead, and nothing is written."""
+    problem = binding_problem()
+    if problem:
+        raise UserError(problem)
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QSettings, Qt
 
@@ -778,7 +782,7 @@ def _not_files(words: Sequence[str]) -> str | None:
 
 
 def _open_app(files: Sequence[str]) -> int:
-    problem = _not_files(files)
+    problem = _not_files(files) or binding_problem()
     if problem:
         return _fail(problem)
     from neuronviz.app import run_app
