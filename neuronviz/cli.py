@@ -16,13 +16,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
+from neuronviz.binding_check import binding_problem
+from neuronviz.progress import TerminalBar
 from neuronviz.report import file_summary, run_record, runs_table
 from sim import options
 from sim.errors import SimError
 from sim.hardware.chip import all_chips
 from sim.hardware.instances import instances_of
 from sim.io.inputs import csv_export_of, profile_of
-from sim.progress import TerminalBar
 from sim.run import RunConfig, simulate
 from sim.trace import Trace
 from sim.validated import headline_record
@@ -242,6 +243,9 @@ def _headless_window(files: list[str], theme: str = "system") -> Iterator[tuple]
 
     An exception raised inside Qt while the view is built or painted only prints a traceback
     and lets Qt go on; here it fails the command with a one-line error instead, and nothing is written."""
+    problem = binding_problem()
+    if problem:
+        raise UserError(problem)
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QSettings, Qt
 
@@ -530,7 +534,7 @@ SWEEP_AXES = {"model": "--model", "instance": "--instances", "batch": "--batch",
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Simulate every combination of the lists given into a Parquet or CSV file."""
-    from sim.sweep import grid, sweep
+    from sim.sweep import Journal, grid, sweep
 
     engine = args.engine or ("dask" if args.scheduler else "local")
     if args.scheduler and engine != "dask":
@@ -540,9 +544,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     try:
         new, total = sweep(points, args.output, args.resume, engine, args.scheduler or args.address, args.workers,
                            TerminalBar("sweep", "configurations"))
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: the finished rows are in {args.output}; run the same command with --resume to go on",
-              file=sys.stderr)
+    except KeyboardInterrupt:  # during the final write the rows stay in the journal (and what the file had)
+        output, journal = Path(args.output), Journal(Path(args.output))
+        kept = [str(output)] * output.exists() + [str(journal.folder)] * bool(journal.parts)
+        where = f"the finished rows are in {' and '.join(kept)}" if kept else "no rows were finished"
+        print(f"\ninterrupted: {where}; run the same command with --resume to go on", file=sys.stderr)
         return EXIT_INTERRUPTED
     print(f"wrote {args.output}: {total} rows ({new} simulated now)")
     return 0
@@ -561,7 +567,8 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     new_tokens = options.BY_NAME["new_tokens"]
     p.add_argument(new_tokens.flag, type=_checked(int, new_tokens), default=new_tokens.default, help=new_tokens.help)
     p.add_argument("-o", "--output", required=True, help="results file: .parquet, or .csv")
-    p.add_argument("--resume", action="store_true", help="keep the rows already in the file and run the rest")
+    p.add_argument("--resume", action="store_true", help="keep the rows already in the file and in its "
+                   "journal (.NAME.parts beside it, left by a sweep that was stopped) and run the rest")
     p.add_argument("--workers", type=_positive_int, help="local processes (default: this machine's cores)")
     p.add_argument("--engine", choices=ENGINES, help="where to run: local processes (default), dask or ray")
     p.add_argument("--scheduler", help="a Dask distributed scheduler's address (implies --engine dask)")
@@ -775,7 +782,7 @@ def _not_files(words: Sequence[str]) -> str | None:
 
 
 def _open_app(files: Sequence[str]) -> int:
-    problem = _not_files(files)
+    problem = _not_files(files) or binding_problem()
     if problem:
         return _fail(problem)
     from neuronviz.app import run_app

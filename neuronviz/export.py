@@ -40,7 +40,7 @@ MAX_ANIMATION_PIXELS = 1_500_000_000  # frames x width x height: 1.5 GB of palet
 GIF_COLORS = 256
 SVG_DPI = 96  # CSS pixels: the SVG's width and height in mm come out as the widget's size in pixels
 
-Progress = Callable[[int, int], bool]  # (frames done, frames in all) -> False to cancel
+FrameProgress = Callable[[int, int], bool]  # (frames done, frames in all) -> False to cancel
 # called once an output is whole, before it replaces its target: what it raises leaves the target as
 # it was (the CLI's check that nothing failed while the view was painted)
 Verify = Callable[[], None]
@@ -183,7 +183,7 @@ def frame_count(fps: int, seconds: float, size: QSize | None = None) -> int:
 
 
 def _frames(session: Session, widget: QWidget, frames: int, size: QSize | None,
-            progress: Progress | None) -> Iterator[QImage]:
+            progress: FrameProgress | None) -> Iterator[QImage]:
     """The widget with the playhead swept from the start to the end of the longest run."""
     _lay_out(widget, size)
     for k in range(frames):
@@ -210,7 +210,7 @@ def is_frame_folder(path: str | os.PathLike) -> bool:
 
 
 def write_animation(session: Session, widget: QWidget, path: str | os.PathLike, fps: int, seconds: float,
-                    size: QSize | None = None, progress: Progress | None = None,
+                    size: QSize | None = None, progress: FrameProgress | None = None,
                     verify: Verify = _nothing_failed) -> int:
     """The playback as an animated GIF, or numbered PNGs in a folder; returns the frame count.
 
@@ -231,7 +231,7 @@ def write_animation(session: Session, widget: QWidget, path: str | os.PathLike, 
 
 
 def _write_gif(session: Session, widget: QWidget, target: Path, fps: int, frames: int, size: QSize | None,
-               progress: Progress | None, verify: Verify) -> None:
+               progress: FrameProgress | None, verify: Verify) -> None:
     from PIL import Image
 
     images: list[Image.Image] = []
@@ -248,7 +248,7 @@ def _write_gif(session: Session, widget: QWidget, target: Path, fps: int, frames
 
 
 def _write_frame_folder(session: Session, widget: QWidget, folder: Path, frames: int, size: QSize | None,
-                        progress: Progress | None, verify: Verify) -> None:
+                        progress: FrameProgress | None, verify: Verify) -> None:
     """Numbered PNGs in ``folder``, rendered into a temporary folder beside it and moved in only
     when every frame is done: a cancel or a failure leaves the folder as it was, and frames of an
     earlier, longer export do not stay mixed in."""

@@ -85,7 +85,8 @@ def class_section(results: list[Result]) -> list[str]:
              "The median absolute error of each class of independent rows (generation, software, dense or "
              "mixture-of-experts model, metric) over all three tables: what the pane header, Summary, `report` and "
              "`simulate --json` give beside a number of that class (`sim/calibration/errors.toml`, written by "
-             "`neuronviz validate --errors`); a number of a class with no row says \"not validated\".", "",
+             "`neuronviz validate --errors sim/calibration/errors.toml`); a number of a class with no row says "
+             "\"not validated\".", "",
              "| generation | software | model | metric | rows | median absolute error |", "|---|---|---|---|---:|---:|"]
     lines += [f"| {e.cls.generation} | {e.cls.software} | {e.cls.kind} | {e.cls.metric} | {e.rows} | "
               f"{100 * e.median_abs_error:.1f}% |" for e in classes(class_points(results))]

@@ -13,9 +13,11 @@ keeps what it finished and ``resume`` skips it; the results file is written once
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import math
 import os
+import re
 import signal
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -25,7 +27,8 @@ from typing import Any
 
 from sim.errors import ConfigError, SimError
 from sim.hardware.instances import get_instance
-from sim.io.atomic import NAME_MAX, atomic_file
+from sim.io.atomic import NAME_MAX, _remove_stale_temporaries, atomic_file
+from sim.io.atomic import SUFFIX as TMP_SUFFIX
 from sim.metrics import compute_metrics
 from sim.progress import Progress
 from sim.quant import QUANTS
@@ -37,6 +40,7 @@ KEY_FIELDS = ("model", "instance", "mode", "batch", "seq", "new_tokens", "cores"
 STATUS_OK, STATUS_ERROR = "ok", "error"
 ENGINES = ("local", "dask", "ray")
 MAX_ROWS = 1_000_000  # a bigger grid is a typo in a list, not a sweep anyone can look at
+HASH_CHARS = 12  # hex digits of a hash that tell apart journal folders whose names were cut
 
 
 @dataclass(frozen=True)
@@ -285,15 +289,30 @@ class Journal:
     group) in a hidden folder beside the results file, ``.NAME.parts``, atomically: a sweep killed at
     any moment (SIGKILL, a power cut) loses at most the rows since its last append, and ``resume`` reads
     them back. Rows are only added, so an append costs what it adds, not the table so far; each part
-    has the columns of its own rows, unified when the results file is written."""
+    has the columns of its own rows, unified when the results file is written. A NAME too long for the
+    folder's name is shortened and followed by a hash of the whole name, so that results files whose
+    names differ only past the cut have folders of their own; the folder's ``RECORD`` file holds the
+    results file's name, and a folder that holds another file's rows is refused."""
+
+    RECORD = "results-file"  # the name of the results file whose rows the folder holds
 
     def __init__(self, target: Path) -> None:
-        name = target.name
-        while len(os.fsencode(f".{name}.parts")) > NAME_MAX:  # a results file's name may be near the limit
-            name = name[:-1]
-        self.folder = target.parent / f".{name}.parts"
+        self.target = target
+        self.folder = target.parent / _folder_name(target.name)
         found = self.folder.glob("*.parquet") if self.folder.is_dir() else ()
         self.parts = sorted((p for p in found if p.stem.isdigit()), key=lambda p: int(p.stem))  # as appended
+        owner = self._owner()
+        if owner is not None and owner != target.name:
+            raise ConfigError(f"{self.folder} holds the finished rows of a sweep into {owner}, not {target.name}: "
+                              "move one of them")
+
+    def _owner(self) -> str | None:
+        try:
+            return os.fsdecode((self.folder / self.RECORD).read_bytes())
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            raise ConfigError(f"cannot read {self.folder / self.RECORD}: {exc.strerror or exc}") from None
 
     def rows(self) -> list[dict[str, Any]]:
         return [row for part in self.parts for row in read_results(part).to_pylist()]
@@ -307,6 +326,9 @@ class Journal:
             self.folder.mkdir(exist_ok=True)
         except OSError as exc:
             raise ConfigError(f"cannot keep the finished rows in {self.folder}: {exc.strerror or exc}") from None
+        if not (self.folder / self.RECORD).exists():
+            with atomic_file(self.folder / self.RECORD) as f:
+                f.write(os.fsencode(self.target.name))
         number = int(self.parts[-1].stem) + 1 if self.parts else 0
         part = self.folder / f"{number:06d}.parquet"
         with atomic_file(part) as f:
@@ -314,12 +336,35 @@ class Journal:
         self.parts.append(part)
 
     def remove(self) -> None:
-        """Deletes the parts (once the results file holds their rows) and the folder, if nothing else is in it."""
+        """Deletes the parts (once the results file holds their rows), the record, the temporary files
+        of appends killed before they could rename (when their process is gone) and the folder, if
+        nothing else is in it."""
         for part in self.parts:
             part.unlink(missing_ok=True)
         self.parts = []
+        if not self.folder.is_dir():
+            return
+        written = (_JOURNAL_TEMPORARY.fullmatch(tmp.name) for tmp in self.folder.glob(f".*{TMP_SUFFIX}"))
+        for prefix in {found.group(1) for found in written if found}:
+            _remove_stale_temporaries(self.folder, prefix)
+        (self.folder / self.RECORD).unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             self.folder.rmdir()
+
+
+# an atomic save's temporary file of a part or the record: .NAME.PID.XXXXXXXX.tmp, its prefix .NAME.
+_JOURNAL_TEMPORARY = re.compile(rf"(\.(?:\d+\.parquet|{re.escape(Journal.RECORD)})\.)\d+\.\w+{re.escape(TMP_SUFFIX)}")
+
+
+def _folder_name(name: str) -> str:
+    """``.NAME.parts``; a NAME that makes it too long is cut and followed by a hash of the whole."""
+    folder = f".{name}.parts"
+    if len(os.fsencode(folder)) <= NAME_MAX:
+        return folder
+    digest = hashlib.sha256(os.fsencode(name)).hexdigest()[:HASH_CHARS]
+    while len(os.fsencode(f".{name}-{digest}.parts")) > NAME_MAX:
+        name = name[:-1]
+    return f".{name}-{digest}.parts"
 
 
 def sweep(points: Sequence[Point], output: str | Path, resume: bool = False, engine: str = "local",
@@ -365,11 +410,23 @@ def sweep(points: Sequence[Point], output: str | Path, resume: bool = False, eng
     finally:
         try:
             write_results(target, sorted(rows.values(), key=lambda r: order.get(r["config_id"], len(order))))
-        except BaseException:
-            journal.append(unsaved)  # the rows are kept for --resume when the results file cannot be written
+        except BaseException as exc:
+            _keep(journal, unsaved, exc)  # the rows are kept for --resume when the results file cannot be written
             raise
         journal.remove()
     return new, len(rows)
+
+
+def _keep(journal: Journal, rows: list[dict[str, Any]], failure: BaseException) -> None:
+    """Appends ``rows`` to ``journal`` after ``failure`` to write the results file; when that fails
+    too, one error tells both (the first, a full disk say, is what the user must fix)."""
+    try:
+        journal.append(rows)
+    except (SimError, OSError) as exc:
+        if not isinstance(failure, Exception):  # Ctrl-C or an exit: the journal's failure is the only error
+            raise
+        first = str(failure).splitlines()[0] if str(failure) else type(failure).__name__
+        raise ConfigError(f"{first}; and {exc}".splitlines()[0]) from None
 
 
 # --- queries -------------------------------------------------------------------------------------

@@ -19,8 +19,37 @@ def _anchor(heading: str) -> str:
     return text.replace(" ", "-")
 
 
-def _anchors(page: Path) -> set[str]:
-    return {_anchor(line.lstrip("#")) for line in page.read_text().splitlines() if line.startswith("#")}
+FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+HEADING = re.compile(r" {0,3}#{1,6}(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
+
+
+def _anchors(text: str) -> set[str]:
+    """GitHub's anchors of a page's headings: none for a line in fenced code (a shell comment starts with
+    ``#`` too), and a repeated heading's followed by -1, -2... in the order they come."""
+    anchors: set[str] = set()
+    seen: dict[str, int] = {}
+    fence = None  # the fence of the code block the line is in
+    for line in text.splitlines():
+        mark = FENCE.match(line)
+        if fence is None and mark:
+            fence = mark.group(1)
+        elif fence is not None:
+            closing = mark and mark.group(1)[0] == fence[0] and len(mark.group(1)) >= len(fence)
+            if closing and not line[mark.end():].strip():  # as long as the opening fence, with nothing after it
+                fence = None
+        elif heading := HEADING.fullmatch(line):
+            anchor = _anchor(heading.group(1) or "")
+            anchors.add(f"{anchor}-{seen[anchor]}" if anchor in seen else anchor)
+            seen[anchor] = seen.get(anchor, 0) + 1
+    return anchors
+
+
+def test_anchors_are_githubs_for_headings_outside_code_with_repeats_numbered() -> None:
+    text = "\n".join([
+        "# Quick start", "## Options", "```", "# a shell comment, not a heading", "```",
+        "~~~~python", "## inside a tilde fence", "~~~", "```", "~~~~", "## Options", "### Options",
+        "#not-a-heading", "    # indented code", "## Closing hashes ##"])
+    assert _anchors(text) == {"quick-start", "options", "options-1", "options-2", "closing-hashes"}
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
@@ -33,7 +62,7 @@ def test_every_relative_link_resolves(page: Path) -> None:
         file = (page.parent / path).resolve() if path else page
         if not file.exists():
             broken.append(target)
-        elif anchor and file.suffix == ".md" and anchor not in _anchors(file):
+        elif anchor and file.suffix == ".md" and anchor not in _anchors(file.read_text()):
             broken.append(target)
     assert broken == [], f"{page.name}: links to nothing: {broken}"
 

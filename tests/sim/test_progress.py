@@ -1,8 +1,6 @@
-"""The progress helper: rate and time left from a clock, and the terminal bar the CLI draws."""
+"""The progress of long work: rate and time left from a clock."""
 
-import io
-
-from sim.progress import Progress, TerminalBar
+from sim.progress import Progress
 
 
 class _Clock:
@@ -16,41 +14,7 @@ class _Clock:
 def test_rate_and_time_left_count_only_the_work_done_since_the_start():
     clock = _Clock()
     state = Progress(100, done=40, clock=clock)  # a resumed sweep: 40 rows were in the file
-    assert state.rate == 0.0 and state.eta_s is None and state.fraction == 0.4
+    assert state.rate == 0.0 and state.eta_s is None
     clock.now += 4.0
     state.advance(20)
-    assert state.rate == 5.0 and state.eta_s == 8.0 and state.fraction == 0.6
-    assert Progress(0).fraction == 1.0  # nothing to do is all done
-
-
-def test_the_terminal_bar_redraws_in_place_at_most_every_interval_and_always_at_the_end():
-    clock, out = _Clock(), io.StringIO()
-    bar, state = TerminalBar("sweep", "configurations", out, every_s=0.2), Progress(24, clock=clock)
-    bar(state)
-    clock.now += 2.0
-    state.advance(12)
-    bar(state)
-    clock.now += 0.1
-    state.advance(6)
-    bar(state)  # too soon after the last: not drawn
-    clock.now += 0.05
-    state.advance(6)
-    bar(state)  # done: drawn, then a new line
-    assert out.getvalue() == (
-        "\rsweep [..............................] 0/24 configurations (0.0/s)  "
-        f"\rsweep [{'#' * 15}{'.' * 15}] 12/24 configurations (6.0/s, 2 s left)  "
-        f"\rsweep [{'#' * 30}] 24/24 configurations (11.2/s)  \n")
-
-
-def test_work_that_counts_its_frames_gets_a_bar_that_never_cancels_it():
-    clock, out = _Clock(), io.StringIO()
-    bar = TerminalBar("rendering a.gif", "frames", out, clock=clock)
-    assert bar.count(0, 3)
-    clock.now += 1.0
-    assert bar.count(1, 3)
-    clock.now += 1.0
-    assert bar.count(3, 3)
-    assert out.getvalue() == (
-        "\rrendering a.gif [..............................] 0/3 frames (0.0/s)  "
-        f"\rrendering a.gif [{'#' * 10}{'.' * 20}] 1/3 frames (1.0/s, 2 s left)  "
-        f"\rrendering a.gif [{'#' * 30}] 3/3 frames (1.5/s)  \n")
+    assert state.rate == 5.0 and state.eta_s == 8.0

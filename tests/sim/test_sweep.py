@@ -146,21 +146,72 @@ def test_every_flush_appends_the_rows_finished_since_the_last_to_the_journal(tmp
     assert not Journal(out).folder.exists()
 
 
+def _full_disk(path, rows):
+    raise TraceFileError(f"cannot write {path}: No space left on device")
+
+
 def test_rows_the_results_file_could_not_take_stay_in_the_journal_for_resume(tmp_path, monkeypatch):
     points, out = grid(**SMALL), tmp_path / "r.parquet"
     whole = tmp_path / "whole.parquet"
     sweep(points, whole, workers=1)
-
-    def full_disk(path, rows):
-        raise TraceFileError(f"cannot write {path}: No space left on device")
-
     with monkeypatch.context() as m:
-        m.setattr("sim.sweep.write_results", full_disk)
+        m.setattr("sim.sweep.write_results", _full_disk)
         with pytest.raises(TraceFileError, match="No space left"):
             sweep(points, out, workers=1, save_every_s=3600)  # nothing flushed before the end
     assert not out.exists() and len(Journal(out).rows()) == len(points)
+    assert (Journal(out).folder / Journal.RECORD).read_text() == "r.parquet"  # whose rows they are
     assert sweep(points, out, resume=True, workers=1) == (0, len(points))
     assert _rows(out) == _rows(whole)
+
+
+def test_a_results_file_that_cannot_be_written_nor_kept_tells_both_failures(tmp_path, monkeypatch):
+    out = tmp_path / "r.parquet"
+    Journal(out).folder.write_text("in the way")  # the journal cannot take the rows either
+    monkeypatch.setattr("sim.sweep.write_results", _full_disk)
+    with pytest.raises(ConfigError) as failed:
+        sweep(grid(**SMALL)[:2], out, workers=1, save_every_s=3600)
+    assert str(failed.value) == (f"cannot write {out}: No space left on device; and cannot keep the finished rows "
+                                 f"in {Journal(out).folder}: File exists")
+
+
+def test_results_files_whose_names_differ_past_the_cut_have_journals_of_their_own(tmp_path, monkeypatch):
+    points = grid(**SMALL)
+    # .NAME.parts would be 257 bytes: cut to 255, the three names would be one
+    a, b, c = (tmp_path / f"{'x' * 240}.parquet.{n}" for n in (1, 2, 3))
+    with monkeypatch.context() as m:
+        m.setattr("sim.sweep.write_results", _full_disk)
+        with pytest.raises(TraceFileError):
+            sweep(points, a, workers=1)
+    folders = {Journal(p).folder for p in (a, b, c)}
+    assert len(folders) == 3 and all(len(os.fsencode(f.name)) <= 255 for f in folders)
+    assert sweep(points[:2], b, workers=1) == (2, 2)  # not refused as if a sweep into B was interrupted
+    assert sweep(points[:2], c, resume=True, workers=1) == (2, 2)  # nor given A's rows
+    assert [r["config_id"] for r in _rows(c)] == [p.key for p in points[:2]]
+    assert len(Journal(a).rows()) == len(points)
+
+
+def test_a_journal_folder_that_holds_another_files_rows_is_refused(tmp_path):
+    out = tmp_path / "r.parquet"
+    folder = Journal(out).folder
+    folder.mkdir()
+    (folder / Journal.RECORD).write_text("other.parquet")
+    with pytest.raises(ConfigError, match=r"\.r\.parquet\.parts holds the finished rows of a sweep into "
+                                          r"other\.parquet, not r\.parquet: move one of them"):
+        sweep(grid(**SMALL), out, resume=True, workers=1)
+
+
+def test_a_temporary_file_left_by_a_killed_append_goes_with_the_journal(tmp_path, monkeypatch):
+    points, out = grid(**SMALL), tmp_path / "r.parquet"
+    with monkeypatch.context() as m:
+        m.setattr("sim.sweep.write_results", _full_disk)
+        with pytest.raises(TraceFileError):
+            sweep(points, out, workers=1, save_every_s=3600)
+    folder = Journal(out).folder
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = folder / f".000001.parquet.{int(gone.stdout)}.abcdefgh.tmp"  # an append killed before its rename
+    stale.write_bytes(b"half a part")
+    assert sweep(points, out, resume=True, workers=1) == (0, len(points))  # every row in the journal: no append
+    assert not folder.exists()
 
 
 def test_a_journal_folder_that_cannot_be_made_is_a_one_line_error(tmp_path):
@@ -280,3 +331,19 @@ def test_the_cli_sweeps_and_prints_the_best(tmp_path, capsys):
         main(["sweep", "--model", "bert-base", "--instances", "inf2.xlarge", "--dtype", "bf16,int4", "-o",
               str(tmp_path / "z.parquet")])
     assert "'int4': choose from bf16, fp16, fp32, fp8, int8" in capsys.readouterr().err
+
+
+def test_ctrl_c_tells_where_the_finished_rows_are(tmp_path, monkeypatch, capsys):
+    out, sweep_args = tmp_path / "r.parquet", ["sweep", "--model", "bert-base", "--instances", "inf2.xlarge",
+                                               "--batch", "1,4", "--workers", "1"]
+
+    def interrupted_write(path, rows):
+        raise KeyboardInterrupt  # Ctrl-C during the final write: the rows go to the journal
+
+    monkeypatch.setattr("sim.sweep.write_results", interrupted_write)
+    assert main([*sweep_args, "-o", str(out)]) == 130
+    assert capsys.readouterr().err.endswith(f"interrupted: the finished rows are in {Journal(out).folder}; "
+                                            "run the same command with --resume to go on\n")
+    monkeypatch.undo()
+    assert main([*sweep_args, "-o", str(out), "--resume"]) == 0
+    assert f"wrote {out}: 2 rows (0 simulated now)" in capsys.readouterr().out
