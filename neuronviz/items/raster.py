@@ -20,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QColor, QFont, QImage, QLinearGradient, QPainter
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QImage, QLinearGradient, QPainter
 from PySide6.QtWidgets import QGraphicsItem
 
 from neuronviz.items import reports_errors
@@ -261,12 +261,19 @@ class ShadeLegend(pg.GraphicsWidget):
         self.background, self.full, self.text = background, full, text
         self.setToolTip(SHADE_HELP)
         self.setCacheMode(CACHE)
+        # as tall as its line of text: the corner's row is the time axis's, and a widget's default
+        # height (50 px) would take that much from the rows above it
+        self.setMaximumHeight(QFontMetricsF(self._font()).height() + 4)
+
+    @staticmethod
+    def _font() -> QFont:
+        font = QFont()
+        font.setPointSizeF(7.0)
+        return font
 
     @reports_errors
     def paint(self, p: QPainter, *args) -> None:
-        font = QFont()
-        font.setPointSizeF(7.0)
-        p.setFont(font)
+        p.setFont(self._font())
         metrics = p.fontMetrics()
         r = self.boundingRect().adjusted(4, 2, -4, 0)
         r.setHeight(metrics.height())

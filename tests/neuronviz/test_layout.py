@@ -5,12 +5,13 @@ import re
 from html import unescape
 
 import pytest
-from PySide6.QtCore import QRect, QRectF, Qt
+from PySide6.QtCore import QPointF, QRect, QRectF, Qt
 from PySide6.QtWidgets import QCheckBox, QDockWidget, QLabel
 
 from neuronviz.main_window import BOTTOM_DOCK_SHARE
 from neuronviz.widgets.chip_diagram import MIN_HEIGHT, ChipDiagram, ChipState
 from neuronviz.widgets.header import ELLIPSIS, WORD_JOINER, PhraseHeader, phrases
+from neuronviz.widgets.pane import TRACK_ROW_MIN_PX
 
 SIZES = ((1280, 720), (1920, 1080))
 
@@ -51,7 +52,10 @@ def test_every_pane_keeps_its_readable_height_and_no_text_overlaps_another(demo_
         _settle(qtbot, demo_window, size)
         _assert_readable(demo_window)
         for pane in demo_window.panes:
-            assert pane.timeline.height() >= pane.timeline.minimumHeight(), pane.run.title  # every row its 16 px
+            assert pane.timeline.height() >= pane.timeline.minimumHeight(), pane.run.title
+            vb = pane.timeline.getViewBox()  # and that height goes to the rows, not the corner under their names
+            row_px = vb.mapViewToScene(QPointF(0, 1)).y() - vb.mapViewToScene(QPointF(0, 0)).y()
+            assert row_px >= TRACK_ROW_MIN_PX - 1, (pane.run.title, row_px)
             assert pane.diagram.isVisible()  # at both sizes the demo's panes have room for it
             assert "gauge3" in pane.diagram.parts(), pane.run.title
         labels = _labels(demo_window)
