@@ -754,11 +754,30 @@ def test_events_overlapping_by_float_rounding_stay_complete_events(traces):
         assert not chrome.crossing_events(trace).any()
 
 
-def test_the_slices_a_stack_cannot_hold_are_found_without_walking_every_track():
+def test_slices_are_stacked_by_group_start_and_length_then_as_given():
+    """:func:`sim.io.slices.stack_order`'s stable sorts against a lexsort of its four keys, with
+    slices starting together (the shorter of them given first) and groups too wide for 16 bits."""
+    from sim.io.slices import stack_order
+
+    rng = np.random.default_rng(45)
+    for trial in range(1000):
+        n = int(rng.integers(0, 40))
+        group = rng.integers(0, 3, n) * (1 if trial % 2 else 1 << 20)
+        start = rng.integers(0, 10, n).astype(float)
+        end = start + rng.integers(0, 5, n)
+        expected = np.lexsort((np.arange(n), start - end, start, group))
+        assert stack_order(group, start, end).tolist() == expected.tolist(), (group, start, end)
+
+
+@pytest.mark.parametrize("stepped", [64, 3])
+def test_the_slices_a_stack_cannot_hold_are_found_without_walking_every_track(monkeypatch, stepped):
     """:func:`sim.io.slices.crossing` against a walk of each group's stack, on random slices:
-    nested ones, overlapping ones, zero-length ones, equal ones."""
+    nested ones, overlapping ones, zero-length ones, equal ones; with clusters walked side by side
+    and (``stepped`` 3) most of them too long for it, checked for nesting and walked alone."""
+    from sim.io import slices
     from sim.io.slices import _crossing_walk, crossing, stack_order
 
+    monkeypatch.setattr(slices, "STEPPED", stepped)
     rng = np.random.default_rng(46)
     found = 0
     for trial in range(2000):
@@ -774,6 +793,31 @@ def test_the_slices_a_stack_cannot_hold_are_found_without_walking_every_track():
         assert crossing(group, start, end).tolist() == walked.tolist(), (group, start, end)
         found += int(walked.any())
     assert 200 < found < 1800  # both kinds of group were drawn
+
+
+@pytest.mark.parametrize("stepped", [64, 3])
+def test_overlapping_slices_are_packed_in_the_lowest_free_lane(monkeypatch, stepped):
+    """Lanes of slices overlapping without nesting, by clusters side by side or (``stepped`` 3)
+    most of them alone, against a loop over each group's slices; and :func:`stack_depths`, which
+    packs the groups its stack cannot lay out, never puts two overlapping slices on one row."""
+    from sim.io import slices
+    from sim.io.slices import _lanes, _pack, stack_depths, stack_order
+
+    monkeypatch.setattr(slices, "STEPPED", stepped)
+    rng = np.random.default_rng(47)
+    for trial in range(1000):
+        n = int(rng.integers(1, 40))
+        group = rng.integers(0, 3, n)
+        start = rng.integers(0, 30, n).astype(float)
+        end = start + rng.integers(0, 6 if trial % 2 else 20, n)
+        o = stack_order(group, start, end)
+        g, s, e = group[o], start[o], end[o]
+        looped = np.concatenate([_pack(s[g == k], e[g == k]) for k in np.unique(g)])
+        assert _lanes(g, s, e).tolist() == looped.tolist(), (g, s, e)
+        depth = stack_depths(group, start, end)
+        row = np.lexsort((start, depth, group))
+        same = (group[row][1:] == group[row][:-1]) & (depth[row][1:] == depth[row][:-1])
+        assert not np.any(same & (start[row][1:] < end[row][:-1])), (group, start, end)
 
 
 def test_no_flow_event_is_written_for_an_arrow_to_an_async_slice(traces):
