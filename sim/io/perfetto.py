@@ -32,10 +32,10 @@ import numpy as np
 from sim.errors import TraceFileError
 from sim.io import protowire as pw
 from sim.io.atomic import atomic_file
-from sim.io.chrome import MAX_DEPTH_ROWS, crossing_events
+from sim.io.chrome import MAX_DEPTH_ROWS, whole_ns
 from sim.io.inputs import Fail, name_text, open_regular
 from sim.io.protowire import I64, LEN, VARINT, Fields, scan, tag
-from sim.io.slices import stack_depths
+from sim.io.slices import crossing, stack_depths
 from sim.trace import Counter, Trace, Track
 
 MAX_FILE_BYTES = 4 << 30
@@ -778,7 +778,8 @@ def save_pftrace(path: str | os.PathLike, traces: Sequence[Trace]) -> None:
                 thread = _field(PID, r + 1) + _field(TID, t + 1) + _field(THREAD_NAME, track.name)
                 f.write(_packet(_field(DESCRIPTOR, _field(UUID, base + t + 1) + _field(THREAD, thread)
                                        + _field(PARENT_UUID, base) + _field(RANK, t))))
-            lane, lane_track = _lanes(trace)
+            start, end = whole_ns(trace)
+            lane, lane_track = _lanes(trace, start, end)
             for j, t in enumerate(lane_track.tolist()):  # named as their track, in its place: Perfetto merges them
                 f.write(_packet(_field(DESCRIPTOR, _field(UUID, base + LANES + j)
                                        + _field(TRACK_NAME, trace.tracks[t].name) + _field(PARENT_UUID, base)
@@ -786,8 +787,8 @@ def save_pftrace(path: str | os.PathLike, traces: Sequence[Trace]) -> None:
             for c, counter in enumerate(trace.counters.values()):
                 f.write(_packet(_field(DESCRIPTOR, _field(UUID, base + 0x10000 + c) + _field(TRACK_NAME, counter.name)
                                        + _field(PARENT_UUID, base) + _field(COUNTER_TRACK, b""))))
-            _write_events(f, trace, np.where(lane >= 0, lane + (base + LANES),
-                                             trace.events["track"].astype(np.int64) + (base + 1)), iid, cat_iid)
+            uuid = np.where(lane >= 0, lane + (base + LANES), trace.events["track"].astype(np.int64) + (base + 1))
+            _write_events(f, trace, start.astype(np.int64), end.astype(np.int64), uuid, iid, cat_iid)
             for c, counter in enumerate(trace.counters.values()):
                 _write_counter(f, counter, base + 0x10000 + c)
 
@@ -796,19 +797,17 @@ CHUNK = 1 << 18  # packets built and written at a time
 LANES = 0x20000  # a run's async tracks' uuids start here, after its threads' and counters'
 
 
-def _lanes(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """Where the events a thread's stack cannot hold (:func:`~sim.io.chrome.crossing_events`) go:
-    async tracks of their process (a TrackEvent track's slices must nest), a lane of its track
-    each in the lowest free where they overlap. Each event's lane (-1: on its thread) and each
-    lane's track."""
-    crossed = np.flatnonzero(crossing_events(trace))
+def _lanes(trace: Trace, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where the events a thread's stack cannot hold (:func:`~sim.io.chrome.crossing_events`) go,
+    on the times written (``start``, ``end``): async tracks of their process (a TrackEvent
+    track's slices must nest), a lane of its track each in the lowest free where they overlap.
+    Each event's lane (-1: on its thread) and each lane's track."""
+    crossed = np.flatnonzero(crossing(trace.events["track"], start, end))
     lane = np.full(trace.n_events, -1, np.int64)
     if not len(crossed):
         return lane, np.zeros(0, np.int64)
-    ev = trace.events
-    track = ev["track"][crossed].astype(np.int64)
-    start = np.rint(ev["start_ns"][crossed])  # as written
-    depth = stack_depths(track, start, np.maximum(np.rint(ev["start_ns"][crossed] + ev["dur_ns"][crossed]), start))
+    track = trace.events["track"][crossed].astype(np.int64)
+    depth = stack_depths(track, start[crossed], end[crossed])
     pairs, lane[crossed] = np.unique(track * (int(depth.max()) + 1) + depth, return_inverse=True)
     return lane, pairs // (int(depth.max()) + 1)
 
@@ -833,13 +832,13 @@ def _write_counter(f, counter: Counter, uuid: int) -> None:
         f.write(_timed(ts[a:a + CHUNK], event, flags=False))
 
 
-def _write_events(f, trace: Trace, uuid: np.ndarray, iid: dict[str, int], cat_iid: dict[str, int]) -> None:
-    """Each event as a begin and an end packet (an instant when it lasts no time), in time order,
-    on its track (``uuid``), with its op's interned name, its layer's interned category and its flows."""
+def _write_events(f, trace: Trace, start: np.ndarray, end: np.ndarray, uuid: np.ndarray, iid: dict[str, int],
+                  cat_iid: dict[str, int]) -> None:
+    """Each event as a begin and an end packet (an instant when it lasts no time) at its ``start``
+    and ``end`` (integer ns), in time order, on its track (``uuid``), with its op's interned name,
+    its layer's interned category and its flows."""
     ev = trace.events
     n = trace.n_events
-    start = np.rint(ev["start_ns"]).astype(np.int64)
-    end = np.maximum(np.rint(ev["start_ns"] + ev["dur_ns"]).astype(np.int64), start)
     # a slice of no duration is an instant (its begin and end would be one time, in either order)
     lasting = np.flatnonzero(end > start)
     times = np.concatenate([start, end[lasting]])
