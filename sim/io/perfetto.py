@@ -7,7 +7,8 @@ deflate-compressed packets; every other packet is skipped. Each track with slice
 Written: a process per run, a thread track per engine and DMA queue, a counter track per counter,
 a slice per event named by its op in the category of its layer, names interned once. The events
 that overlap one of their track without nesting in it go on async tracks of the process named
-as their track (as many as overlap at once), which Perfetto draws merged into one.
+as their track (as many as overlap at once), which Perfetto draws merged into one; read back,
+they go back on their thread.
 
 Both ways go through :mod:`sim.io.protowire`, which reads and writes the packets of a window of
 the file together with array operations (a generated class per packet cost 9 us an event). Only
@@ -630,6 +631,7 @@ def _trace(r: _Reader, file_name: str, fail: Fail) -> Trace:
     from sim.io.native import _validate_trace
 
     s = _Slices(r, fail)
+    _onto_threads(r.tracks, s)
     present = np.unique(s.track_code)
     ranks = {int(c): r.tracks.get(int(s.tracks[c]), {}).get("rank", 0) for c in present}
     codes = sorted(ranks, key=lambda c: (ranks[c], int(s.tracks[c])))  # the tracks with slices, in their order
@@ -689,6 +691,36 @@ def _trace(r: _Reader, file_name: str, fail: Fail) -> Trace:
                   layer_end_ns=lend, counters=counters)
     _validate_trace(trace, fail)
     return trace
+
+
+def _onto_threads(tracks: dict[int, dict], s: _Slices) -> None:
+    """The slices of a thread's lanes put back on the thread, restacked with its own by depth
+    (packed where they overlap: :func:`~sim.io.slices.stack_depths`), so that a file neuronviz
+    wrote reads back into its tracks, not into a row of a thread's name beside the thread's. A
+    lane is an async track as :func:`save_pftrace` writes the events a thread's stack cannot
+    hold: no thread or process of its own, a child of the thread's process, with its name and rank."""
+    thread_of = {}
+    for uuid, d in tracks.items():
+        if d["tid"] is not None:
+            thread_of.setdefault((d["pid"], d["thread_name"], d["rank"]), uuid)
+    code_of = {int(u): c for c, u in enumerate(s.tracks.tolist())}
+    remap = np.arange(len(s.tracks), dtype=np.int64)
+    for uuid, c in list(code_of.items()):
+        d, parent = tracks.get(uuid), tracks.get(tracks.get(uuid, {}).get("parent", 0))
+        if d is None or d["pid"] is not None or d["counter"] or parent is None or parent["tid"] is not None:
+            continue
+        thread = thread_of.get((parent["pid"], d["name"], d["rank"]))
+        if thread is not None:
+            if thread not in code_of:  # a thread whose every slice is on its lanes
+                code_of[thread] = len(s.tracks)
+                s.tracks = np.append(s.tracks, np.uint64(thread))
+            remap[c] = code_of[thread]
+    moved = np.flatnonzero(remap != np.arange(len(remap)))
+    if not len(moved):
+        return
+    s.track_code = remap[s.track_code]
+    on = np.flatnonzero(np.isin(s.track_code, remap[moved]))
+    s.depth[on] = stack_depths(s.track_code[on], s.start[on].astype(np.int64), s.end[on].astype(np.int64))
 
 
 def _table(strings: list[str], code: np.ndarray, label: Callable[[str], str | None]) -> tuple[np.ndarray, list[str]]:
