@@ -299,3 +299,24 @@ def test_the_ranks_strip_draws_the_bars_in_view_and_merges_those_narrower_than_a
     rects, dense = bars.visible(95.0, 125.0, 10.0)
     assert rects.tolist() == [[s, r - h / 2, 4.0, h] for r in (0, 1) for s in (100.0, 110.0, 120.0)]
     assert not dense.any()  # 30 px apart: outlined
+
+
+@pytest.fixture
+def ranks_tab_made_late(monkeypatch):
+    """The Ranks tab's view made when it is first shown, as the tabs not made with the window are."""
+    import neuronviz.main_window as main_window
+
+    monkeypatch.setattr(main_window, "EAGER_TABS", tuple(t for t in main_window.EAGER_TABS if t != "Ranks"))
+
+
+def test_a_ranks_tab_made_after_the_panes_shows_their_range(ranks_tab_made_late, demo_window, tmp_path):
+    dirs = [rank_profile(tmp_path / "r0", 0, 0, [11_000, 13_500]),
+            rank_profile(tmp_path / "r1", 1, 2, [9_300, 11_200])]
+    assert demo_window.open_files([str(d) for d in dirs])
+    assert "Ranks" not in demo_window._views
+    show(demo_window, "Ranks")
+    strip, timeline = demo_window.ranks.strip, demo_window.panes[0].timeline
+    timeline.setXRange(10_500.0, 14_000.0, padding=0)
+    assert strip.viewRange()[0] == pytest.approx([10_500.0, 14_000.0])
+    strip.setXRange(10_800.0, 13_800.0, padding=0)
+    assert timeline.viewRange()[0] == pytest.approx([10_800.0, 13_800.0])
