@@ -2,17 +2,17 @@
 
 Export writes one process (``pid``) per run and NeuronCore and one thread (``tid``) per track,
 named with ``process_name`` / ``thread_name`` metadata events; every Trace event becomes a complete
-event (``"ph": "X"``, times in microseconds, of whole nanoseconds: :func:`whole_ns`) whose args
-hold its layer, FLOPs and bytes, every
-counter sample a counter event (``"ph": "C"``) and every flow arrow (``meta["flows"]``) a pair of
-flow events (``s`` and ``f``) that bind to its two slices in any reader. Complete events of a
-thread must nest; an event overlapping one of its track without nesting in it (a server's request
-beside the engine steps, DMA transfers in flight together) becomes an async slice instead (``b``
-and ``e`` of its name and category, an id of its own), which Perfetto stacks on a track of the
-process beside the others of its name. The tables a Chrome trace
-has no place for (meta, tracks, op and layer tables, counter units) go to ``otherData["neuronviz"]``,
-so our own files load back into the same runs, one Trace per run; event times come back in whole
-nanoseconds, counter times within float rounding of microseconds.
+event (``"ph": "X"``, times in microseconds of whole nanoseconds: :func:`whole_ns`) whose args
+hold its layer, FLOPs and bytes, every counter sample a counter event (``"ph": "C"``) and every
+flow arrow (``meta["flows"]``) a pair of flow events (``s`` and ``f``) that bind to its two slices
+in any reader. Complete events of a thread must nest; an event overlapping one of its track
+without nesting in it (a server's request beside the engine steps, DMA transfers in flight
+together) becomes an async slice instead (``b`` and ``e`` of its name and category, an id of its
+own), which Perfetto stacks on a track of the process beside the others of its name; an arrow
+from or to one has no flow events (they bind to a slice of their thread). The tables a Chrome
+trace has no place for (meta with its flows, tracks, op and layer tables, counter units) go to
+``otherData["neuronviz"]``, so our own files load back into the same runs, one Trace per run;
+event times come back in whole nanoseconds, counter times within float rounding of microseconds.
 
 Import also reads files of other tools (PyTorch profiler / Kineto, Neuron profiler JSON exports):
 plain or gzip JSON, an object with ``traceEvents`` or a bare array (an array without its closing

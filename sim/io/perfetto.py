@@ -790,7 +790,12 @@ def _packet(*fields: bytes) -> bytes:
 
 def save_pftrace(path: str | os.PathLike, traces: Sequence[Trace]) -> None:
     """Write ``traces`` as a Perfetto trace, atomically: a process per run, a thread track per
-    track, a counter track per counter; each event a slice named by its op in its layer's category."""
+    track, a counter track per counter; each event a slice named by its op in its layer's category
+    and its flows, at its whole nanoseconds (:func:`~sim.io.chrome.whole_ns`). An event its
+    thread's stack cannot hold (overlapping one of its track without nesting in it:
+    :func:`~sim.io.chrome.crossing_events`) goes on an async track of the process named and ranked
+    as its thread, a lane each where such events overlap (:func:`_lanes`), which Perfetto draws
+    merged into one track; :func:`load_pftrace` reads them back onto their thread."""
     names = sorted({n for t in traces for n in t.op_names})
     categories = sorted({n for t in traces for n in t.layer_names})
     iid = {n: i + 1 for i, n in enumerate(names)}
