@@ -1,14 +1,20 @@
 """Opening a big Neuron Explorer profile: 10 million instructions (and a million DMA packets) in
 Parquet tables, against pyarrow's own read of the columns used.
 
-Run: .venv/bin/python bench/bench_explorer.py [MILLIONS]
+Run: .venv/bin/python bench/bench_explorer.py [MILLIONS]   (or: bench_explorer.py strip)
 Target: a 10M-instruction profile opens in seconds (load_file in a fresh process, its peak
 resident memory reported), within a few times of pyarrow.parquet.read_table of the same columns.
 The profile is written as Explorer writes one: the Instruction table split into numbered files.
+
+Then the Ranks strip of many ranks' profiles (offscreen): a redraw after a zoom, 4 ranks of 2,500
+collectives and 64 of 4,700 (300K bars), at the whole span and zoomed in 10x and 1000x, against
+pyqtgraph's BarGraphItem of the same bars (as the strip drew them before). Target: a frame (16 ms).
 """
 
 from __future__ import annotations
 
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -79,7 +85,76 @@ print(seconds, peak, trace.n_events)
 """
 
 
+def rank_traces(ranks: int, per_rank: int, rng: np.random.Generator) -> list:
+    """``ranks`` ranks of ``per_rank`` collectives each, 10 us apart, each rank arriving up to 2 us
+    late, with a MATMUL before each collective on its Tensor engine."""
+    from sim.trace import Trace, Track
+
+    tracks = (Track("NC0 Tensor", "tensor", 0), Track("NC0 CC", "collective", 0))
+    out = []
+    for _ in range(ranks):
+        arrive = np.arange(per_rank) * 10_000.0 + rng.uniform(0, 2_000, per_rank)
+        start = np.concatenate([arrive - 3_000, arrive])
+        dur = np.concatenate([np.full(per_rank, 2_500.0), 12_000.0 - arrive % 10_000 - 4_000])
+        n = len(start)
+        events = {"track": np.repeat(np.arange(2, dtype=np.int16), per_rank), "start_ns": start, "dur_ns": dur,
+                  "op": np.repeat(np.arange(2, dtype=np.int32), per_rank), "layer": np.zeros(n, np.int32),
+                  "flops": np.zeros(n), "bytes": np.zeros(n)}
+        out.append(Trace(meta={"model": "ranks"}, tracks=tracks, events=events, op_names=("MATMUL", "AllReduce"),
+                         op_layer=np.zeros(2, np.int64), layer_names=("layer_0",), layer_kinds=("other",),
+                         layer_start_ns=np.zeros(1), layer_end_ns=np.array([start.max() + 20_000.0])))
+    return out
+
+
+def strip_figures() -> None:
+    """The Ranks strip's redraw after a zoom: its bars as drawn now and as BarGraphItem drew them."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    import pyqtgraph as pg
+    from PySide6.QtWidgets import QApplication
+
+    from neuronviz.widgets.ranks import COLLECTIVE_COLOR, COLLECTIVE_EDGE, COLLECTIVE_HEIGHT, RankStrip
+    from sim.ranks import collectives
+
+    app = QApplication.instance() or QApplication([])
+    rng = np.random.default_rng(0)
+    print("Ranks strip (1600 x 240 px): redraw after a zoom, median of 15 (ms); bars as drawn now / BarGraphItem")
+    for ranks, per_rank in ((4, 2_500), (64, 4_700)):
+        traces = rank_traces(ranks, per_rank, rng)
+        strip = RankStrip()
+        strip.resize(1600, 240)
+        strip.show()
+        strip.set_ranks([f"r{r}" for r in range(ranks)], traces, collectives(traces), np.ones(ranks))
+        app.processEvents()
+        span = per_rank * 10_000.0
+        new = strip.bars
+        old = pg.BarGraphItem(x0=np.concatenate([b[0] for b in new.rows]), x1=np.concatenate([b[1] for b in new.rows]),
+                              y=np.repeat(np.arange(ranks, dtype=np.float64), [len(b[0]) for b in new.rows]),
+                              height=COLLECTIVE_HEIGHT, brush=COLLECTIVE_COLOR, pen=pg.mkPen(COLLECTIVE_EDGE))
+        figures = []
+        for zoom in (1, 10, 1000):
+            times = {}
+            for name, item in (("now", new), ("BarGraphItem", old)):
+                strip.removeItem(strip.bars)
+                strip.bars = item
+                strip.addItem(item)
+                samples = []
+                for k in range(15):
+                    a = span * (0.3 + 0.01 * k) * (zoom > 1)
+                    strip.setXRange(a, a + span / zoom, padding=0)
+                    t = time.perf_counter()
+                    strip.grab()
+                    samples.append((time.perf_counter() - t) * 1e3)
+                times[name] = statistics.median(samples)
+            figures.append(f"{zoom}x {times['now']:.1f} / {times['BarGraphItem']:.1f} "
+                           f"({times['BarGraphItem'] / times['now']:.1f}x)")
+        print(f"  {ranks} ranks x {per_rank:,} collectives ({ranks * per_rank:,} bars): " + "; ".join(figures))
+        strip.close()
+
+
 def main() -> None:
+    if sys.argv[1:] == ["strip"]:
+        strip_figures()
+        return
     millions = float(sys.argv[1]) if len(sys.argv) > 1 else 10.0
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp) / "big@latest"
@@ -103,6 +178,7 @@ def main() -> None:
         print(f"load_file in a fresh process: {seconds:.2f} s ({seconds / rows * 1e6 * 1e3:.0f} ms per million "
               f"rows; {seconds / arrow_s:.1f}x pyarrow's read), peak memory {peak:,.0f} MB, "
               f"{runs[0][2]:,} events")
+    strip_figures()
 
 
 if __name__ == "__main__":

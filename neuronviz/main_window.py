@@ -201,6 +201,8 @@ class MainWindow(QMainWindow):
             view = self._views[title] = make(self.session)
             if hasattr(view, "sig_show_span"):
                 view.sig_show_span.connect(self.show_span)
+            if hasattr(view, "follow_timeline"):  # drawn on the panes' clock: their range (later, rebuild_panes)
+                view.follow_timeline(self.panes[0].timeline if self.panes else None)
             dock = self.findChild(QDockWidget, title)
             placeholder = dock.widget()
             dock.setWidget(view)

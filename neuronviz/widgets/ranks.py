@@ -12,10 +12,12 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
+from pyqtgraph.Qt import internals
 from PySide6.QtCore import QObject, QRectF, Qt, QTimer, Signal
-from PySide6.QtGui import QBrush, QColor, QCursor
+from PySide6.QtGui import QBrush, QColor, QCursor, QPainter
 from PySide6.QtWidgets import QLabel, QSplitter, QTableWidget, QTableWidgetItem, QToolTip, QVBoxLayout
 
+from neuronviz.items import reports_errors
 from neuronviz.items.time_axis import TimeAxis
 from neuronviz.session import Session
 from neuronviz.theme import ENGINE_COLORS
@@ -37,6 +39,7 @@ COLLECTIVE_COLOR, COLLECTIVE_EDGE = ENGINE_COLORS["collective"], "#8a7f00"  # as
 SKEW_COLOR = "#808080"  # the line joining a collective's arrivals rank to rank
 COLLECTIVE_HEIGHT = 0.5  # of a row
 STRAGGLER_PX = 11  # the straggler's mark, a triangle on the top edge of its bar
+SKEW_MIN_PX = 4  # the lines joining arrivals are drawn when the collectives in view are this far apart on average
 HOVER_PX = 4  # how near a bar the pointer tells of it
 STRIP_AXIS_PX = 150  # the rank names
 STRIP_ROW_PX, STRIP_EXTRA_PX, STRIP_MAX_PX = 26, 40, 240  # the strip's height: rows and time axis
@@ -55,6 +58,77 @@ def _item(text: str, tip: str = "") -> QTableWidgetItem:
 
 def _us(ns: float) -> str:
     return "-" if not math.isfinite(ns) else number(ns / 1e3)
+
+
+class CollectiveBars(pg.GraphicsObject):
+    """Each rank's collectives as bars on its row (``COLLECTIVE_HEIGHT`` high, centred on it),
+    drawn as the timeline items draw theirs: only the bars in the range shown, one
+    ``drawRects`` of a rect array NumPy fills; where a row has more bars in view than pixels
+    across, the pixel columns they cover are merged into runs, so that a paint draws at most
+    half a rect per pixel column of each row whatever the number of collectives; bars closer than
+    :data:`SKEW_MIN_PX` on average are drawn without their outline, which would cover them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # per rank: starts, ends, furthest end so far
+        self._bounds = QRectF()
+        self._rects = internals.PrimitiveArray(QRectF, 4)
+        self._pen = pg.mkPen(COLLECTIVE_EDGE)
+        self._brush = QBrush(QColor(COLLECTIVE_COLOR))
+
+    def set_bars(self, starts: list[np.ndarray], ends: list[np.ndarray]) -> None:
+        """The bars of each row (rank): their starts and ends on the x axis."""
+        self.prepareGeometryChange()
+        self.rows = []
+        for s, e in zip(starts, ends, strict=True):
+            o = np.argsort(s, kind="stable")
+            s, e = np.asarray(s, np.float64)[o], np.asarray(e, np.float64)[o]
+            self.rows.append((s, e, np.maximum.accumulate(e) if len(e) else e))
+        lo = min((float(s[0]) for s, _, _ in self.rows if len(s)), default=0.0)
+        hi = max((float(reach[-1]) for _, _, reach in self.rows if len(reach)), default=0.0)
+        self._bounds = QRectF(lo, -0.5, hi - lo, len(self.rows))
+        self.update()
+
+    def boundingRect(self) -> QRectF:
+        return self._bounds
+
+    def visible(self, x0: float, x1: float, px_per_x: float) -> tuple[np.ndarray, np.ndarray]:
+        """The rects drawn for the range ``[x0, x1]`` at ``px_per_x`` pixels a unit of x: (x, y,
+        width, height) a row; and which are drawn without an outline."""
+        out, dense = [], []
+        columns = max(int(math.ceil((x1 - x0) * px_per_x)), 1)
+        for r, (start, end, reach) in enumerate(self.rows):
+            lo, hi = int(np.searchsorted(reach, x0, side="left")), int(np.searchsorted(start, x1, side="right"))
+            a, b = start[lo:hi], end[lo:hi]
+            dense.append(np.full(hi - lo if hi - lo <= columns else 0, (hi - lo) * SKEW_MIN_PX > columns))
+            if hi - lo > columns:  # more bars than pixels: the runs of columns they cover
+                first = np.clip(((a - x0) * px_per_x).astype(np.int64), 0, columns - 1)
+                last = np.clip(((b - x0) * px_per_x).astype(np.int64), first, columns - 1)
+                covered = np.cumsum(np.bincount(first, minlength=columns + 1)
+                                    - np.bincount(last + 1, minlength=columns + 1))[:columns] > 0
+                change = np.flatnonzero(np.diff(np.concatenate(([False], covered, [False])).astype(np.int8)))
+                a, b = x0 + change[0::2] / px_per_x, x0 + change[1::2] / px_per_x
+                dense[-1] = np.ones(len(a), bool)
+            out.append(np.column_stack([a, np.full(len(a), r - COLLECTIVE_HEIGHT / 2), b - a,
+                                        np.full(len(a), COLLECTIVE_HEIGHT)]))
+        return (np.concatenate(out), np.concatenate(dense)) if out else (np.zeros((0, 4)), np.zeros(0, bool))
+
+    @reports_errors
+    def paint(self, p: QPainter, *args) -> None:
+        view = self.getViewBox()
+        px_per_x = abs(p.transform().m11())
+        if view is None or not self.rows or not px_per_x:
+            return
+        rect = view.viewRect()
+        rects, dense = self.visible(rect.left(), rect.right(), px_per_x)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        p.setBrush(self._brush)
+        for pen, these in ((self._pen, rects[~dense]), (Qt.PenStyle.NoPen, rects[dense])):
+            if len(these):
+                self._rects.resize(len(these))
+                self._rects.ndarray()[:] = these
+                p.setPen(pen)
+                p.drawRects(*self._rects.drawargs())
 
 
 class RankStrip(pg.PlotWidget):
@@ -76,8 +150,7 @@ class RankStrip(pg.PlotWidget):
         self.enableAutoRange(x=False, y=False)  # the panes' range, or the ranks' span: set, not fitted
         self.shading = pg.ImageItem()
         self.addItem(self.shading, ignoreBounds=True)
-        self.bars = pg.BarGraphItem(x0=[], x1=[], y=[], height=COLLECTIVE_HEIGHT, brush=COLLECTIVE_COLOR,
-                                    pen=pg.mkPen(COLLECTIVE_EDGE))
+        self.bars = CollectiveBars()
         self.addItem(self.bars)
         self.skew = pg.PlotCurveItem(pen=pg.mkPen(SKEW_COLOR, width=1, style=Qt.PenStyle.DashLine), connect="pairs")
         self.addItem(self.skew)
@@ -88,6 +161,10 @@ class RankStrip(pg.PlotWidget):
         self.units = np.ones(0)  # x per ns of each rank's row: 1, or 1 / its duration when normalised
         self.matched: list[Collective] = []
         self.starts = self.ends = np.zeros((0, 0))  # per matched collective and rank, on the x axis
+        self._reach = self._floor = np.zeros(0)  # the furthest end up to each collective, the earliest start from it
+        self._skew = np.zeros((0, 4))  # each line joining two ranks' arrivals: x, y, x, y (in collective order)
+        self._skew_of = np.zeros(0, np.int64)  # and its collective
+        self._marks = np.zeros((0, 2))  # each collective's straggler mark: x, y
         # shading follows the range a frame later, all changes of a frame at once, and waits while
         # the strip is off screen (the panes' zoom moves it with every frame)
         self._shade_later = QTimer(self, singleShot=True, interval=0, timeout=self._shade)
@@ -103,26 +180,42 @@ class RankStrip(pg.PlotWidget):
         n = len(traces)
         self.getAxis("left").setTicks([[(r, f"{r + 1}: {t}") for r, t in enumerate(titles)]])
         self.setYRange(-0.5, n - 0.5, padding=0)
-        x0, x1, y = [], [], []
+        x0, x1 = [], []
         for r, trace in enumerate(traces):
             start, end, _ = collective_events(trace)
             x0.append(start * self.units[r])
             x1.append(end * self.units[r])
-            y.append(np.full(len(start), r, np.float64))
-        self.bars.setOpts(x0=np.concatenate(x0), x1=np.concatenate(x1), y=np.concatenate(y))
+        self.bars.set_bars(x0, x1)
         self.starts = np.array([c.starts for c in matched], np.float64).reshape(-1, n) * self.units
         self.ends = np.array([c.ends for c in matched], np.float64).reshape(-1, n) * self.units
         # each collective's arrivals joined rank to rank: how far apart the ranks reached it
         a, b = self.starts[:, :-1], self.starts[:, 1:]
         both = np.isfinite(a) & np.isfinite(b)
         rows = np.broadcast_to(np.arange(n - 1, dtype=np.float64), a.shape)
-        self.skew.setData(np.column_stack([a[both], b[both]]).ravel(),
-                          np.column_stack([rows[both], rows[both] + 1]).ravel())
+        self._skew = np.column_stack([a[both], rows[both], b[both], rows[both] + 1])
+        self._skew_of = np.broadcast_to(np.arange(len(matched))[:, None], a.shape)[both]
         straggler = np.array([c.straggler for c in matched], np.int64)
-        self.marks.setData(self.starts[np.arange(len(matched)), straggler], straggler - COLLECTIVE_HEIGHT / 2)
+        self._marks = np.column_stack([self.starts[np.arange(len(matched)), straggler],
+                                       straggler - COLLECTIVE_HEIGHT / 2])
+        with np.errstate(all="ignore"):
+            self._reach = np.fmax.accumulate(np.nanmax(self.ends, axis=1)) if len(matched) else np.zeros(0)
+            self._floor = np.fmin.accumulate(np.nanmin(self.starts, axis=1)[::-1])[::-1] if len(matched) \
+                else np.zeros(0)
         self._range_moved()
 
+    def _in_view(self) -> None:
+        """The arrivals' lines and the straggler marks of the collectives in the range shown (the
+        lines only when these are :data:`SKEW_MIN_PX` apart on average: closer, they would be a
+        grey wash)."""
+        (x0, x1), width = self.viewRange()[0], self.getViewBox().width()
+        lo = int(np.searchsorted(self._reach, x0, side="left"))
+        hi = max(int(np.searchsorted(self._floor, x1, side="right")), lo)
+        self.marks.setData(self._marks[lo:hi, 0], self._marks[lo:hi, 1])
+        a, b = np.searchsorted(self._skew_of, [lo, hi]) if (hi - lo) * SKEW_MIN_PX <= width else (0, 0)
+        self.skew.setData(self._skew[a:b, 0::2].ravel(), self._skew[a:b, 1::2].ravel())
+
     def _range_moved(self, *_: object) -> None:
+        self._in_view()
         self._stale = True
         if self.isVisible() and not self.visibleRegion().isEmpty():
             self._shade_later.start()
@@ -152,24 +245,31 @@ class RankStrip(pg.PlotWidget):
         self.shading.setImage(image, autoLevels=False, levels=(0, 255))
         self.shading.setRect(QRectF(x0, -0.5, x1 - x0, n))
 
-    def collective_at(self, x: float, y: float, tolerance: float = 0.0) -> int:
-        """The matched collective on the row at ``y`` whose bar holds ``x`` (within ``tolerance``),
-        the one arriving nearest it; -1 for none."""
+    def collective_at(self, x: float, y: float, tolerance: float = 0.0, mark: float = 0.0) -> int:
+        """The matched collective whose bar holds (``x``, ``y``), within ``tolerance`` across and
+        ``mark`` above a straggler's bar (its mark, whose lower half covers the bar's top edge),
+        the one arriving nearest ``x``; -1 for none (the shading beside a bar is not it)."""
         r = int(round(y))
         if not (0 <= r < self.starts.shape[1] and len(self.starts)):
             return -1
+        half = COLLECTIVE_HEIGHT / 2
+        if not r - half - mark <= y <= r + half:
+            return -1
         start, end = self.starts[:, r], self.ends[:, r]
-        hit = np.flatnonzero((start - tolerance <= x) & (x <= end + tolerance))
+        on = (start - tolerance <= x) & (x <= end + tolerance)
+        if y < r - half:  # above the bar: on the straggler's mark
+            on &= np.array([c.straggler == r for c in self.matched], bool)
+        hit = np.flatnonzero(on)
         return int(hit[np.argmin(np.abs(start[hit] - x))]) if len(hit) else -1
 
-    def describe(self, x: float, y: float, tolerance: float = 0.0) -> str:
+    def describe(self, x: float, y: float, tolerance: float = 0.0, mark: float = 0.0) -> str:
         """What the row at ``y`` shows at ``x``: the collective there (its arrival, and the wait
         for the straggler or that it is the straggler), else the rank's busy and waiting shares of
         the pixel there."""
         r = int(round(y))
         if not 0 <= r < len(self.titles):
             return ""
-        k = self.collective_at(x, y, tolerance)
+        k = self.collective_at(x, y, tolerance, mark)
         if k >= 0:
             c = self.matched[k]
             first = min(s for s in c.starts if math.isfinite(s))
@@ -185,13 +285,16 @@ class RankStrip(pg.PlotWidget):
         act = self.activity[r]
         return f"{r + 1}: {self.titles[r]}\nengines busy {act.busy(t)[0]:.0%}, waiting {act.waiting(t)[0]:.0%} here"
 
-    def _view_point(self, scene_pos) -> tuple[float, float, float] | None:
+    def _view_point(self, scene_pos) -> tuple[float, float, float, float] | None:
+        """Where ``scene_pos`` is in the view, how far across a bar may be (:data:`HOVER_PX`) and
+        how far above a straggler's bar its mark reaches (half of it), in the view's units."""
         vb = self.getViewBox()
         if not vb.sceneBoundingRect().contains(scene_pos):
             return None
         p = vb.mapSceneToView(scene_pos)
-        (x0, x1), width = self.viewRange()[0], max(vb.width(), 1.0)
-        return p.x(), p.y(), HOVER_PX * (x1 - x0) / width
+        (x0, x1), (y0, y1) = self.viewRange()
+        return (p.x(), p.y(), HOVER_PX * (x1 - x0) / max(vb.width(), 1.0),
+                STRAGGLER_PX / 2 * abs(y1 - y0) / max(vb.height(), 1.0))
 
     def _hovered(self, scene_pos) -> None:
         at = self._view_point(scene_pos)

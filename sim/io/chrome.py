@@ -2,16 +2,17 @@
 
 Export writes one process (``pid``) per run and NeuronCore and one thread (``tid``) per track,
 named with ``process_name`` / ``thread_name`` metadata events; every Trace event becomes a complete
-event (``"ph": "X"``, times in microseconds) whose args hold its layer, FLOPs and bytes, every
-counter sample a counter event (``"ph": "C"``) and every flow arrow (``meta["flows"]``) a pair of
-flow events (``s`` and ``f``) that bind to its two slices in any reader. Complete events of a
-thread must nest; an event overlapping one of its track without nesting in it (a server's request
-beside the engine steps, DMA transfers in flight together) becomes an async slice instead (``b``
-and ``e`` of its name and category, an id of its own), which Perfetto stacks on a track of the
-process beside the others of its name. The tables a Chrome trace
-has no place for (meta, tracks, op and layer tables, counter units) go to ``otherData["neuronviz"]``,
-so our own files load back into the same runs, one Trace per run; times come back within float
-rounding of microseconds.
+event (``"ph": "X"``, times in microseconds of whole nanoseconds: :func:`whole_ns`) whose args
+hold its layer, FLOPs and bytes, every counter sample a counter event (``"ph": "C"``) and every
+flow arrow (``meta["flows"]``) a pair of flow events (``s`` and ``f``) that bind to its two slices
+in any reader. Complete events of a thread must nest; an event overlapping one of its track
+without nesting in it (a server's request beside the engine steps, DMA transfers in flight
+together) becomes an async slice instead (``b`` and ``e`` of its name and category, an id of its
+own), which Perfetto stacks on a track of the process beside the others of its name; an arrow
+from or to one has no flow events (they bind to a slice of their thread). The tables a Chrome
+trace has no place for (meta with its flows, tracks, op and layer tables, counter units) go to
+``otherData["neuronviz"]``, so our own files load back into the same runs, one Trace per run;
+event times come back in whole nanoseconds, counter times within float rounding of microseconds.
 
 Import also reads files of other tools (PyTorch profiler / Kineto, Neuron profiler JSON exports):
 plain or gzip JSON, an object with ``traceEvents`` or a bare array (an array without its closing
@@ -254,7 +255,9 @@ def _event_chunks(traces: Sequence[Trace], layouts: list[_Layout]) -> Iterator[l
     async_ids = itertools.count(1)  # so is an async slice's
     for trace, lay in zip(traces, layouts, strict=True):
         ev = trace.events
-        crossed = crossing_events(trace)
+        start_ns, end_ns = whole_ns(trace)
+        crossed = crossing(ev["track"], start_ns, end_ns)
+        ts, dur, ts_end = start_ns / 1e3, (end_ns - start_ns) / 1e3, end_ns / 1e3
         track_pid = np.array([lay.pids[t.core] for t in trace.tracks] or [0], np.int64)
         track_tid = np.array(lay.tids or [0], np.int64)
         track_cat = _objects([t.kind for t in trace.tracks] or [""])
@@ -267,16 +270,17 @@ def _event_chunks(traces: Sequence[Trace], layouts: list[_Layout]) -> Iterator[l
                 {"ph": "X", "name": n, "cat": c, "ts": s, "dur": d, "pid": p, "tid": t,
                  "args": {"layer": la, "flops": f, "bytes": b}}
                 for n, c, s, d, p, t, la, f, b in zip(
-                    op_names[op].tolist(), track_cat[track].tolist(), (ev["start_ns"][sl] / 1e3).tolist(),
-                    (ev["dur_ns"][sl] / 1e3).tolist(), track_pid[track].tolist(), track_tid[track].tolist(),
+                    op_names[op].tolist(), track_cat[track].tolist(), ts[sl].tolist(),
+                    dur[sl].tolist(), track_pid[track].tolist(), track_tid[track].tolist(),
                     layer_names[layer].tolist(), ev["flops"][sl].tolist(), ev["bytes"][sl].tolist(), strict=True)
             ]
             if lay.indexed:
                 for e, o, li in zip(chunk, op.tolist(), layer.tolist(), strict=True):
                     e["args"]["op"], e["args"]["layer_index"] = o, li
-            _as_async(chunk, np.flatnonzero(crossed[sl]).tolist(), async_ids)
+            here = np.flatnonzero(crossed[sl])
+            _as_async(chunk, here.tolist(), ts_end[sl][here].tolist(), async_ids)
             yield chunk
-        yield _flow_events(trace, track_pid, track_tid, flow_ids, crossed)
+        yield _flow_events(trace, start_ns, end_ns, track_pid, track_tid, flow_ids, crossed)
         pid = next(iter(lay.pids.values()))
         for c in trace.counters.values():
             name = c.name
@@ -286,36 +290,46 @@ def _event_chunks(traces: Sequence[Trace], layouts: list[_Layout]) -> Iterator[l
                        for t, v in zip(ts[lo:lo + CHUNK_EVENTS], values[lo:lo + CHUNK_EVENTS], strict=True)]
 
 
-def crossing_events(trace: Trace) -> np.ndarray:
-    """Which events a thread's stack of slices cannot hold: those overlapping an event of their
-    track without nesting in it (:func:`sim.io.slices.crossing`), on the whole nanoseconds a
-    Perfetto trace has (float rounding of a sum of durations is no overlap)."""
+def whole_ns(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Each event's start and end in whole nanoseconds, as Chrome JSON and .pftrace write them:
+    a Perfetto trace's times are integer nanoseconds, and its JSON reader rounds ``ts`` and
+    ``dur`` (microseconds) to them each. The end is the exact end rounded (not the start plus a
+    rounded duration: float rounding of a sum of durations is no overlap), never before the start;
+    written as ``ts`` and ``dur = end - start``, it is the end such a reader finds."""
     ev = trace.events
     start = np.rint(ev["start_ns"])
-    return crossing(ev["track"].astype(np.int64), start, np.maximum(np.rint(ev["start_ns"] + ev["dur_ns"]), start))
+    return start, np.maximum(np.rint(ev["start_ns"] + ev["dur_ns"]), start)
 
 
-def _as_async(chunk: list[dict[str, Any]], crossed: list[int], ids: Iterator[int]) -> None:
+def crossing_events(trace: Trace) -> np.ndarray:
+    """Which events a thread's stack of slices cannot hold: those overlapping an event of their
+    track without nesting in it (:func:`sim.io.slices.crossing`), on the times written
+    (:func:`whole_ns`)."""
+    return crossing(trace.events["track"], *whole_ns(trace))
+
+
+def _as_async(chunk: list[dict[str, Any]], crossed: list[int], ts_end: list[float], ids: Iterator[int]) -> None:
     """The complete events ``crossed`` of ``chunk`` turned into async slices in place: a ``b``
-    with the event's name, category, args and an id of its own, and its ``e`` added at the end
-    of the chunk. Perfetto draws them on a track of their own under the process, with the other
-    slices of their name, each in the lowest row free (as :func:`_match_async` reads them); our
-    own import puts them back on the track of their ``tid``."""
-    for i in crossed:
+    with the event's name, category, args and an id of its own, and its ``e`` (at ``ts_end``)
+    added at the end of the chunk. Perfetto draws them on a track of their own under the process,
+    with the other slices of their name, each in the lowest row free (as :func:`_match_async`
+    reads them); our own import puts them back on the track of their ``tid``."""
+    for i, t in zip(crossed, ts_end, strict=True):
         e = chunk[i]
-        dur = e.pop("dur")
+        del e["dur"]
         e["ph"], e["id"] = "b", next(ids)
-        chunk.append({"ph": "e", "name": e["name"], "cat": e["cat"], "id": e["id"], "ts": e["ts"] + dur,
+        chunk.append({"ph": "e", "name": e["name"], "cat": e["cat"], "id": e["id"], "ts": t,
                       "pid": e["pid"], "tid": e["tid"]})
 
 
-def _flow_events(trace: Trace, track_pid: np.ndarray, track_tid: np.ndarray,
-                 ids: Iterator[int], crossed: np.ndarray) -> list[dict[str, Any]]:
+def _flow_events(trace: Trace, start_ns: np.ndarray, end_ns: np.ndarray, track_pid: np.ndarray,
+                 track_tid: np.ndarray, ids: Iterator[int], crossed: np.ndarray) -> list[dict[str, Any]]:
     """The run's flow arrows (``meta["flows"]``) as flow events of the first version, so that any
     reader of the file draws them: an ``s`` where the slice the arrow leaves starts and an ``f``
     (bound to the slice holding it) in the slice it enters, at its start or, when that is earlier,
     the first's; an arrow into a slice that ends before the first starts has no such events, nor
-    has one from or to an async slice (``crossed``), which a flow event of its thread cannot bind."""
+    has one from or to an async slice (``crossed``), which a flow event of its thread cannot bind.
+    Times are the slices' as written (``start_ns``, ``end_ns``)."""
     flows = trace.meta.get("flows")
     if not isinstance(flows, dict):
         return []
@@ -326,9 +340,9 @@ def _flow_events(trace: Trace, track_pid: np.ndarray, track_tid: np.ndarray,
         if not (type(a) is int and type(b) is int and 0 <= a < n and 0 <= b < n and a != b) or crossed[a] \
                 or crossed[b]:
             continue
-        start_a, start_b = float(ev["start_ns"][a]), float(ev["start_ns"][b])
+        start_a, start_b = float(start_ns[a]), float(start_ns[b])
         t = max(start_a, start_b)
-        if t > start_b + float(ev["dur_ns"][b]):
+        if t > float(end_ns[b]):
             continue
         name = names[k] if type(k) is int and 0 <= k < len(names) else FLOW_NAME
         flow = {"cat": FLOW_NAME, "name": name, "id": next(ids)}

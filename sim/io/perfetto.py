@@ -7,7 +7,8 @@ deflate-compressed packets; every other packet is skipped. Each track with slice
 Written: a process per run, a thread track per engine and DMA queue, a counter track per counter,
 a slice per event named by its op in the category of its layer, names interned once. The events
 that overlap one of their track without nesting in it go on async tracks of the process named
-as their track (as many as overlap at once), which Perfetto draws merged into one.
+as their track (as many as overlap at once), which Perfetto draws merged into one; read back,
+they go back on their thread.
 
 Both ways go through :mod:`sim.io.protowire`, which reads and writes the packets of a window of
 the file together with array operations (a generated class per packet cost 9 us an event). Only
@@ -32,10 +33,10 @@ import numpy as np
 from sim.errors import TraceFileError
 from sim.io import protowire as pw
 from sim.io.atomic import atomic_file
-from sim.io.chrome import MAX_DEPTH_ROWS, crossing_events
+from sim.io.chrome import MAX_DEPTH_ROWS, whole_ns
 from sim.io.inputs import Fail, name_text, open_regular
 from sim.io.protowire import I64, LEN, VARINT, Fields, scan, tag
-from sim.io.slices import stack_depths
+from sim.io.slices import crossing, stack_depths
 from sim.trace import Counter, Trace, Track
 
 MAX_FILE_BYTES = 4 << 30
@@ -630,6 +631,7 @@ def _trace(r: _Reader, file_name: str, fail: Fail) -> Trace:
     from sim.io.native import _validate_trace
 
     s = _Slices(r, fail)
+    _onto_threads(r.tracks, s)
     present = np.unique(s.track_code)
     ranks = {int(c): r.tracks.get(int(s.tracks[c]), {}).get("rank", 0) for c in present}
     codes = sorted(ranks, key=lambda c: (ranks[c], int(s.tracks[c])))  # the tracks with slices, in their order
@@ -689,6 +691,36 @@ def _trace(r: _Reader, file_name: str, fail: Fail) -> Trace:
                   layer_end_ns=lend, counters=counters)
     _validate_trace(trace, fail)
     return trace
+
+
+def _onto_threads(tracks: dict[int, dict], s: _Slices) -> None:
+    """The slices of a thread's lanes put back on the thread, restacked with its own by depth
+    (packed where they overlap: :func:`~sim.io.slices.stack_depths`), so that a file neuronviz
+    wrote reads back into its tracks, not into a row of a thread's name beside the thread's. A
+    lane is an async track as :func:`save_pftrace` writes the events a thread's stack cannot
+    hold: no thread or process of its own, a child of the thread's process, with its name and rank."""
+    thread_of = {}
+    for uuid, d in tracks.items():
+        if d["tid"] is not None:
+            thread_of.setdefault((d["pid"], d["thread_name"], d["rank"]), uuid)
+    code_of = {int(u): c for c, u in enumerate(s.tracks.tolist())}
+    remap = np.arange(len(s.tracks), dtype=np.int64)
+    for uuid, c in list(code_of.items()):
+        d, parent = tracks.get(uuid), tracks.get(tracks.get(uuid, {}).get("parent", 0))
+        if d is None or d["pid"] is not None or d["counter"] or parent is None or parent["tid"] is not None:
+            continue
+        thread = thread_of.get((parent["pid"], d["name"], d["rank"]))
+        if thread is not None:
+            if thread not in code_of:  # a thread whose every slice is on its lanes
+                code_of[thread] = len(s.tracks)
+                s.tracks = np.append(s.tracks, np.uint64(thread))
+            remap[c] = code_of[thread]
+    moved = np.flatnonzero(remap != np.arange(len(remap)))
+    if not len(moved):
+        return
+    s.track_code = remap[s.track_code]
+    on = np.flatnonzero(np.isin(s.track_code, remap[moved]))
+    s.depth[on] = stack_depths(s.track_code[on], s.start[on].astype(np.int64), s.end[on].astype(np.int64))
 
 
 def _table(strings: list[str], code: np.ndarray, label: Callable[[str], str | None]) -> tuple[np.ndarray, list[str]]:
@@ -758,7 +790,12 @@ def _packet(*fields: bytes) -> bytes:
 
 def save_pftrace(path: str | os.PathLike, traces: Sequence[Trace]) -> None:
     """Write ``traces`` as a Perfetto trace, atomically: a process per run, a thread track per
-    track, a counter track per counter; each event a slice named by its op in its layer's category."""
+    track, a counter track per counter; each event a slice named by its op in its layer's category
+    and its flows, at its whole nanoseconds (:func:`~sim.io.chrome.whole_ns`). An event its
+    thread's stack cannot hold (overlapping one of its track without nesting in it:
+    :func:`~sim.io.chrome.crossing_events`) goes on an async track of the process named and ranked
+    as its thread, a lane each where such events overlap (:func:`_lanes`), which Perfetto draws
+    merged into one track; :func:`load_pftrace` reads them back onto their thread."""
     names = sorted({n for t in traces for n in t.op_names})
     categories = sorted({n for t in traces for n in t.layer_names})
     iid = {n: i + 1 for i, n in enumerate(names)}
@@ -778,7 +815,8 @@ def save_pftrace(path: str | os.PathLike, traces: Sequence[Trace]) -> None:
                 thread = _field(PID, r + 1) + _field(TID, t + 1) + _field(THREAD_NAME, track.name)
                 f.write(_packet(_field(DESCRIPTOR, _field(UUID, base + t + 1) + _field(THREAD, thread)
                                        + _field(PARENT_UUID, base) + _field(RANK, t))))
-            lane, lane_track = _lanes(trace)
+            start, end = whole_ns(trace)
+            lane, lane_track = _lanes(trace, start, end)
             for j, t in enumerate(lane_track.tolist()):  # named as their track, in its place: Perfetto merges them
                 f.write(_packet(_field(DESCRIPTOR, _field(UUID, base + LANES + j)
                                        + _field(TRACK_NAME, trace.tracks[t].name) + _field(PARENT_UUID, base)
@@ -786,8 +824,8 @@ def save_pftrace(path: str | os.PathLike, traces: Sequence[Trace]) -> None:
             for c, counter in enumerate(trace.counters.values()):
                 f.write(_packet(_field(DESCRIPTOR, _field(UUID, base + 0x10000 + c) + _field(TRACK_NAME, counter.name)
                                        + _field(PARENT_UUID, base) + _field(COUNTER_TRACK, b""))))
-            _write_events(f, trace, np.where(lane >= 0, lane + (base + LANES),
-                                             trace.events["track"].astype(np.int64) + (base + 1)), iid, cat_iid)
+            uuid = np.where(lane >= 0, lane + (base + LANES), trace.events["track"].astype(np.int64) + (base + 1))
+            _write_events(f, trace, start.astype(np.int64), end.astype(np.int64), uuid, iid, cat_iid)
             for c, counter in enumerate(trace.counters.values()):
                 _write_counter(f, counter, base + 0x10000 + c)
 
@@ -796,19 +834,17 @@ CHUNK = 1 << 18  # packets built and written at a time
 LANES = 0x20000  # a run's async tracks' uuids start here, after its threads' and counters'
 
 
-def _lanes(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """Where the events a thread's stack cannot hold (:func:`~sim.io.chrome.crossing_events`) go:
-    async tracks of their process (a TrackEvent track's slices must nest), a lane of its track
-    each in the lowest free where they overlap. Each event's lane (-1: on its thread) and each
-    lane's track."""
-    crossed = np.flatnonzero(crossing_events(trace))
+def _lanes(trace: Trace, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where the events a thread's stack cannot hold (:func:`~sim.io.chrome.crossing_events`) go,
+    on the times written (``start``, ``end``): async tracks of their process (a TrackEvent
+    track's slices must nest), a lane of its track each in the lowest free where they overlap.
+    Each event's lane (-1: on its thread) and each lane's track."""
+    crossed = np.flatnonzero(crossing(trace.events["track"], start, end))
     lane = np.full(trace.n_events, -1, np.int64)
     if not len(crossed):
         return lane, np.zeros(0, np.int64)
-    ev = trace.events
-    track = ev["track"][crossed].astype(np.int64)
-    start = np.rint(ev["start_ns"][crossed])  # as written
-    depth = stack_depths(track, start, np.maximum(np.rint(ev["start_ns"][crossed] + ev["dur_ns"][crossed]), start))
+    track = trace.events["track"][crossed].astype(np.int64)
+    depth = stack_depths(track, start[crossed], end[crossed])
     pairs, lane[crossed] = np.unique(track * (int(depth.max()) + 1) + depth, return_inverse=True)
     return lane, pairs // (int(depth.max()) + 1)
 
@@ -833,13 +869,13 @@ def _write_counter(f, counter: Counter, uuid: int) -> None:
         f.write(_timed(ts[a:a + CHUNK], event, flags=False))
 
 
-def _write_events(f, trace: Trace, uuid: np.ndarray, iid: dict[str, int], cat_iid: dict[str, int]) -> None:
-    """Each event as a begin and an end packet (an instant when it lasts no time), in time order,
-    on its track (``uuid``), with its op's interned name, its layer's interned category and its flows."""
+def _write_events(f, trace: Trace, start: np.ndarray, end: np.ndarray, uuid: np.ndarray, iid: dict[str, int],
+                  cat_iid: dict[str, int]) -> None:
+    """Each event as a begin and an end packet (an instant when it lasts no time) at its ``start``
+    and ``end`` (integer ns), in time order, on its track (``uuid``), with its op's interned name,
+    its layer's interned category and its flows."""
     ev = trace.events
     n = trace.n_events
-    start = np.rint(ev["start_ns"]).astype(np.int64)
-    end = np.maximum(np.rint(ev["start_ns"] + ev["dur_ns"]).astype(np.int64), start)
     # a slice of no duration is an instant (its begin and end would be one time, in either order)
     lasting = np.flatnonzero(end > start)
     times = np.concatenate([start, end[lasting]])

@@ -260,3 +260,63 @@ def test_the_ranks_strip_shades_busy_engines_and_a_click_shows_the_collective(tw
     qtbot.mouseClick(strip.viewport(), Qt.MouseButton.LeftButton, pos=at)
     assert view.collectives.currentRow() == 0
     assert two_ranks.session.area_of(two_ranks.session.runs[0]) == pytest.approx((11_000.0, 11_400.0))
+
+
+def test_hovering_beside_a_collectives_bar_tells_of_the_shading_not_the_collective(two_ranks, qtbot):
+    """Rank 1's first AllReduce spans 11,000 to 11,400 ns, its bar a quarter row above and below
+    the row's middle: its waits' shading below the bar is not the collective, nor is the top edge
+    of a bar without the straggler's mark (rank 2's is marked: its mark's lower half covers it)."""
+    from PySide6.QtCore import QPointF
+
+    view, strip = two_ranks.ranks, two_ranks.ranks.strip
+    strip.setXRange(10_500.0, 14_000.0, padding=0)
+    qtbot.wait(10)
+    assert strip.collective_at(11_050.0, 0.2) == 0 and strip.collective_at(11_350.0, 1.2) == 0  # on the bars
+    assert strip.describe(11_050.0, 0.4).startswith("1: trn1.2xlarge · r0\nengines busy")
+    assert strip.collective_at(11_050.0, 0.4) == -1 and strip.collective_at(11_050.0, -0.4) == -1
+    assert strip.collective_at(11_350.0, 1 - 0.3, mark=0.1) == 0  # on the straggler's mark
+    assert strip.collective_at(11_050.0, 0 - 0.3, mark=0.1) == -1  # the same height on an unmarked bar
+    clicked = []
+    strip.sig_collective_clicked.connect(clicked.append)
+    at = strip.mapFromScene(strip.getViewBox().mapViewToScene(QPointF(11_050.0, 0.45)))
+    qtbot.mouseClick(strip.viewport(), Qt.MouseButton.LeftButton, pos=at)
+    assert clicked == [] and view.collectives.currentRow() == -1
+
+
+def test_the_ranks_strip_draws_the_bars_in_view_and_merges_those_narrower_than_a_pixel():
+    """Two rows of 1,000 bars [10k, 10k + 4]: zoomed out to 100 px across, every pixel column
+    holds a bar, so a row is one rect; zoomed in on [95, 125], the three bars there, as they are."""
+    import numpy as np
+
+    from neuronviz.widgets.ranks import COLLECTIVE_HEIGHT, CollectiveBars
+
+    start = np.arange(1000) * 10.0
+    bars = CollectiveBars()
+    bars.set_bars([start, start], [start + 4, start + 4])
+    rects, dense = bars.visible(0.0, 10_000.0, 0.01)
+    h = COLLECTIVE_HEIGHT
+    assert rects.tolist() == [[0.0, -h / 2, 10_000.0, h], [0.0, 1 - h / 2, 10_000.0, h]] and dense.all()
+    rects, dense = bars.visible(95.0, 125.0, 10.0)
+    assert rects.tolist() == [[s, r - h / 2, 4.0, h] for r in (0, 1) for s in (100.0, 110.0, 120.0)]
+    assert not dense.any()  # 30 px apart: outlined
+
+
+@pytest.fixture
+def ranks_tab_made_late(monkeypatch):
+    """The Ranks tab's view made when it is first shown, as the tabs not made with the window are."""
+    import neuronviz.main_window as main_window
+
+    monkeypatch.setattr(main_window, "EAGER_TABS", tuple(t for t in main_window.EAGER_TABS if t != "Ranks"))
+
+
+def test_a_ranks_tab_made_after_the_panes_shows_their_range(ranks_tab_made_late, demo_window, tmp_path):
+    dirs = [rank_profile(tmp_path / "r0", 0, 0, [11_000, 13_500]),
+            rank_profile(tmp_path / "r1", 1, 2, [9_300, 11_200])]
+    assert demo_window.open_files([str(d) for d in dirs])
+    assert "Ranks" not in demo_window._views
+    show(demo_window, "Ranks")
+    strip, timeline = demo_window.ranks.strip, demo_window.panes[0].timeline
+    timeline.setXRange(10_500.0, 14_000.0, padding=0)
+    assert strip.viewRange()[0] == pytest.approx([10_500.0, 14_000.0])
+    strip.setXRange(10_800.0, 13_800.0, padding=0)
+    assert timeline.viewRange()[0] == pytest.approx([10_800.0, 13_800.0])

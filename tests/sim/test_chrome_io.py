@@ -16,6 +16,8 @@ from sim.metrics import compute_metrics
 
 GOLDEN = Path(__file__).parents[1] / "data" / "pytorch-profiler.json"
 TS_TOLERANCE_NS = 1e-6 * 1e3  # microsecond floats: 1e-6 us
+# events are written in whole nanoseconds (whole_ns): a start rounded, an end rounded, so a duration within 1 ns
+START_TOLERANCE_NS, DUR_TOLERANCE_NS = 0.5 + TS_TOLERANCE_NS, 1.0 + TS_TOLERANCE_NS
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +45,8 @@ def assert_same_runs(originals, loaded):
         for name in ("track", "op", "layer", "flops", "bytes"):
             assert np.array_equal(b.events[name], a.events[name]), name
         assert [b.tracks[i].name for i in b.events["track"][:50]] == [a.tracks[i].name for i in a.events["track"][:50]]
-        for name in ("start_ns", "dur_ns"):
-            assert np.allclose(b.events[name], a.events[name], rtol=0, atol=TS_TOLERANCE_NS), name
+        for name, atol in (("start_ns", START_TOLERANCE_NS), ("dur_ns", DUR_TOLERANCE_NS)):
+            assert np.allclose(b.events[name], a.events[name], rtol=0, atol=atol), name
         assert list(b.counters) == list(a.counters)
         for name, c in a.counters.items():
             d = b.counters[name]
@@ -86,8 +88,8 @@ def test_exported_json_is_a_chrome_trace(traces, saved):
     assert len(xs) == sum(t.n_events for t in traces)
     first, tr = xs[0], traces[0]
     assert first["name"] == tr.op_names[tr.events["op"][0]] and first["cat"] == tr.tracks[tr.events["track"][0]].kind
-    assert first["ts"] == pytest.approx(tr.events["start_ns"][0] / 1e3)
-    assert first["dur"] == pytest.approx(tr.events["dur_ns"][0] / 1e3)
+    start, end = np.rint(tr.events["start_ns"][0]), np.rint(tr.events["start_ns"][0] + tr.events["dur_ns"][0])
+    assert first["ts"] == start / 1e3 and first["dur"] == (end - start) / 1e3
     assert set(first["args"]) == {"layer", "flops", "bytes"}
     assert first["args"]["layer"] == tr.layer_names[tr.events["layer"][0]]
     assert all(e["pid"] in procs for e in xs)
@@ -725,7 +727,7 @@ def test_events_overlapping_on_a_track_are_written_as_async_slices_and_read_back
     slices = [e for e in doc["traceEvents"] if e["ph"] in "Xbe"]
     assert [e["ph"] for e in slices] == ["X", "X", "b", "b", "X", "X", "e", "e"]
     b, e = [s for s in slices if s["ph"] == "b"], [s for s in slices if s["ph"] == "e"]
-    assert [s["ts"] for s in b] == [50.00025, 60.00025] and [s["ts"] for s in e] == [150.00025, 160.00025]
+    assert [s["ts"] for s in b] == [50.0, 60.0] and [s["ts"] for s in e] == [150.0, 160.0]  # whole ns
     assert len({s["id"] for s in b}) == 2 and [s["id"] for s in b] == [s["id"] for s in e]
     name = trace.op_names[2]
     assert {(s["name"], s["cat"]) for s in b + e} == {(name, "dma_read")}
@@ -743,6 +745,55 @@ def test_events_overlapping_on_a_track_are_written_as_async_slices_and_read_back
     assert rows[f"{queue} ·1"] == [(trace.op_names[1], 10.0)]
 
 
+def _perfetto_ns(us: np.ndarray) -> np.ndarray:
+    """Nanoseconds as Perfetto's JSON reader makes them of a ``ts`` or ``dur`` in microseconds:
+    ``std::llround(value * 1000.0)`` (json_trace_tokenizer.cc), half away from zero."""
+    x = np.asarray(us, np.float64) * 1000.0
+    whole = np.floor(x)
+    return np.where(x - whole >= 0.5, whole + 1, whole)
+
+
+def _slices_as_read(doc: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each X event's and each b/e pair's thread, start and end as Perfetto reads them, in ns."""
+    events = doc["traceEvents"]
+    xs = [e for e in events if e["ph"] == "X"]
+    ends = {e["id"]: e["ts"] for e in events if e["ph"] == "e"}
+    bs = [e for e in events if e["ph"] == "b"]
+    start = _perfetto_ns([e["ts"] for e in xs] + [e["ts"] for e in bs])
+    end = np.concatenate([start[:len(xs)] + _perfetto_ns([e["dur"] for e in xs]),
+                          _perfetto_ns([ends[e["id"]] for e in bs])])
+    return np.array([e["tid"] for e in xs + bs]), start, end
+
+
+def test_a_reader_rounding_ts_and_dur_apart_finds_the_times_nesting_was_decided_on(traces):
+    """Nesting is decided on whole nanoseconds (the end rounded, not the start plus a rounded
+    duration); ``ts`` and ``dur`` are written of the same whole nanoseconds, so that Perfetto,
+    rounding each to ns, finds those times. Of a full-precision ``ts`` and ``dur`` it would find
+    a quarter of these events ending 1 ns off, some inside the next one."""
+    for trace in traces:
+        doc = export_chrome([trace])
+        start, end = chrome.whole_ns(trace)
+        _, read_start, read_end = _slices_as_read(doc)
+        assert len(read_start) == trace.n_events  # none crossing: in the order of the events
+        assert read_start.tolist() == start.tolist() and read_end.tolist() == end.tolist()
+
+
+def test_events_touching_at_a_half_nanosecond_are_written_touching(traces):
+    """[10.6, 21.2] and [21.2, 26.2] ns: the first ends at 21 ns, where the second starts (its
+    10.6 ns duration alone would round to 11, ending it at 22 ns, inside the second)."""
+    from sim.trace import Trace
+
+    t = traces[1]
+    events = {"track": np.zeros(2, np.int16), "start_ns": np.array([10.6, 21.2]), "dur_ns": np.array([10.6, 5.0]),
+              "op": np.zeros(2, np.int32), "layer": np.zeros(2, np.int32), "flops": np.zeros(2), "bytes": np.zeros(2)}
+    trace = Trace(meta=t.meta, tracks=t.tracks, events=events, op_names=t.op_names, op_layer=t.op_layer,
+                  layer_names=t.layer_names, layer_kinds=t.layer_kinds, layer_start_ns=t.layer_start_ns,
+                  layer_end_ns=t.layer_end_ns)
+    xs = [e for e in export_chrome([trace])["traceEvents"] if e["ph"] == "X"]
+    assert [(e["ts"], e["dur"]) for e in xs] == [(0.011, 0.010), (0.021, 0.005)]
+    assert (_perfetto_ns(xs[0]["ts"]) + _perfetto_ns(xs[0]["dur"])) == _perfetto_ns(xs[1]["ts"]) == 21
+
+
 def test_events_overlapping_by_float_rounding_stay_complete_events(traces):
     """A simulation's events end where the next begins to within float rounding: no overlap."""
     for trace in traces:
@@ -754,11 +805,30 @@ def test_events_overlapping_by_float_rounding_stay_complete_events(traces):
         assert not chrome.crossing_events(trace).any()
 
 
-def test_the_slices_a_stack_cannot_hold_are_found_without_walking_every_track():
+def test_slices_are_stacked_by_group_start_and_length_then_as_given():
+    """:func:`sim.io.slices.stack_order`'s stable sorts against a lexsort of its four keys, with
+    slices starting together (the shorter of them given first) and groups too wide for 16 bits."""
+    from sim.io.slices import stack_order
+
+    rng = np.random.default_rng(45)
+    for trial in range(1000):
+        n = int(rng.integers(0, 40))
+        group = rng.integers(0, 3, n) * (1 if trial % 2 else 1 << 20)
+        start = rng.integers(0, 10, n).astype(float)
+        end = start + rng.integers(0, 5, n)
+        expected = np.lexsort((np.arange(n), start - end, start, group))
+        assert stack_order(group, start, end).tolist() == expected.tolist(), (group, start, end)
+
+
+@pytest.mark.parametrize("stepped", [64, 3])
+def test_the_slices_a_stack_cannot_hold_are_found_without_walking_every_track(monkeypatch, stepped):
     """:func:`sim.io.slices.crossing` against a walk of each group's stack, on random slices:
-    nested ones, overlapping ones, zero-length ones, equal ones."""
+    nested ones, overlapping ones, zero-length ones, equal ones; with clusters walked side by side
+    and (``stepped`` 3) most of them too long for it, checked for nesting and walked alone."""
+    from sim.io import slices
     from sim.io.slices import _crossing_walk, crossing, stack_order
 
+    monkeypatch.setattr(slices, "STEPPED", stepped)
     rng = np.random.default_rng(46)
     found = 0
     for trial in range(2000):
@@ -776,6 +846,31 @@ def test_the_slices_a_stack_cannot_hold_are_found_without_walking_every_track():
     assert 200 < found < 1800  # both kinds of group were drawn
 
 
+@pytest.mark.parametrize("stepped", [64, 3])
+def test_overlapping_slices_are_packed_in_the_lowest_free_lane(monkeypatch, stepped):
+    """Lanes of slices overlapping without nesting, by clusters side by side or (``stepped`` 3)
+    most of them alone, against a loop over each group's slices; and :func:`stack_depths`, which
+    packs the groups its stack cannot lay out, never puts two overlapping slices on one row."""
+    from sim.io import slices
+    from sim.io.slices import _lanes, _pack, stack_depths, stack_order
+
+    monkeypatch.setattr(slices, "STEPPED", stepped)
+    rng = np.random.default_rng(47)
+    for trial in range(1000):
+        n = int(rng.integers(1, 40))
+        group = rng.integers(0, 3, n)
+        start = rng.integers(0, 30, n).astype(float)
+        end = start + rng.integers(0, 6 if trial % 2 else 20, n)
+        o = stack_order(group, start, end)
+        g, s, e = group[o], start[o], end[o]
+        looped = np.concatenate([_pack(s[g == k], e[g == k]) for k in np.unique(g)])
+        assert _lanes(g, s, e).tolist() == looped.tolist(), (g, s, e)
+        depth = stack_depths(group, start, end)
+        row = np.lexsort((start, depth, group))
+        same = (group[row][1:] == group[row][:-1]) & (depth[row][1:] == depth[row][:-1])
+        assert not np.any(same & (start[row][1:] < end[row][:-1])), (group, start, end)
+
+
 def test_no_flow_event_is_written_for_an_arrow_to_an_async_slice(traces):
     """A flow event binds to a slice of its thread; an async slice is on a track of its own."""
     from sim.trace import Trace
@@ -786,4 +881,4 @@ def test_no_flow_event_is_written_for_an_arrow_to_an_async_slice(traces):
               op_layer=t.op_layer, layer_names=t.layer_names, layer_kinds=t.layer_kinds,
               layer_start_ns=t.layer_start_ns, layer_end_ns=t.layer_end_ns, counters=t.counters)
     events = export_chrome([t])["traceEvents"]
-    assert [(e["ph"], e["ts"]) for e in events if e["ph"] in "sf"] == [("s", 0.00025), ("f", 120.00025)]
+    assert [(e["ph"], e["ts"]) for e in events if e["ph"] in "sf"] == [("s", 0.0), ("f", 120.0)]

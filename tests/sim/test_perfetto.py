@@ -1,6 +1,7 @@
 """Perfetto's native trace format both ways: a simulation round trip, a file Perfetto's own trace
 builder writes, and bad files in one line."""
 
+import json
 import zlib
 
 import numpy as np
@@ -189,12 +190,19 @@ def test_events_overlapping_on_a_track_go_on_async_tracks_where_every_slice_nest
     assert [on[u] for u in lanes] == [[(50, BEGIN), (150, END)], [(60, BEGIN), (160, END)]]
     assert on[thread] == [(0, BEGIN), (10, BEGIN), (20, END), (100, END), (120, BEGIN), (130, END)]  # nested
 
-    (back,) = load_file(path)
+    (back,) = load_file(path)  # the lanes back on their thread, its slices stacked as in any reader
     name = f"{back.tracks[0].name.split(' / ')[0]} / {sim.tracks[q].name}"
-    assert [t.name for t in back.tracks] == [name, f"{name} ·1", name, name]  # the thread's two depths, two lanes
+    assert [t.name for t in back.tracks] == [name, f"{name} ·1", f"{name} ·2"]
+    row = [0, 1, 1, 2, 0]  # load, store; wait, then the first transfer once it has ended; the second
     assert _rows(back) == sorted(
-        (sim.tracks[q].name + (" ·1" if o == 1 else ""), sim.op_names[o], s, s + d)
-        for o, s, d in zip(op.tolist(), start.tolist(), dur.tolist(), strict=True))
+        (sim.tracks[q].name + (f" ·{r}" if r else ""), sim.op_names[o], s, s + d)
+        for o, s, d, r in zip(op.tolist(), start.tolist(), dur.tolist(), row, strict=True))
+    chrome = tmp_path / "overlap.json"  # the same five slices of one thread in a Chrome file of another tool
+    chrome.write_text(json.dumps({"traceEvents": [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": sim.tracks[q].name}},
+        *({"ph": "X", "name": sim.op_names[o], "ts": s / 1e3, "dur": d / 1e3, "pid": 1, "tid": 1}
+          for o, s, d in zip(op.tolist(), start.tolist(), dur.tolist(), strict=True))]}))
+    assert _rows(load_file(chrome)[0]) == _rows(back)
 
 
 # ---------------------------------------------------------------------------------------------
