@@ -169,7 +169,7 @@ class ChipDiagram(QWidget):
         label_h = 14.0
         efa_w = 46.0 if st.nodes > 1 else 0.0
         shape = "x".join(map(str, st.topology_dims))
-        title = f"{st.topology} {shape} · NeuronLink {st.link_bytes_per_s / 1e9:.0f} GB/s"
+        title = f"{st.topology} {shape} · NeuronLink {st.link_bytes_per_s / 1e9:,.0f} GB/s"
         p.setPen(fg)
         p.drawText(QRectF(area.left(), area.top(), area.width(), label_h), Qt.AlignmentFlag.AlignLeft, title)
         body = QRectF(area.left(), area.top() + label_h + 2, area.width() - efa_w, area.height() - label_h - 2)
@@ -195,7 +195,7 @@ class ChipDiagram(QWidget):
             p.drawRoundedRect(box, 4, 4)
             p.setPen(QColor("white") if e_level > 0.5 else fg)
             p.drawText(box, Qt.AlignmentFlag.AlignCenter,
-                       f"EFA\n× {st.nodes}\n{st.efa_bytes_per_s / 1e9:.0f}\nGB/s")
+                       f"EFA\n× {st.nodes}\n{st.efa_bytes_per_s / 1e9:,.0f}\nGB/s")
 
     def _chip_points(self, r: QRectF) -> list[QPointF]:
         """Where each chip sits: a grid per 2D torus (side by side for an UltraServer's rings of
@@ -313,9 +313,9 @@ class ChipDiagram(QWidget):
         shown = ((st.sbuf_fill, QColor(120, 120, 200, 160), f"SBUF {100 * st.sbuf_fill:.0f}%"),
                  (st.psum_fill, QColor(200, 120, 120, 160), f"PSUM {100 * st.psum_fill:.0f}%"),
                  (st.read_bytes_per_s / peak, engine_color("dma_read"),
-                  f"{st.memory_kind} read {st.read_bytes_per_s / 1e9:.0f} GB/s · chip"),
+                  f"{st.memory_kind} read {st.read_bytes_per_s / 1e9:,.0f} GB/s · chip"),
                  (st.write_bytes_per_s / peak, engine_color("dma_write"),
-                  f"{st.memory_kind} write {st.write_bytes_per_s / 1e9:.0f} GB/s · chip"))
+                  f"{st.memory_kind} write {st.write_bytes_per_s / 1e9:,.0f} GB/s · chip"))
         for r, (frac, color, label) in zip(bars, shown, strict=True):
             self._bar(p, r, frac, color, p.fontMetrics().elidedText(label, Qt.TextElideMode.ElideRight,
                                                                      int(r.width()) - 6), fg)
