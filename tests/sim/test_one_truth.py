@@ -121,5 +121,7 @@ def test_the_host_track_and_its_events_of_no_layer_survive_a_file(tmp_path, suff
         np.testing.assert_array_equal(back.events[column], trace.events[column])
     # each request's handling, and the two that waited for a slot (batch 2), beside the engine's steps
     assert (back.events["layer"] == -1).sum() == 4 + 2
-    np.testing.assert_allclose(back.events["start_ns"], trace.events["start_ns"], rtol=1e-12, atol=1e-3)
-    assert compute_metrics(back).latency_s == pytest.approx(compute_metrics(trace).latency_s, rel=1e-9)
+    # Chrome JSON holds whole nanoseconds (as Perfetto reads its ts and dur), the native file every bit
+    atol = 0.5 if suffix == ".json" else 1e-3
+    np.testing.assert_allclose(back.events["start_ns"], trace.events["start_ns"], rtol=1e-12, atol=atol)
+    assert compute_metrics(back).latency_s == pytest.approx(compute_metrics(trace).latency_s, abs=2 * atol * 1e-9)
