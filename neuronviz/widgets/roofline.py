@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, QPointF, Qt
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QVBoxLayout
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout
 
 from neuronviz.axes import log_ticks
 from neuronviz.session import Session
@@ -76,9 +76,16 @@ class RooflineView(LazyView):
         self.plot = pg.PlotWidget(background=palette().background)
         self.plot.setLogMode(x=True, y=True)
         self.plot.setLabel("bottom", "arithmetic intensity (FLOP per byte of device memory)")
-        self.plot.setLabel("left", "achieved TFLOP/s")
+        self.plot.setLabel("left", "TFLOP/s")  # what a layer reached: the text above says so, a short axis holds it
         self.plot.showGrid(x=True, y=True, alpha=0.25)
-        self.legend = self.plot.addLegend(offset=(-4, -4))
+        # the runs' roofs named beside the plot, not over it: a short dock (at 1280x720) leaves the
+        # plot no corner the legend would not cover marks in
+        plot_item = self.plot.getPlotItem()
+        self.legend = pg.LegendItem()
+        self.legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)  # its rows, not spread out
+        plot_item.layout.addItem(self.legend, 0, 3, 4, 1)  # beside the axes too: the plot's height holds it
+        plot_item.layout.setAlignment(self.legend, Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        plot_item.legend = self.legend  # the roofs made with a name join it
         self.scatter = pg.ScatterPlotItem(hoverable=True, tip=self._tip, pxMode=True)
         self.scatter.sigClicked.connect(self._clicked)
         self.op_scatter = pg.ScatterPlotItem(hoverable=True, tip=self._op_tip, pxMode=True, symbol="t")

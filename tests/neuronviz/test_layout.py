@@ -229,3 +229,27 @@ def test_a_figure_reads_the_same_in_the_header_summary_playback_and_tables(demo_
     details = demo_window.details.table
     layer = next(s for s in session.runs[0].analysis.layers if s.name == "layer5.mlp")
     assert details.item(0, 1).text() == number(layer.time_ns / 1e3)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_roofline_names_its_runs_beside_the_plot_and_keeps_its_axis_titles(demo_window, qtbot, size):
+    from neuronviz.widgets.roofline import RooflineView
+
+    _settle(qtbot, demo_window, size)
+    dock = _dock(demo_window, "Roofline")
+    dock.raise_()
+    qtbot.waitUntil(lambda: _on_screen(dock), timeout=2000)
+    qtbot.wait(60)
+    view = dock.findChild(RooflineView)
+    item = view.plot.getPlotItem()
+    legend = view.legend.sceneBoundingRect()
+    assert len(view.legend.items) == len(demo_window.panes)
+    # at 1280x720 its dock is short: a legend inside the plot covered the marks and pushed out the titles
+    assert legend.left() >= item.getViewBox().sceneBoundingRect().right() - 1  # beside the plot, not over it
+    shown = QRectF(view.plot.rect())
+    for name in ("left", "bottom"):
+        label = item.getAxis(name).label
+        margin = label.document().documentMargin()  # the text item's padding around its glyphs
+        text = label.mapRectToScene(label.boundingRect()).adjusted(margin, margin, -margin, -margin)
+        assert shown.contains(text), (name, size)
+    assert shown.contains(legend)
