@@ -339,7 +339,8 @@ def overlap_figures(folder: Path) -> None:
     """A device profile whose instructions overlap on their engines (bench_explorer's, of 1.05
     million instructions): the check of which events a thread's stack cannot hold, which Chrome
     and .pftrace export write as async slices, and both saves."""
-    from bench.bench_explorer import write_profile
+    from bench_explorer import write_profile  # beside this script, on the path a script run puts first
+
     from sim.io import load_file
     from sim.io.chrome import crossing_events
     from sim.io.perfetto import save_pftrace
