@@ -184,6 +184,11 @@ class MainWindow(QMainWindow):
         self._size_when_shown(dock, height)
         return dock
 
+    def _follow_panes(self, view: QWidget) -> None:
+        """A view drawn on the panes' clock (the Ranks strip) shows the first pane's range."""
+        if hasattr(view, "follow_timeline"):
+            view.follow_timeline(self.panes[0].timeline if self.panes else None)
+
     def _size_when_shown(self, dock: QDockWidget, height: int) -> None:
         """Size the bottom docks for ``dock`` each time its tab is brought forward, and when runs
         give it something else to show (a tab behind another counts as visible, with nothing of
@@ -201,8 +206,7 @@ class MainWindow(QMainWindow):
             view = self._views[title] = make(self.session)
             if hasattr(view, "sig_show_span"):
                 view.sig_show_span.connect(self.show_span)
-            if hasattr(view, "follow_timeline"):  # drawn on the panes' clock: their range (later, rebuild_panes)
-                view.follow_timeline(self.panes[0].timeline if self.panes else None)
+            self._follow_panes(view)  # and again whenever rebuild_panes makes new panes
             dock = self.findChild(QDockWidget, title)
             placeholder = dock.widget()
             dock.setWidget(view)
@@ -314,9 +318,8 @@ class MainWindow(QMainWindow):
             self.grid.setColumnStretch(c, 1 if c < cols else 0)
         if not self.panes:
             self.grid.addWidget(self.empty, 0, 0)
-        for view in self._views.values():  # a view drawn on the panes' clock shows their range
-            if hasattr(view, "follow_timeline"):
-                view.follow_timeline(self.panes[0].timeline if self.panes else None)
+        for view in self._views.values():
+            self._follow_panes(view)
         self.fit()
         self._update_title()
 

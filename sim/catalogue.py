@@ -254,15 +254,15 @@ def number(value: float | None, kind: str = "number") -> str:
     return f"{value:,.{_decimals(value)}f}"
 
 
-# a time's unit by its size: the first whose scale it reaches
-DURATION_UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (0.0, "ns"))
+# a time's unit by its size: the first whose scale it reaches, ns below them all (the time axis's too)
+DURATION_UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns"))
 
 
 def duration(ns: float) -> str:
     """A time of ``ns`` nanoseconds as every view writes one: :func:`number`'s four significant
     digits, in s, ms, µs or ns by its size ("2.800 ms", "8,401 µs" is "8.401 ms")."""
-    scale, unit = next((s, u) for s, u in DURATION_UNITS if abs(ns) >= s or s == 0.0)
-    return f"{number(ns / scale if scale else ns)} {unit}"
+    scale, unit = next(((s, u) for s, u in DURATION_UNITS if abs(ns) >= s), DURATION_UNITS[-1])
+    return f"{number(ns / scale)} {unit}"
 
 
 def times(ratio: float | None) -> str:

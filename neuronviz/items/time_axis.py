@@ -7,8 +7,8 @@ import pyqtgraph as pg
 from PySide6.QtGui import QPicture
 
 from neuronviz.items import reports_errors
+from sim.catalogue import DURATION_UNITS
 
-UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns"))
 TICK_PX = 90  # minimum distance between labelled ticks
 MIN_TICKS = 2
 
@@ -63,5 +63,5 @@ class TimeAxis(pg.AxisItem):
         if self.normalised:
             return [f"{100 * v:.4g}%" for v in values]
         span = max((abs(v) for v in values), default=0.0)
-        factor, unit = next(((f, u) for f, u in UNITS if span >= f), UNITS[-1])
+        factor, unit = next(((f, u) for f, u in DURATION_UNITS if span >= f), DURATION_UNITS[-1])
         return [f"{v / factor:.4g} {unit}" for v in values]
